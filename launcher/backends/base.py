@@ -1,0 +1,86 @@
+"""The one interface the CLI talks to; `k8s` and `local` implement it.
+
+Shaped like TorchX schedulers: `dry_run` returns the request that `submit` would send,
+`submit` sends it, `events` yields typed events (see `launcher.events`) until the job
+is terminal. The CLI and the view never know which backend they talk to.
+"""
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from ..events import Event, JobCondition, LogLine, ReplicaPhase
+
+
+class BackendError(RuntimeError):
+    """A backend could not do what was asked; the message is one line for the user."""
+
+
+class AlreadyExists(BackendError):
+    pass
+
+
+class NotFound(BackendError):
+    pass
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """A snapshot: the TFJob's conditions and one row per replica."""
+
+    name: str
+    namespace: str
+    conditions: tuple[JobCondition, ...] = ()
+    replicas: tuple[ReplicaPhase, ...] = ()
+    created: str = ""  # RFC 3339
+    backend: str = ""
+
+    @property
+    def phase(self) -> str:
+        """The last true condition type (Created, Running, Restarting, Succeeded, Failed)."""
+        true = [c.type for c in self.conditions if c.status == "True"]
+        return true[-1] if true else "Pending"
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    name: str
+    namespace: str
+    phase: str
+    created: str = ""
+    replicas: dict = field(default_factory=dict)  # {"Worker": 2, ...}
+
+
+class Backend(abc.ABC):
+    name: str = "base"
+
+    @abc.abstractmethod
+    def dry_run(self, tfjob: dict) -> dict:
+        """Return the request `submit` would send (server-side validated where possible)."""
+
+    @abc.abstractmethod
+    def submit(self, tfjob: dict, replace: bool = False) -> None:
+        """Create the job; AlreadyExists if the name is taken and not `replace`."""
+
+    @abc.abstractmethod
+    def status(self, name: str, namespace: str) -> JobStatus:
+        """Current conditions and replicas; NotFound if there is no such job."""
+
+    @abc.abstractmethod
+    def events(self, name: str, namespace: str) -> Iterator[Event]:
+        """Yield JobCondition / ReplicaPhase transitions (each once) until a terminal condition."""
+
+    @abc.abstractmethod
+    def logs(self, name: str, namespace: str, replica: str | None = None,
+             follow: bool = False) -> Iterator[LogLine]:
+        """Lines of one replica ("worker-1") or of all (None); `follow` waits for Pending
+        replicas and follows across restarts until the job is terminal."""
+
+    @abc.abstractmethod
+    def delete(self, name: str, namespace: str, wait: bool = False) -> None:
+        """Delete the job (and its replicas); NotFound if absent; `wait` until gone."""
+
+    @abc.abstractmethod
+    def list(self, namespace: str | None) -> list[JobSummary]:
+        """Jobs in `namespace` (all namespaces if None)."""

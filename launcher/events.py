@@ -1,0 +1,87 @@
+"""Typed events every backend yields and the view and exit code consume.
+
+Backends never print; they map what they see (pod/TFJob watch events, local process
+state) into these. The CLI never knows which backend produced them.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Union
+
+TERMINAL = ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class JobCondition:
+    """A TFJob condition transition: Created, Running, Restarting, Succeeded, Failed."""
+
+    type: str
+    status: str = "True"
+    reason: str = ""
+    message: str = ""
+    time: str = ""
+
+    @property
+    def terminal(self) -> bool:
+        return self.type in TERMINAL and self.status == "True"
+
+
+@dataclass(frozen=True)
+class ReplicaPhase:
+    """One replica's state: `replica` is the short id like "worker-1"."""
+
+    replica: str
+    type: str  # TFJob replica type: Chief, PS, Worker, Evaluator
+    index: int
+    phase: str  # Pending, Running, Succeeded, Failed, Unknown
+    restarts: int = 0
+    node: str = ""
+    started: str = ""  # RFC 3339 start time, "" if not started
+    gpus: int = 0
+    exit_code: int | None = None
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class LogLine:
+    replica: str
+    line: str
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Training progress parsed from the chief's `Train [...] step N: ...` lines."""
+
+    step: int
+    total: int | None = None
+    loss: float | None = None
+    accuracy: float | None = None
+    steps_per_sec: float | None = None
+
+
+Event = Union[JobCondition, ReplicaPhase, LogLine, Progress]
+
+
+def short_replica(rtype: str, index: int) -> str:
+    return f"{rtype.lower()}-{index}"
+
+
+# Matches the trainer's progress line, e.g.
+# "Train [chief/0] step 200 of 1000: loss 0.2310, accuracy 0.9375 (12.3 s) 16.2 global steps/s"
+_TRAIN = re.compile(
+    r"Train \[[^\]]*\] step (?P<step>\d+)(?: of (?P<total>\d+))?: loss (?P<loss>[-0-9.eE+naif]+), "
+    r"accuracy (?P<acc>[-0-9.eE+naif]+).*?(?:(?P<rate>[0-9.]+) global steps/s)?\s*$")
+
+
+def parse_progress(line: str) -> Progress | None:
+    match = _TRAIN.search(line)
+    if not match:
+        return None
+    return Progress(
+        step=int(match["step"]),
+        total=int(match["total"]) if match["total"] else None,
+        loss=float(match["loss"]),
+        accuracy=float(match["acc"]),
+        steps_per_sec=float(match["rate"]) if match["rate"] else None,
+    )

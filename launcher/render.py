@@ -1,0 +1,84 @@
+"""JobSpec -> TFJob dict, through the one Jinja template in k8s/templates/.
+
+The template holds no logic beyond loops and conditionals; everything derived from the
+JobSpec (selectors, tolerations, resources, labels) comes from JobSpec methods, so the
+Helm values (`helm_values.py`) and the local backend see the same data.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+import jinja2
+import yaml
+
+from .spec import RUN_AS_USER, TF_PORT, JobSpec
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "k8s" / "templates"
+
+
+@lru_cache(maxsize=1)
+def _template() -> jinja2.Template:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+    )
+    return env.get_template("tfjob.yaml.j2")
+
+
+def run_policy(spec: JobSpec) -> dict:
+    policy = {"cleanPodPolicy": spec.run_policy.clean_pod_policy}
+    optional = {
+        "ttlSecondsAfterFinished": spec.run_policy.ttl_seconds_after_finished,
+        "activeDeadlineSeconds": spec.run_policy.active_deadline_seconds,
+        "backoffLimit": spec.run_policy.backoff_limit,
+    }
+    policy.update({k: v for k, v in optional.items() if v is not None})
+    return policy
+
+
+def context(spec: JobSpec) -> dict:
+    """Everything the template needs, derived from the JobSpec only."""
+    return {
+        "name": spec.name,
+        "namespace": spec.namespace,
+        "labels": spec.all_labels(),
+        "run_policy": run_policy(spec),
+        "restart_policy": spec.restart_policy,
+        "service_account": spec.service_account,
+        "image": spec.image,
+        "command": list(spec.command),
+        "args": spec.container_args(),
+        "env": [{"name": k, "value": v} for k, v in spec.env.items()],
+        "port": TF_PORT,
+        "pod_security_context": {"runAsNonRoot": True, "runAsUser": RUN_AS_USER,
+                                 "runAsGroup": RUN_AS_USER, "fsGroup": RUN_AS_USER},
+        "container_security_context": {"allowPrivilegeEscalation": False,
+                                       "capabilities": {"drop": ["ALL"]}},
+        "replicas": [
+            {
+                "type": role,
+                "count": spec.count(role),
+                "node_selector": spec.replica_node_selector(role),
+                "tolerations": spec.replica_tolerations(role),
+                "resources": spec.replica_resources(role),
+            }
+            for role in spec.active_roles()
+        ],
+    }
+
+
+def render_yaml(spec: JobSpec) -> str:
+    """The TFJob manifest as the template writes it."""
+    return _template().render(**context(spec))
+
+
+def render(spec: JobSpec) -> dict:
+    """The TFJob as a dict (the template's output parsed back)."""
+    return yaml.safe_load(render_yaml(spec))
+
+
+def to_yaml(obj: dict) -> str:
+    return yaml.safe_dump(obj, sort_keys=False, default_flow_style=False)

@@ -1,0 +1,248 @@
+"""JobSpec: the single source of truth for a training job.
+
+Plain, frozen data validated at construction (no I/O). The Jinja template, the Helm
+values and the local backend all derive from it; see `render.py` and `helm_values.py`.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping
+
+# TFJob replica types, in the order training-operator v1.9 documents them.
+ROLES = ("Chief", "PS", "Worker", "Evaluator")
+GPU_ROLES = ("Chief", "Worker", "Evaluator")
+RESTART_POLICIES = ("OnFailure", "ExitCode", "Never", "Always")
+CLEAN_POD_POLICIES = ("Running", "All", "None")
+DEFAULT_IMAGE = "tfjob-trainer:0.1.0"
+DEFAULT_NAMESPACE = "default"
+TF_PORT = 2222
+ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
+GPU_RESOURCE = "nvidia.com/gpu"
+RUN_AS_USER = 1000
+
+_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+_QUANTITY = re.compile(r"^([+]?[0-9.]+)([eE][-+]?[0-9]+|m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
+_GCS_URL = re.compile(r"^gs://[a-z0-9][-_.a-z0-9]{1,220}[a-z0-9](/.*)?$")
+MAX_NAME = 63
+
+
+class SpecError(ValueError):
+    """A JobSpec rule was broken. `field` names the flag/field, the message says the fix."""
+
+    def __init__(self, field_name: str, message: str):
+        self.field = field_name
+        super().__init__(f"{field_name}: {message}")
+
+
+def _frozen(mapping: Mapping[str, str] | None) -> Mapping[str, str]:
+    return MappingProxyType(dict(mapping or {}))
+
+
+def check_label_key(key: str, field_name: str) -> None:
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        raise SpecError(field_name, f"key {key!r} has an invalid prefix; use a DNS subdomain like example.com/name")
+    if not name or len(name) > 63 or not _LABEL_NAME.match(name):
+        raise SpecError(field_name, f"key {key!r} is not a valid label key; use letters, digits, '-', '_', '.' (max 63)")
+
+
+def check_label_value(key: str, value: str, field_name: str) -> None:
+    if len(value) > 63 or not _LABEL_VALUE.match(value):
+        raise SpecError(field_name, f"value {value!r} of {key!r} is not a valid label value; "
+                        "use at most 63 letters, digits, '-', '_', '.', starting and ending alphanumeric")
+
+
+def check_quantity(value: str | None, field_name: str) -> None:
+    if value is not None and not _QUANTITY.match(value):
+        raise SpecError(field_name, f"{value!r} is not a Kubernetes quantity; use e.g. 500m, 2, 4Gi")
+
+
+def check_job_dir(job_dir: str | None) -> None:
+    if job_dir is None:
+        return
+    if job_dir.startswith("gs://"):
+        if not _GCS_URL.match(job_dir):
+            raise SpecError("--job-dir", f"{job_dir!r} is not a valid gs:// URL; use gs://BUCKET/path")
+        return
+    if "://" in job_dir:
+        raise SpecError("--job-dir", f"{job_dir!r}: only local paths and gs:// URLs are supported")
+    if not job_dir or "\n" in job_dir or "\x00" in job_dir:
+        raise SpecError("--job-dir", "must be a non-empty path without newlines")
+
+
+@dataclass(frozen=True)
+class ReplicaSpec:
+    """One TFJob replica type: how many, and what each pod gets."""
+
+    count: int
+    gpus: int = 0
+    cpu: str | None = None
+    memory: str | None = None
+
+    def check(self, role: str) -> None:
+        flag = role.lower()
+        if not isinstance(self.count, int) or self.count < 0:
+            raise SpecError(f"--{'workers' if role == 'Worker' else flag}",
+                            f"replica count must be an integer >= 0, got {self.count!r}")
+        if not isinstance(self.gpus, int) or self.gpus < 0:
+            raise SpecError(f"--gpus-per-{flag}", f"must be an integer >= 0, got {self.gpus!r}")
+        if self.gpus and role not in GPU_ROLES:
+            raise SpecError(f"--gpus-per-{flag}", "GPUs are only for chief, worker and evaluator; ps run on CPU nodes")
+        check_quantity(self.cpu, f"--cpu {flag}=")
+        check_quantity(self.memory, f"--memory {flag}=")
+
+
+@dataclass(frozen=True)
+class RunPolicy:
+    clean_pod_policy: str = "Running"
+    ttl_seconds_after_finished: int | None = None
+    active_deadline_seconds: int | None = None
+    backoff_limit: int | None = None
+
+    def check(self) -> None:
+        if self.clean_pod_policy not in CLEAN_POD_POLICIES:
+            raise SpecError("--clean-pod-policy", f"{self.clean_pod_policy!r}; use one of {', '.join(CLEAN_POD_POLICIES)}")
+        for flag, value in (("--ttl-seconds", self.ttl_seconds_after_finished),
+                            ("--active-deadline-seconds", self.active_deadline_seconds),
+                            ("--backoff-limit", self.backoff_limit)):
+            if value is not None and (not isinstance(value, int) or value < 0):
+                raise SpecError(flag, f"must be an integer >= 0, got {value!r}")
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """Everything that defines a TFJob. Construction validates; an instance is always valid."""
+
+    name: str
+    replicas: Mapping[str, ReplicaSpec]
+    namespace: str = DEFAULT_NAMESPACE
+    image: str = DEFAULT_IMAGE
+    restart_policy: str = "OnFailure"
+    run_policy: RunPolicy = field(default_factory=RunPolicy)
+    accelerator: str | None = None
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    trainer_args: tuple[str, ...] = ()
+    job_dir: str | None = None
+    service_account: str | None = None
+    command: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "replicas", MappingProxyType(
+            {role: self.replicas[role] for role in ROLES if role in self.replicas}))
+        for attr in ("node_selector", "env", "labels"):
+            object.__setattr__(self, attr, _frozen(getattr(self, attr)))
+        object.__setattr__(self, "trainer_args", tuple(self.trainer_args))
+        object.__setattr__(self, "command", tuple(self.command))
+        self._check()
+
+    # ---- validation -------------------------------------------------------------
+    def _check(self) -> None:
+        self._check_names()
+        self._check_replicas()
+        if self.restart_policy not in RESTART_POLICIES:
+            raise SpecError("--restart-policy", f"{self.restart_policy!r}; use one of {', '.join(RESTART_POLICIES)}")
+        self.run_policy.check()
+        if not self.image or any(c.isspace() for c in self.image):
+            raise SpecError("--image", f"{self.image!r} is not an image reference; use e.g. gcr.io/PROJECT/trainer:TAG")
+        if self.accelerator is not None:
+            check_label_value(ACCELERATOR_LABEL, self.accelerator, "--accelerator")
+        for key, value in self.node_selector.items():
+            check_label_key(key, "--node-selector")
+            check_label_value(key, value, "--node-selector")
+        for key, value in self.labels.items():
+            check_label_key(key, "--label")
+            check_label_value(key, value, "--label")
+        for key in self.env:
+            if not _ENV_NAME.match(key) or key == "TF_CONFIG":
+                raise SpecError("--env", f"{key!r} is not allowed as a variable name "
+                                "(letters, digits, '_', '-', '.'; TF_CONFIG is set by the operator)")
+        check_job_dir(self.job_dir)
+        if self.service_account is not None and not _DNS_SUBDOMAIN.match(self.service_account):
+            raise SpecError("--service-account", f"{self.service_account!r} is not a valid name; use lowercase DNS name")
+
+    def _check_names(self) -> None:
+        if not _DNS1035.match(self.name or ""):
+            raise SpecError("--name", f"{self.name!r} is not a DNS-1035 label; use lowercase letters, digits "
+                            "and '-', starting with a letter (e.g. mnist-ps)")
+        if not _DNS1123_LABEL.match(self.namespace or "") or len(self.namespace) > 63:
+            raise SpecError("--namespace", f"{self.namespace!r} is not a valid namespace; use lowercase letters, digits, '-'")
+        longest = max((len(replica_name(self.name, role, spec.count - 1))
+                       for role, spec in self.replicas.items() if spec.count), default=len(self.name))
+        if longest > MAX_NAME:
+            raise SpecError("--name", f"{self.name!r} is too long: replica service names would reach {longest} "
+                            f"characters (max {MAX_NAME}); use a shorter name")
+
+    def _check_replicas(self) -> None:
+        unknown = set(self.replicas) - set(ROLES)
+        if unknown:
+            raise SpecError("replicas", f"unknown replica type {sorted(unknown)}; use {', '.join(ROLES)}")
+        for role, spec in self.replicas.items():
+            spec.check(role)
+        if self.count("Chief") > 1:
+            raise SpecError("--chief", "at most 1 chief; use --chief 0 or 1")
+        if self.count("Evaluator") > 1:
+            raise SpecError("--evaluator", "at most 1 evaluator; use --evaluator 0 or 1")
+        if self.count("Chief") == 0 and self.count("Worker") == 0:
+            raise SpecError("--workers", "a job needs a chief or at least one worker; use --workers N or --chief 1")
+        if self.count("PS") and not self.count("Chief"):
+            raise SpecError("--chief", "parameter-server training needs a chief as coordinator; use --chief 1")
+        if self.accelerator and not any(s.gpus for s in self.replicas.values()):
+            raise SpecError("--accelerator", "set GPUs too, e.g. --gpus-per-worker 1")
+
+    # ---- derived views (used by render, helm values and the local backend) -------
+    def count(self, role: str) -> int:
+        spec = self.replicas.get(role)
+        return spec.count if spec else 0
+
+    def active_roles(self) -> list[str]:
+        return [role for role, spec in self.replicas.items() if spec.count > 0]
+
+    def replica_node_selector(self, role: str) -> dict[str, str]:
+        selector = dict(self.node_selector)
+        if self.accelerator and self.replicas[role].gpus:
+            selector[ACCELERATOR_LABEL] = self.accelerator
+        return selector
+
+    def replica_tolerations(self, role: str) -> list[dict[str, str]]:
+        if not self.replicas[role].gpus:
+            return []
+        return [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
+
+    def replica_resources(self, role: str) -> dict[str, dict[str, str]]:
+        spec = self.replicas[role]
+        requests = {k: v for k, v in (("cpu", spec.cpu), ("memory", spec.memory)) if v is not None}
+        resources: dict[str, dict[str, str]] = {}
+        if requests:
+            resources["requests"] = requests
+        if spec.gpus:
+            resources["limits"] = {GPU_RESOURCE: str(spec.gpus)}
+        return resources
+
+    def container_args(self) -> list[str]:
+        args = ["--job-dir", self.job_dir] if self.job_dir else []
+        return args + list(self.trainer_args)
+
+    def standard_labels(self) -> dict[str, str]:
+        return {
+            "app.kubernetes.io/name": "tfjob",
+            "app.kubernetes.io/instance": self.name,
+            "app.kubernetes.io/component": "training",
+            "app.kubernetes.io/managed-by": "tfjob-launcher",
+        }
+
+    def all_labels(self) -> dict[str, str]:
+        return {**self.labels, **self.standard_labels()}
+
+
+def replica_name(job_name: str, role: str, index: int) -> str:
+    """Pod and headless-service name the operator gives a replica (GenGeneralName)."""
+    return f"{job_name}-{role.lower()}-{index}".replace("/", "-")

@@ -1,0 +1,2 @@
+"""Shared pytest setup. Fixture modules live in tests/support/ and are registered here."""
+pytest_plugins: list[str] = []
