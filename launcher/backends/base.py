@@ -55,6 +55,10 @@ class JobSummary:
 class Backend(abc.ABC):
     name: str = "base"
 
+    def default_job_dir(self, name: str, namespace: str) -> str | None:
+        """Where outputs go when the user gave no --job-dir (None: the trainer's default)."""
+        return None
+
     @abc.abstractmethod
     def dry_run(self, tfjob: dict) -> dict:
         """Return the request `submit` would send (server-side validated where possible)."""
