@@ -1,2 +1,3 @@
 """Shared pytest setup. Fixture modules live in tests/support/ and are registered here."""
 pytest_plugins: list[str] = []
+pytest_plugins.append("tests.support.gcs")
