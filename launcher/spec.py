@@ -47,20 +47,20 @@ def _frozen(mapping: Mapping[str, str] | None) -> Mapping[str, str]:
 
 def check_label_key(key: str, field_name: str) -> None:
     prefix, _, name = key.rpartition("/")
-    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix)):
         raise SpecError(field_name, f"key {key!r} has an invalid prefix; use a DNS subdomain like example.com/name")
-    if not name or len(name) > 63 or not _LABEL_NAME.match(name):
+    if not name or len(name) > 63 or not _LABEL_NAME.fullmatch(name):
         raise SpecError(field_name, f"key {key!r} is not a valid label key; use letters, digits, '-', '_', '.' (max 63)")
 
 
 def check_label_value(key: str, value: str, field_name: str) -> None:
-    if len(value) > 63 or not _LABEL_VALUE.match(value):
+    if len(value) > 63 or not _LABEL_VALUE.fullmatch(value):
         raise SpecError(field_name, f"value {value!r} of {key!r} is not a valid label value; "
                         "use at most 63 letters, digits, '-', '_', '.', starting and ending alphanumeric")
 
 
 def check_quantity(value: str | None, field_name: str) -> None:
-    if value is not None and not _QUANTITY.match(value):
+    if value is not None and not _QUANTITY.fullmatch(value):
         raise SpecError(field_name, f"{value!r} is not a Kubernetes quantity; use e.g. 500m, 2, 4Gi")
 
 
@@ -68,13 +68,13 @@ def check_job_dir(job_dir: str | None) -> None:
     if job_dir is None:
         return
     if job_dir.startswith("gs://"):
-        if not _GCS_URL.match(job_dir):
+        if not _GCS_URL.fullmatch(job_dir):
             raise SpecError("--job-dir", f"{job_dir!r} is not a valid gs:// URL; use gs://BUCKET/path")
         return
     if "://" in job_dir:
-        raise SpecError("--job-dir", f"{job_dir!r}: only local paths and gs:// URLs are supported")
+        raise SpecError("--job-dir", f"{job_dir!r} is not supported; use a local path or gs://BUCKET/path")
     if not job_dir or "\n" in job_dir or "\x00" in job_dir:
-        raise SpecError("--job-dir", "must be a non-empty path without newlines")
+        raise SpecError("--job-dir", "empty or contains a newline; use a plain local path")
 
 
 @dataclass(frozen=True)
@@ -90,9 +90,9 @@ class ReplicaSpec:
         flag = role.lower()
         if not isinstance(self.count, int) or self.count < 0:
             raise SpecError(f"--{'workers' if role == 'Worker' else flag}",
-                            f"replica count must be an integer >= 0, got {self.count!r}")
+                            f"replica count {self.count!r} is invalid; use an integer >= 0")
         if not isinstance(self.gpus, int) or self.gpus < 0:
-            raise SpecError(f"--gpus-per-{flag}", f"must be an integer >= 0, got {self.gpus!r}")
+            raise SpecError(f"--gpus-per-{flag}", f"{self.gpus!r} is invalid; use an integer >= 0")
         if self.gpus and role not in GPU_ROLES:
             raise SpecError(f"--gpus-per-{flag}", "GPUs are only for chief, worker and evaluator; ps run on CPU nodes")
         check_quantity(self.cpu, f"--cpu {flag}=")
@@ -113,7 +113,7 @@ class RunPolicy:
                             ("--active-deadline-seconds", self.active_deadline_seconds),
                             ("--backoff-limit", self.backoff_limit)):
             if value is not None and (not isinstance(value, int) or value < 0):
-                raise SpecError(flag, f"must be an integer >= 0, got {value!r}")
+                raise SpecError(flag, f"{value!r} is invalid; use an integer >= 0")
 
 
 @dataclass(frozen=True)
@@ -162,18 +162,18 @@ class JobSpec:
             check_label_key(key, "--label")
             check_label_value(key, value, "--label")
         for key in self.env:
-            if not _ENV_NAME.match(key) or key == "TF_CONFIG":
+            if not _ENV_NAME.fullmatch(key) or key == "TF_CONFIG":
                 raise SpecError("--env", f"{key!r} is not allowed as a variable name "
                                 "(letters, digits, '_', '-', '.'; TF_CONFIG is set by the operator)")
         check_job_dir(self.job_dir)
-        if self.service_account is not None and not _DNS_SUBDOMAIN.match(self.service_account):
+        if self.service_account is not None and not _DNS_SUBDOMAIN.fullmatch(self.service_account):
             raise SpecError("--service-account", f"{self.service_account!r} is not a valid name; use lowercase DNS name")
 
     def _check_names(self) -> None:
-        if not _DNS1035.match(self.name or ""):
+        if not _DNS1035.fullmatch(self.name or ""):
             raise SpecError("--name", f"{self.name!r} is not a DNS-1035 label; use lowercase letters, digits "
                             "and '-', starting with a letter (e.g. mnist-ps)")
-        if not _DNS1123_LABEL.match(self.namespace or "") or len(self.namespace) > 63:
+        if not _DNS1123_LABEL.fullmatch(self.namespace or "") or len(self.namespace) > 63:
             raise SpecError("--namespace", f"{self.namespace!r} is not a valid namespace; use lowercase letters, digits, '-'")
         longest = max((len(replica_name(self.name, role, spec.count - 1))
                        for role, spec in self.replicas.items() if spec.count), default=len(self.name))
@@ -196,7 +196,7 @@ class JobSpec:
         if self.count("PS") and not self.count("Chief"):
             raise SpecError("--chief", "parameter-server training needs a chief as coordinator; use --chief 1")
         if self.accelerator and not any(s.gpus for s in self.replicas.values()):
-            raise SpecError("--accelerator", "set GPUs too, e.g. --gpus-per-worker 1")
+            raise SpecError("--accelerator", "no replica has GPUs; set GPUs too, e.g. --gpus-per-worker 1")
 
     # ---- derived views (used by render, helm values and the local backend) -------
     def count(self, role: str) -> int:

@@ -1,0 +1,87 @@
+"""Choosing a backend: `get_backend("auto" | "local" | "k8s")`.
+
+`auto` picks the cluster when one is configured (a kubeconfig with a current context,
+from $KUBECONFIG or ~/.kube/config, or the in-cluster service-account environment) and
+the local backend otherwise, saying so in one line. Backend modules are imported only
+when chosen, so `--help` and `render` never load the Kubernetes client.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Callable, Mapping
+
+from ..spec import SpecError
+from .base import Backend, BackendError
+
+KINDS = ("auto", "local", "k8s")
+LOCAL_NOTE = ("No Kubernetes cluster configured; running on this machine (local backend). "
+              "Use --backend k8s to force the cluster.")
+SERVICE_ACCOUNT_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def kubeconfig_paths(env: Mapping[str, str], home: Path) -> list[Path]:
+    """The kubeconfig files kubectl would read: $KUBECONFIG (a path list) or ~/.kube/config."""
+    listed = env.get("KUBECONFIG", "")
+    if listed:
+        return [Path(p).expanduser() for p in listed.split(os.pathsep) if p]
+    return [home / ".kube" / "config"]
+
+
+def _has_current_context(path: Path) -> bool:
+    import yaml
+
+    try:
+        config = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return False
+    return isinstance(config, dict) and bool(config.get("current-context"))
+
+
+def in_cluster(env: Mapping[str, str], token: Path = SERVICE_ACCOUNT_TOKEN) -> bool:
+    return bool(env.get("KUBERNETES_SERVICE_HOST")) and token.is_file()
+
+
+def cluster_configured(env: Mapping[str, str] | None = None, home: Path | None = None,
+                       token: Path = SERVICE_ACCOUNT_TOKEN) -> bool:
+    """True when the standard client loading would find a cluster to talk to."""
+    env = os.environ if env is None else env
+    home = Path.home() if home is None else home
+    if in_cluster(env, token):
+        return True
+    return any(_has_current_context(path) for path in kubeconfig_paths(env, home))
+
+
+def resolve_kind(kind: str, note: Callable[[str], None] = _stderr, **probe) -> str:
+    """"auto" -> "k8s" or "local" (announcing the local choice); others pass through."""
+    if kind not in KINDS:
+        raise SpecError("--backend", f"{kind!r} is not a backend; use one of {', '.join(KINDS)}")
+    if kind != "auto":
+        return kind
+    if cluster_configured(**probe):
+        return "k8s"
+    note(LOCAL_NOTE)
+    return "local"
+
+
+def get_backend(kind: str = "auto", note: Callable[[str], None] = _stderr,
+                kubeconfig: str | None = None, context: str | None = None) -> Backend:
+    """An instance of the chosen backend (imported lazily); `kubeconfig` / `context`
+    select the cluster for the k8s backend."""
+    kind = resolve_kind(kind, note)
+    try:
+        if kind == "k8s":
+            from .k8s import KubernetesBackend
+
+            return KubernetesBackend(kubeconfig=kubeconfig, context=context)
+        from .local import LocalBackend
+
+        return LocalBackend()
+    except ImportError as exc:
+        raise BackendError(f"the {kind} backend cannot be loaded ({exc}); "
+                           "reinstall the launcher with its dependencies") from exc

@@ -1,0 +1,191 @@
+"""The job flags shared by `submit` and `render`, and flags (+ config.yaml) -> JobSpec.
+
+Defaults (plain `submit` runs a small parameter-server job):
+  --workers 2, --ps 1, --chief 1 when ps > 0 else 0, --evaluator 0,
+  --restart-policy OnFailure, --clean-pod-policy Running, -n default,
+  --name <model or "tfjob">-YYYYMMDD-HHMMSS.
+`--config config.yaml` (Cloud ML trainingInput) replaces those defaults; any flag given
+explicitly overrides both. `--cpu` / `--memory` take `ROLE=QUANTITY` (repeatable) or a
+bare quantity for every replica type.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import re
+from dataclasses import dataclass
+
+from .spec import (CLEAN_POD_POLICIES, DEFAULT_IMAGE, DEFAULT_NAMESPACE, RESTART_POLICIES, ROLES,
+                   JobSpec, ReplicaSpec, RunPolicy, SpecError)
+
+ROLE_FLAGS = {"chief": "Chief", "ps": "PS", "worker": "Worker", "evaluator": "Evaluator"}
+COUNT_FLAGS = {"Chief": "chief", "PS": "ps", "Worker": "workers", "Evaluator": "evaluator"}
+DEFAULT_COUNTS = {"Worker": 2, "PS": 1, "Evaluator": 0}
+DEFAULT_PREFIX = "tfjob"
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer (the JobSpec checks the sign and names the flag)."""
+    try:
+        return int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer; use a whole number such as 2") from None
+
+
+def add_job_flags(parser: argparse.ArgumentParser) -> None:
+    """Every flag that shapes the TFJob. Unset flags stay None so config.yaml can fill them."""
+    job = parser.add_argument_group("job")
+    job.add_argument("--name", help="TFJob name (DNS-1035); default <model>-YYYYMMDD-HHMMSS")
+    job.add_argument("--image", help=f"trainer image (default {DEFAULT_IMAGE})")
+    job.add_argument("--config", metavar="CONFIG_YAML", help="Cloud ML config.yaml (trainingInput); flags override it")
+    job.add_argument("--job-dir", help="output directory: local path or gs://BUCKET/path")
+    job.add_argument("--service-account", help="Kubernetes service account of the pods")
+    job.add_argument("--env", action="append", default=[], metavar="K=V", help="container env var (repeatable)")
+    job.add_argument("--label", action="append", default=[], metavar="K=V", help="label on the TFJob and pods (repeatable)")
+    reps = parser.add_argument_group("replicas")
+    reps.add_argument("--workers", type=non_negative_int, metavar="N", help="worker replicas (default 2)")
+    reps.add_argument("--ps", type=non_negative_int, metavar="N", help="parameter servers (default 1)")
+    reps.add_argument("--chief", type=non_negative_int, metavar="0|1", help="chief replicas (default 1 when ps > 0, else 0)")
+    reps.add_argument("--evaluator", type=non_negative_int, metavar="0|1", help="evaluator replicas (default 0)")
+    reps.add_argument("--cpu", action="append", default=[], metavar="[ROLE=]Q", help="CPU request, e.g. worker=2 (repeatable)")
+    reps.add_argument("--memory", action="append", default=[], metavar="[ROLE=]Q", help="memory request, e.g. ps=4Gi (repeatable)")
+    gpus = parser.add_argument_group("GPUs")
+    for role in ("worker", "chief", "evaluator", "ps"):
+        gpus.add_argument(f"--gpus-per-{role}", type=non_negative_int, metavar="N",
+                          help=argparse.SUPPRESS if role == "ps" else f"nvidia.com/gpu per {role}")
+    gpus.add_argument("--accelerator", metavar="TYPE", help="GKE accelerator, e.g. nvidia-tesla-t4 (GPU replicas only)")
+    gpus.add_argument("--node-selector", action="append", default=[], metavar="K=V", help="node selector (repeatable)")
+    policy = parser.add_argument_group("policies")
+    policy.add_argument("--restart-policy", choices=RESTART_POLICIES, help="replica restart policy (default OnFailure)")
+    policy.add_argument("--clean-pod-policy", choices=CLEAN_POD_POLICIES, help="pods to delete at the end (default Running)")
+    policy.add_argument("--ttl-seconds", type=non_negative_int, metavar="S", help="delete the TFJob S seconds after it ends")
+    policy.add_argument("--active-deadline-seconds", type=non_negative_int, metavar="S", help="fail the job after S seconds")
+    policy.add_argument("--backoff-limit", type=non_negative_int, metavar="N", help="retries before the job fails")
+
+
+def key_values(items: list[str], flag: str) -> dict[str, str]:
+    """["a=1", "b=2"] -> {"a": "1", "b": "2"}; refuses a missing '=' and empty keys."""
+    pairs: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SpecError(flag, f"{item!r} is not KEY=VALUE; use e.g. {flag} key=value")
+        pairs[key] = value
+    return pairs
+
+
+def per_role(items: list[str], flag: str) -> dict[str, str]:
+    """["2", "ps=1"] -> {"Chief": "2", "Worker": "2", "Evaluator": "2", "PS": "1"}: bare values
+    apply to every replica type, ROLE=VALUE to one (later flags win)."""
+    values: dict[str, str] = {}
+    for item in items:
+        role, sep, value = item.partition("=")
+        if not sep:
+            values.update({r: item for r in ROLES})
+            continue
+        if role.lower() not in ROLE_FLAGS:
+            raise SpecError(flag, f"unknown replica type {role!r}; use chief, ps, worker or evaluator (e.g. {flag} worker=2)")
+        values[ROLE_FLAGS[role.lower()]] = value
+    return values
+
+
+def default_name(trainer_args: tuple[str, ...] = (), now: _dt.datetime | None = None) -> str:
+    """<model>-YYYYMMDD-HHMMSS, the model from a `--model X` trainer argument if any."""
+    stamp = (now or _dt.datetime.now()).strftime("%Y%m%d-%H%M%S")
+    prefix = re.sub(r"[^a-z0-9-]+", "-", _model_arg(trainer_args).lower()).strip("-")
+    prefix = re.sub(r"^[^a-z]+", "", prefix)[:30].rstrip("-") or DEFAULT_PREFIX
+    return f"{prefix}-{stamp}"
+
+
+def _model_arg(args: tuple[str, ...]) -> str:
+    for index, arg in enumerate(args):
+        if arg.startswith("--model="):
+            return arg.split("=", 1)[1]
+        if arg == "--model" and index + 1 < len(args):
+            return args[index + 1]
+    return ""
+
+
+@dataclass
+class Settings:
+    """The merged answer for the replica-related settings (config.yaml under flags)."""
+
+    counts: dict[str, int]
+    gpus: dict[str, int]
+    accelerator: str | None
+    image: str
+    command: tuple[str, ...]
+    trainer_args: tuple[str, ...]
+    job_dir: str | None
+    active_deadline_seconds: int | None
+    labels: dict[str, str]
+    notes: list[str]
+
+
+def _pick(flag_value, config_value, default=None):
+    if flag_value is not None:
+        return flag_value
+    return config_value if config_value is not None else default
+
+
+def merge_settings(args: argparse.Namespace, trainer_args: tuple[str, ...]) -> Settings:
+    config = None
+    if args.config:
+        from . import cloudml
+
+        config = cloudml.load(args.config)
+    base_counts = config.replicas if config else DEFAULT_COUNTS
+    counts = {role: _pick(getattr(args, COUNT_FLAGS[role]), base_counts.get(role), 0)
+              for role in ("PS", "Worker", "Evaluator")}
+    counts["Chief"] = _pick(args.chief, (config.replicas.get("Chief") if config else None),
+                            1 if counts["PS"] > 0 else 0)
+    gpus = dict(config.gpus) if config else {}
+    for flag, role in ROLE_FLAGS.items():
+        value = getattr(args, f"gpus_per_{flag}")
+        if value is not None:
+            gpus[role] = value
+    return Settings(
+        counts=counts, gpus=gpus,
+        accelerator=_pick(args.accelerator, config.accelerator if config else None),
+        image=_pick(args.image, config.image if config else None, DEFAULT_IMAGE),
+        command=config.command if config else (),
+        trainer_args=trainer_args or (config.trainer_args if config else ()),
+        job_dir=_pick(args.job_dir, config.job_dir if config else None),
+        active_deadline_seconds=_pick(args.active_deadline_seconds,
+                                      config.active_deadline_seconds if config else None),
+        labels={**(config.labels if config else {}), **key_values(args.label, "--label")},
+        notes=config.notes if config else [],
+    )
+
+
+def build_spec(args: argparse.Namespace, trainer_args: tuple[str, ...] = ()) -> tuple[JobSpec, list[str]]:
+    """Flags (+ config.yaml) -> a validated JobSpec and the notes to print."""
+    settings = merge_settings(args, tuple(trainer_args))
+    cpu, memory = per_role(args.cpu, "--cpu"), per_role(args.memory, "--memory")
+    replicas = {role: ReplicaSpec(count=settings.counts[role], gpus=settings.gpus.get(role, 0),
+                                  cpu=cpu.get(role), memory=memory.get(role))
+                for role in ROLES if settings.counts[role] or settings.gpus.get(role)}
+    spec = JobSpec(
+        name=args.name if args.name is not None else default_name(settings.trainer_args),
+        namespace=args.namespace or DEFAULT_NAMESPACE,
+        replicas=replicas,
+        image=settings.image,
+        restart_policy=args.restart_policy or "OnFailure",
+        run_policy=RunPolicy(clean_pod_policy=args.clean_pod_policy or "Running",
+                             ttl_seconds_after_finished=args.ttl_seconds,
+                             active_deadline_seconds=settings.active_deadline_seconds,
+                             backoff_limit=args.backoff_limit),
+        accelerator=settings.accelerator,
+        node_selector=key_values(args.node_selector, "--node-selector"),
+        env=key_values(args.env, "--env"),
+        labels=settings.labels,
+        trainer_args=settings.trainer_args,
+        job_dir=settings.job_dir,
+        service_account=args.service_account,
+        command=settings.command,
+    )
+    return spec, settings.notes
+
+
+def uses_gpus(spec: JobSpec) -> bool:
+    return bool(spec.accelerator) or any(r.gpus for r in spec.replicas.values())

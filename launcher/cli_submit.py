@@ -1,0 +1,177 @@
+"""`submit` and `render`: flags -> JobSpec -> TFJob -> validate -> print / apply -> follow."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from .backends import resolve_kind
+from .cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from .cli_args import build_spec, uses_gpus
+from .events import JobCondition
+from .spec import JobSpec, SpecError
+
+LOCAL_GPU_NOTE = "note: GPU settings are ignored by the local backend (replicas run on this machine's CPU)"
+SCHEMA_NOTE = ("note: TFJob CRD schema not found (set TFJOB_CRD to kubeflow.org_tfjobs.yaml); "
+               "skipping schema validation")
+
+
+def _note(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def _out(text: str) -> None:
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    sys.stdout.flush()
+
+
+def _with_default_job_dir(spec: JobSpec, backend) -> JobSpec:
+    if spec.job_dir is not None:
+        return spec
+    job_dir = backend.default_job_dir(spec.name, spec.namespace)
+    return dataclasses.replace(spec, job_dir=job_dir) if job_dir else spec
+
+
+def rendered(spec: JobSpec) -> dict:
+    """The TFJob for `spec`, validated against the CRD schema and the operator's rules."""
+    from .render import render
+    from .validate import validate
+
+    tfjob = render(spec)
+    if not validate(tfjob):
+        _note(SCHEMA_NOTE)
+    return tfjob
+
+
+def manifest_text(tfjob: dict, output: str = "yaml") -> str:
+    from .render import to_yaml
+
+    return json.dumps(tfjob, indent=2) + "\n" if output == "json" else to_yaml(tfjob)
+
+
+def write_values(spec: JobSpec, path: str) -> None:
+    """Helm values for `spec`, written atomically (nothing is left behind on error)."""
+    try:
+        from .helm_values import values_for
+    except ImportError as exc:
+        raise SpecError("--values-out", f"Helm values are unavailable ({exc}); update the launcher") from exc
+    from .render import to_yaml
+
+    target = Path(path)
+    if not target.parent.is_dir():
+        raise SpecError("--values-out", f"directory {str(target.parent)!r} does not exist; create it first")
+    handle, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    try:
+        with os.fdopen(handle, "w") as out:
+            out.write(to_yaml(values_for(spec)))
+        os.replace(tmp, target)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def render_command(args, trainer_args, factory) -> int:
+    spec, notes = build_spec(args, trainer_args)
+    if args.backend == "local":  # show what the local backend would run
+        spec = _with_default_job_dir(spec, factory("local"))
+    tfjob = rendered(spec)
+    if args.values_out:
+        write_values(spec, args.values_out)
+    for line in notes:
+        _note(line)
+    _out(manifest_text(tfjob, args.output))
+    return EXIT_OK
+
+
+def submit(args, trainer_args, factory) -> int:
+    spec, notes = build_spec(args, trainer_args)
+    for line in notes:
+        _note(line)
+    kind = resolve_kind(args.backend)
+    backend = factory(kind) if (kind == "local" or not args.dry_run) else None
+    if backend is not None:
+        spec = _with_default_job_dir(spec, backend)
+    if kind == "local" and uses_gpus(spec):
+        _note(LOCAL_GPU_NOTE)
+    tfjob = rendered(spec)
+    if args.dry_run:
+        _out(manifest_text(tfjob))
+        return EXIT_OK
+    if args.server_dry_run:
+        _out(manifest_text(backend.dry_run(tfjob)))
+        return EXIT_OK
+    backend.submit(tfjob, replace=args.replace)
+    _out(f"tfjob {spec.name} submitted (namespace {spec.namespace}, {backend.name} backend)")
+    hints = Hints(spec, args.backend, args.kubeconfig, args.context)
+    if args.detach:
+        _out(hints.follow())
+        return EXIT_OK
+    return follow(backend, spec, hints)
+
+
+@dataclasses.dataclass
+class Hints:
+    """The commands to print for a job, with its namespace and backend flags."""
+
+    spec: JobSpec
+    backend_flag: str
+    kubeconfig: str | None = None
+    context: str | None = None
+
+    def _flags(self) -> str:
+        import shlex
+
+        flags = "" if self.spec.namespace == "default" else f" -n {self.spec.namespace}"
+        flags += "" if self.backend_flag == "auto" else f" --backend {self.backend_flag}"
+        for flag, value in (("--kubeconfig", self.kubeconfig), ("--context", self.context)):
+            flags += f" {flag} {shlex.quote(value)}" if value else ""
+        return flags
+
+    def command(self, verb: str, extra: str = "") -> str:
+        return f"python -m launcher {verb} {self.spec.name}{self._flags()}{extra}"
+
+    def follow(self) -> str:
+        return f"Follow it: {self.command('logs', ' -f')}   Status: {self.command('status', ' -w')}"
+
+    def interrupted(self, backend_name: str) -> str:
+        if backend_name == "k8s":
+            return (f"Interrupted; TFJob {self.spec.name} keeps running in namespace {self.spec.namespace}. "
+                    f"Follow it: {self.command('logs', ' -f')}   Delete it: {self.command('delete')}")
+        if backend_name == "local":
+            return (f"Interrupted; local job {self.spec.name} stops with this launcher. "
+                    f"Its logs stay: {self.command('logs', ' --replica all')}")
+        return f"Interrupted. Check it: {self.command('status')}"
+
+
+def log_replica(spec: JobSpec) -> str:
+    """The replica whose logs the live view follows: the chief, else worker 0."""
+    return "chief-0" if spec.count("Chief") else "worker-0"
+
+
+def follow(backend, spec: JobSpec, hints: Hints) -> int:
+    """Live view until the job is terminal: 0 Succeeded, 1 Failed, 130 on Ctrl-C."""
+    from .follow import merged
+    from .view import JobView
+
+    terminal = None
+    try:
+        with JobView(spec.name, spec.namespace) as view:
+            for event in merged(backend, spec.name, spec.namespace, log_replica(spec)):
+                view.handle(event)
+                if isinstance(event, JobCondition) and event.terminal:
+                    terminal = terminal or event.type
+            if terminal is None:  # the event stream ended early: ask once
+                status = backend.status(spec.name, spec.namespace)
+                view.seed(status.conditions, ())
+                terminal = status.phase
+            view.finish()
+    except KeyboardInterrupt:
+        _note(hints.interrupted(backend.name))
+        return EXIT_INTERRUPTED
+    if terminal not in ("Succeeded", "Failed"):
+        _note(f"error: the event stream ended while {spec.name} was {terminal}; "
+              f"check it: {hints.command('status', ' -w')}")
+    return EXIT_OK if terminal == "Succeeded" else EXIT_FAILED

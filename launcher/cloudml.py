@@ -1,0 +1,278 @@
+"""Cloud ML Engine / AI Platform Training `config.yaml` (a `trainingInput`) -> job settings.
+
+The file is what `gcloud ai-platform jobs submit training --config config.yaml` takes:
+a `trainingInput` mapping (optionally with top-level `labels`). Command-line flags given
+next to `--config` override what the file says.
+
+Scale tiers, as AI Platform Training documents them, and the TFJob replicas they become
+(the Cloud ML "master" is the TFJob Chief):
+
+=============  =====  ======  ==  =========  ==========================================
+scaleTier      Chief  Worker  PS  Evaluator  Notes
+=============  =====  ======  ==  =========  ==========================================
+BASIC          1      0       0   0          a single instance
+BASIC_GPU      1      0       0   0          the chief gets 1 GPU, nvidia-tesla-k80
+STANDARD_1     1      4       3   0          "many workers and a few parameter servers"
+PREMIUM_1      1      19      11  0          "a large number of workers, many ps"
+CUSTOM         1      N       M   E          N=workerCount, M=parameterServerCount,
+                                             E=evaluatorCount (0 or 1); masterType required
+BASIC_TPU      refused: TPUs are not supported
+=============  =====  ======  ==  =========  ==========================================
+
+GPUs come from `<role>Config.acceleratorConfig {count, type}` (type NVIDIA_TESLA_T4 ->
+accelerator `nvidia-tesla-t4`, the GKE node label value) or from the legacy GPU machine
+types (standard_gpu = 1 x K80, complex_model_m_gpu = 4 x K80, ...). Other machine types
+are not translated into resource requests; use --cpu / --memory. `useChiefInTfConfig`
+is accepted: TFJob always calls the coordinator `chief` in TF_CONFIG (what the flag
+selects on Cloud ML and what TF 2 needs), so `false` is reported and ignored.
+Also mapped: `masterConfig.imageUri` -> --image, `containerCommand` / `containerArgs`,
+`jobDir` -> --job-dir, `args` -> trainer arguments, `scheduling.maxRunningTime` ->
+--active-deadline-seconds, top-level `labels` -> --label.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .spec import SpecError
+
+FLAG = "--config"
+
+# scaleTier -> (replica counts, GPUs per role, accelerator); CUSTOM is computed.
+TIERS: dict[str, tuple[dict[str, int], dict[str, int], str | None]] = {
+    "BASIC": ({"Chief": 1}, {}, None),
+    "BASIC_GPU": ({"Chief": 1}, {"Chief": 1}, "nvidia-tesla-k80"),
+    "STANDARD_1": ({"Chief": 1, "Worker": 4, "PS": 3}, {}, None),
+    "PREMIUM_1": ({"Chief": 1, "Worker": 19, "PS": 11}, {}, None),
+}
+CUSTOM = "CUSTOM"
+
+# Cloud ML role prefix (xxxType / xxxConfig / xxxCount) -> TFJob replica type.
+ROLE_PREFIX = {"master": "Chief", "worker": "Worker", "parameterServer": "PS", "evaluator": "Evaluator"}
+
+# Legacy AI Platform machine types that include GPUs: type -> (count, accelerator).
+GPU_MACHINE_TYPES = {
+    "standard_gpu": (1, "nvidia-tesla-k80"),
+    "complex_model_m_gpu": (4, "nvidia-tesla-k80"),
+    "complex_model_l_gpu": (8, "nvidia-tesla-k80"),
+    "standard_p100": (1, "nvidia-tesla-p100"),
+    "complex_model_m_p100": (4, "nvidia-tesla-p100"),
+    "standard_v100": (1, "nvidia-tesla-v100"),
+    "large_model_v100": (1, "nvidia-tesla-v100"),
+    "complex_model_m_v100": (4, "nvidia-tesla-v100"),
+    "complex_model_l_v100": (8, "nvidia-tesla-v100"),
+}
+
+# trainingInput keys that only make sense on Cloud ML: accepted, reported, not used.
+IGNORED = ("region", "runtimeVersion", "pythonVersion", "packageUris", "pythonModule",
+           "serviceAccount", "network", "encryptionConfig", "enableWebAccess")
+CONFIG_KEYS = ("acceleratorConfig", "imageUri", "containerCommand", "containerArgs")
+IGNORED_CONFIG_KEYS = ("diskConfig", "tpuTfVersion")
+_DURATION = re.compile(r"^(\d+)(?:\.\d+)?s$")
+
+
+@dataclass
+class CloudMLConfig:
+    """What the file sets; None / empty means "not set" (flags or defaults decide)."""
+
+    replicas: dict[str, int]
+    gpus: dict[str, int] = field(default_factory=dict)
+    accelerator: str | None = None
+    image: str | None = None
+    command: tuple[str, ...] = ()
+    trainer_args: tuple[str, ...] = ()
+    job_dir: str | None = None
+    active_deadline_seconds: int | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def _where(*keys: str) -> str:
+    return f"{FLAG} {'.'.join(('trainingInput',) + keys)}"
+
+
+def _count(value, *keys: str) -> int:
+    """Cloud ML int64 fields arrive as ints or, in REST form, as digit strings."""
+    if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, str) and value.isdigit())) \
+            or int(value) < 0:
+        raise SpecError(_where(*keys), f"{value!r} is not a count; use an integer >= 0")
+    return int(value)
+
+
+def _string_list(value, *keys: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, (str, int, float)) for v in value):
+        raise SpecError(_where(*keys), "must be a list of strings; use e.g. [\"--steps\", \"1000\"]")
+    return tuple(str(v) for v in value)
+
+
+def accelerator_label(cloudml_type: str) -> str:
+    """NVIDIA_TESLA_T4 -> nvidia-tesla-t4 (the GKE `cloud.google.com/gke-accelerator` value)."""
+    return cloudml_type.strip().lower().replace("_", "-")
+
+
+def _set_accelerator(config: CloudMLConfig, accelerator: str, *keys: str) -> None:
+    if config.accelerator not in (None, accelerator):
+        raise SpecError(_where(*keys), f"{accelerator} differs from {config.accelerator}; "
+                        "use one accelerator type for all replicas")
+    config.accelerator = accelerator
+
+
+def _set_gpus(config: CloudMLConfig, role: str, count: int, accelerator: str, *keys: str) -> None:
+    if role == "PS" and count:
+        raise SpecError(_where(*keys), "GPUs on parameter servers are not supported; ps run on CPU nodes")
+    if count:
+        config.gpus[role] = count
+        _set_accelerator(config, accelerator, *keys)
+
+
+def _apply_machine_type(config: CloudMLConfig, prefix: str, machine_type) -> None:
+    key = f"{prefix}Type"
+    if not isinstance(machine_type, str) or not machine_type:
+        raise SpecError(_where(key), f"{machine_type!r} is not a machine type; use e.g. n1-standard-8")
+    if machine_type in GPU_MACHINE_TYPES:
+        count, accelerator = GPU_MACHINE_TYPES[machine_type]
+        _set_gpus(config, ROLE_PREFIX[prefix], count, accelerator, key)
+
+
+def _apply_role_config(config: CloudMLConfig, prefix: str, role_config) -> None:
+    key = f"{prefix}Config"
+    if not isinstance(role_config, dict):
+        raise SpecError(_where(key), "must be a mapping; use e.g. {acceleratorConfig: {count: 1, type: NVIDIA_TESLA_T4}}")
+    for sub in role_config:
+        if sub not in CONFIG_KEYS + IGNORED_CONFIG_KEYS:
+            raise SpecError(_where(key, sub), f"unknown field; use one of {', '.join(CONFIG_KEYS)}")
+        if sub in IGNORED_CONFIG_KEYS:
+            config.notes.append(f"note: trainingInput.{key}.{sub} has no TFJob equivalent; ignored")
+    accel = role_config.get("acceleratorConfig")
+    if accel is not None:
+        if not isinstance(accel, dict) or not isinstance(accel.get("type", ""), str):
+            raise SpecError(_where(key, "acceleratorConfig"), "must be a mapping; use {count: N, type: NVIDIA_TESLA_T4}")
+        count = _count(accel.get("count", 0), key, "acceleratorConfig", "count")
+        if count and not accel.get("type"):
+            raise SpecError(_where(key, "acceleratorConfig", "type"), "missing GPU type; set e.g. type: NVIDIA_TESLA_T4")
+        _set_gpus(config, ROLE_PREFIX[prefix], count, accelerator_label(accel.get("type", "")),
+                  key, "acceleratorConfig")
+    _apply_container(config, prefix, role_config)
+
+
+def _apply_container(config: CloudMLConfig, prefix: str, role_config: dict) -> None:
+    key = f"{prefix}Config"
+    image = role_config.get("imageUri")
+    if image is not None:
+        if not isinstance(image, str) or (config.image not in (None, image)):
+            raise SpecError(_where(key, "imageUri"), "images differ or are not strings; use one image for all replicas")
+        config.image = image
+    if "containerCommand" in role_config:
+        config.command = _string_list(role_config["containerCommand"], key, "containerCommand")
+    if "containerArgs" in role_config:
+        config.trainer_args = _string_list(role_config["containerArgs"], key, "containerArgs")
+
+
+def _custom_replicas(training: dict) -> dict[str, int]:
+    if not training.get("masterType") and "masterConfig" not in training:
+        raise SpecError(_where("masterType"), "CUSTOM needs the chief's machine type; "
+                        "add e.g. masterType: n1-standard-8")
+    replicas = {"Chief": 1}
+    for prefix, role in ROLE_PREFIX.items():
+        if prefix != "master" and f"{prefix}Count" in training:
+            replicas[role] = _count(training[f"{prefix}Count"], f"{prefix}Count")
+    return replicas
+
+
+def _tier(training: dict) -> tuple[dict[str, int], CloudMLConfig]:
+    tier = training.get("scaleTier", "BASIC")
+    if tier == CUSTOM:
+        return _custom_replicas(training), CloudMLConfig(replicas={})
+    if tier == "BASIC_TPU":
+        raise SpecError(_where("scaleTier"), "TPUs are not supported; use BASIC_GPU or CUSTOM with GPUs")
+    if tier not in TIERS:
+        raise SpecError(_where("scaleTier"), f"{tier!r} is not a scale tier; use one of "
+                        f"{', '.join([*TIERS, CUSTOM])}")
+    replicas, gpus, accelerator = TIERS[tier]
+    for key in training:
+        if key.endswith("Count"):
+            raise SpecError(_where(key), f"counts are fixed by scaleTier {tier}; use scaleTier: CUSTOM")
+    return dict(replicas), CloudMLConfig(replicas={}, gpus=dict(gpus), accelerator=accelerator)
+
+
+def _scheduling(config: CloudMLConfig, scheduling) -> None:
+    if not isinstance(scheduling, dict):
+        raise SpecError(_where("scheduling"), "must be a mapping; use e.g. {maxRunningTime: 7200s}")
+    running = scheduling.get("maxRunningTime")
+    if running is not None:
+        match = _DURATION.fullmatch(str(running))
+        if not match:
+            raise SpecError(_where("scheduling", "maxRunningTime"), f"{running!r}; use seconds like 7200s")
+        config.active_deadline_seconds = int(match[1])
+    if "maxWaitTime" in scheduling:
+        config.notes.append("note: trainingInput.scheduling.maxWaitTime has no TFJob equivalent; ignored")
+
+
+KNOWN = ("scaleTier", "args", "jobDir", "scheduling", "useChiefInTfConfig", "hyperparameters",
+         *(f"{p}{s}" for p in ROLE_PREFIX for s in ("Type", "Config", "Count")))
+
+
+def from_training_input(training: dict, labels: dict | None = None) -> CloudMLConfig:
+    """Map one `trainingInput` mapping; raises SpecError naming the key and the fix."""
+    if not isinstance(training, dict):
+        raise SpecError(_where(), "must be a mapping; use e.g. {scaleTier: STANDARD_1}")
+    for key in training:
+        if key not in KNOWN and key not in IGNORED:
+            raise SpecError(_where(key), "unknown trainingInput field; check the spelling "
+                            "(see the AI Platform TrainingInput reference)")
+    if "hyperparameters" in training:
+        raise SpecError(_where("hyperparameters"), "hyperparameter tuning is not supported; "
+                        "remove it and submit one job per setting")
+    replicas, config = _tier(training)
+    config.replicas = replicas
+    for prefix in ROLE_PREFIX:
+        if f"{prefix}Type" in training:
+            _apply_machine_type(config, prefix, training[f"{prefix}Type"])
+        if f"{prefix}Config" in training:
+            _apply_role_config(config, prefix, training[f"{prefix}Config"])
+    _apply_job_fields(config, training)
+    config.labels = _labels(labels)
+    return config
+
+
+def _apply_job_fields(config: CloudMLConfig, training: dict) -> None:
+    if "args" in training:
+        config.trainer_args = _string_list(training["args"], "args")
+    if "jobDir" in training:
+        config.job_dir = str(training["jobDir"])
+    if "scheduling" in training:
+        _scheduling(config, training["scheduling"])
+    if training.get("useChiefInTfConfig") is False:
+        config.notes.append("note: trainingInput.useChiefInTfConfig: false is ignored; "
+                            "TFJob always names the coordinator 'chief' in TF_CONFIG")
+    for key in IGNORED:
+        if key in training:
+            config.notes.append(f"note: trainingInput.{key} is a Cloud ML setting with no TFJob equivalent; ignored")
+
+
+def _labels(labels) -> dict[str, str]:
+    if labels is None:
+        return {}
+    if not isinstance(labels, dict):
+        raise SpecError(f"{FLAG} labels", "must be a mapping; use key: value pairs")
+    return {str(k): str(v) for k, v in labels.items()}
+
+
+def load(path: str | Path) -> CloudMLConfig:
+    """Read a config.yaml; every problem is a SpecError on `--config`."""
+    import yaml
+
+    try:
+        document = yaml.safe_load(Path(path).read_text())
+    except OSError as exc:
+        raise SpecError(FLAG, f"cannot read {str(path)!r} ({exc.strerror}); check the path") from exc
+    except yaml.YAMLError as exc:
+        raise SpecError(FLAG, f"{str(path)!r} is not valid YAML ({' '.join(str(exc).split())}); fix the file") from exc
+    if not isinstance(document, dict) or "trainingInput" not in document:
+        raise SpecError(FLAG, f"{str(path)!r} has no trainingInput; use the gcloud format "
+                        "'trainingInput: {scaleTier: STANDARD_1}'")
+    unknown = set(document) - {"trainingInput", "labels"}
+    if unknown:
+        raise SpecError(FLAG, f"unknown top-level field(s) {sorted(unknown)}; use trainingInput and labels")
+    return from_training_input(document["trainingInput"], document.get("labels"))

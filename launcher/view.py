@@ -1,0 +1,220 @@
+"""What the user sees while a job runs: typed events in, lines or a live table out.
+
+On a terminal, a rich Live display shows the job phase, one row per replica (grouped
+by type for big jobs) and a progress bar of training steps (step N of M, steps/s, ETA,
+last loss and accuracy), with the followed replica's log lines scrolling above it.
+When stdout is not a terminal, every event is one plain line, and the last line sums up
+the run. rich is imported only for the live display. No backend knowledge here.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import sys
+import time
+from collections import Counter
+from typing import Callable, Iterable, TextIO
+
+from .events import Event, JobCondition, LogLine, Progress, ReplicaPhase
+
+MAX_ROWS = 16  # more replicas than this are summarised per replica type
+COLUMNS = ("REPLICA", "PHASE", "RESTARTS", "NODE", "AGE", "GPU")
+
+
+def duration(seconds: float) -> str:
+    """49 -> "49s", 192 -> "3m12s", 7380 -> "2h03m"."""
+    seconds = max(int(seconds), 0)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+def age(started: str, now: _dt.datetime | None = None) -> str:
+    """Age of an RFC 3339 timestamp ("" when unknown)."""
+    if not started:
+        return ""
+    try:
+        then = _dt.datetime.fromisoformat(started.replace("Z", "+00:00"))
+    except ValueError:
+        return ""
+    if then.tzinfo is None:
+        then = then.replace(tzinfo=_dt.timezone.utc)
+    return duration(((now or _dt.datetime.now(_dt.timezone.utc)) - then).total_seconds())
+
+
+class ProgressTracker:
+    """Last Progress seen, with the step rate (reported, else measured) and ETA."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
+        self._clock = clock
+        self.last: Progress | None = None
+        self._first: tuple[float, int] | None = None
+        self._seen_at = 0.0
+
+    def update(self, progress: Progress) -> None:
+        now = self._clock()
+        if self._first is None or progress.step < self._first[1]:
+            self._first = (now, progress.step)
+        self.last, self._seen_at = progress, now
+
+    @property
+    def rate(self) -> float | None:
+        if self.last is None:
+            return None
+        if self.last.steps_per_sec:
+            return self.last.steps_per_sec
+        start, first_step = self._first
+        elapsed = self._seen_at - start
+        return (self.last.step - first_step) / elapsed if elapsed > 0 and self.last.step > first_step else None
+
+    @property
+    def eta(self) -> float | None:
+        rate = self.rate
+        if self.last is None or not self.last.total or not rate:
+            return None
+        return max(self.last.total - self.last.step, 0) / rate
+
+    def describe(self) -> str:
+        """"step 200 of 1000, 16.2 steps/s, ETA 49s, loss 0.2310, accuracy 0.9375"."""
+        p = self.last
+        if p is None:
+            return "waiting for the first training step"
+        parts = [f"step {p.step}" + (f" of {p.total}" if p.total else "")]
+        if self.rate:
+            parts.append(f"{self.rate:.1f} steps/s")
+        if self.eta is not None:
+            parts.append(f"ETA {duration(self.eta)}")
+        if p.loss is not None:
+            parts.append(f"loss {p.loss:.4f}")
+        if p.accuracy is not None:
+            parts.append(f"accuracy {p.accuracy:.4f}")
+        return ", ".join(parts)
+
+
+def plain_line(event: Event, job: str) -> str | None:
+    """The one line an event prints in plain mode (None: not printed)."""
+    if isinstance(event, LogLine):
+        return f"[{event.replica}] {event.line}"
+    if isinstance(event, JobCondition):
+        detail = ": ".join(part for part in (event.reason, event.message) if part)
+        state = event.type if event.status == "True" else f"{event.type}={event.status}"
+        return f"{job}: {state}" + (f" ({detail})" if detail else "")
+    if isinstance(event, ReplicaPhase):
+        extra = [f"restarts {event.restarts}"] if event.restarts else []
+        extra += [f"node {event.node}"] if event.node else []
+        extra += [f"exit code {event.exit_code}"] if event.exit_code is not None else []
+        extra += [event.message] if event.message else []
+        return f"[{event.replica}] {event.phase}" + (f" ({', '.join(extra)})" if extra else "")
+    return None
+
+
+def replica_rows(replicas: Iterable[ReplicaPhase], now: _dt.datetime | None = None) -> list[tuple[str, ...]]:
+    """Rows for COLUMNS: one per replica, or one per replica type for big jobs."""
+    replicas = list(replicas)
+    if len(replicas) <= MAX_ROWS:
+        return [(r.replica, r.phase, str(r.restarts), r.node, age(r.started, now), str(r.gpus or ""))
+                for r in replicas]
+    rows = []
+    for rtype in dict.fromkeys(r.type for r in replicas):
+        group = [r for r in replicas if r.type == rtype]
+        phases = Counter(r.phase for r in group)
+        rows.append((f"{rtype.lower()} x{len(group)}", ", ".join(f"{n} {p}" for p, n in phases.items()),
+                     str(sum(r.restarts for r in group)), "", "", str(sum(r.gpus for r in group) or "")))
+    return rows
+
+
+def format_rows(rows: list[tuple[str, ...]], header: tuple[str, ...] = COLUMNS) -> list[str]:
+    """Plain, aligned text table (kubectl style) under `header`."""
+    table = [header, *rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    return ["   ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in table]
+
+
+class JobView:
+    """Feed it events with `handle`; use as a context manager around the whole run."""
+
+    def __init__(self, name: str, namespace: str, out: TextIO | None = None, live: bool | None = None,
+                 clock: Callable[[], float] = time.monotonic):
+        self.name, self.namespace = name, namespace
+        self.out = out or sys.stdout
+        self.live = self.out.isatty() if live is None else live
+        self.phase = "Pending"
+        self.replicas: dict[str, ReplicaPhase] = {}
+        self.progress = ProgressTracker(clock)
+        self._live = None
+
+    # ---- lifecycle ----------------------------------------------------------------
+    def __enter__(self) -> "JobView":
+        if self.live:
+            from rich.console import Console
+            from rich.live import Live
+
+            self._live = Live(get_renderable=self._renderable, console=Console(file=self.out),
+                              refresh_per_second=4, transient=False)
+            self._live.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    # ---- events -------------------------------------------------------------------
+    def seed(self, conditions: Iterable[JobCondition], replicas: Iterable[ReplicaPhase]) -> None:
+        """Start from a status snapshot (for `status -w`)."""
+        for event in (*conditions, *replicas):
+            self.handle(event)
+
+    def handle(self, event: Event) -> None:
+        if isinstance(event, JobCondition) and event.status == "True":
+            self.phase = event.type
+        elif isinstance(event, ReplicaPhase):
+            self.replicas[event.replica] = event
+        elif isinstance(event, Progress):
+            self.progress.update(event)
+        if self._live is not None:
+            self._print_live(event)
+        else:
+            self._print_plain(plain_line(event, self.name))
+
+    def summary(self) -> str:
+        line = f"{self.name}: {self.phase}"
+        if self.progress.last is not None:
+            line += f" at {self.progress.describe()}"
+        return line
+
+    def finish(self) -> None:
+        """Print the closing summary line (both modes)."""
+        if self._live is None:
+            self._print_plain(self.summary())
+        else:
+            self._live.console.print(self.summary(), markup=False, highlight=False)
+
+    # ---- output -------------------------------------------------------------------
+    def _print_plain(self, line: str | None) -> None:
+        if line is not None:
+            print(line, file=self.out, flush=True)
+
+    def _print_live(self, event: Event) -> None:
+        if isinstance(event, LogLine):
+            from rich.text import Text
+
+            self._live.console.print(Text(f"[{event.replica}] {event.line}"))
+
+    def _renderable(self):
+        from rich.console import Group
+        from rich.progress_bar import ProgressBar
+        from rich.table import Table
+        from rich.text import Text
+
+        header = Text(f"TFJob {self.name} (namespace {self.namespace}): {self.phase}", style="bold")
+        table = Table(*COLUMNS, box=None, pad_edge=False)
+        for row in replica_rows(self.replicas.values()):
+            table.add_row(*row)
+        last = self.progress.last
+        bar = Table.grid(padding=(0, 1))
+        bar.add_row(ProgressBar(total=float(last.total) if last and last.total else None,
+                                completed=float(last.step) if last else 0.0, width=30),
+                    Text(self.progress.describe()))
+        return Group(header, table, bar)

@@ -1,0 +1,52 @@
+"""Fixtures for launcher CLI tests; import them into a test module to use them.
+
+`cli_env` (autouse where imported) points the launcher at the real TFJob CRD from
+../shared/crds (tests never skip schema validation: a missing CRD fails them) and at a
+per-session schema cache. `cli` runs `python -m launcher` in-process and returns the
+exit code, stdout and stderr.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+CRD = REPO.parent / "shared" / "crds" / "kubeflow.org_tfjobs.yaml"
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    def manifest(self) -> dict:
+        return yaml.safe_load(self.out)
+
+
+@pytest.fixture(scope="session")
+def schema_cache(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("xdg-cache")
+
+
+@pytest.fixture(autouse=True)
+def cli_env(monkeypatch, schema_cache):
+    assert CRD.is_file(), f"the TFJob CRD must be at {CRD} (read from ../shared/crds, never copied)"
+    monkeypatch.setenv("TFJOB_CRD", str(CRD))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(schema_cache))
+
+
+@pytest.fixture
+def cli(capsys):
+    from launcher.cli import main
+
+    def run(*argv: str, backend=None) -> Result:
+        factory = (lambda kind: backend) if backend is not None else None
+        code = main(list(argv), backend_factory=factory)
+        out, err = capsys.readouterr()
+        return Result(code, out, err)
+
+    return run

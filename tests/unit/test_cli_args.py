@@ -1,0 +1,106 @@
+"""Flags (+ config.yaml) -> JobSpec: defaults, overrides, per-role values, trainer args."""
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from launcher.cli import build_parser, split_trainer_args
+from launcher.cli_args import build_spec, default_name, key_values, per_role
+from launcher.spec import SpecError
+
+
+def spec_for(*argv: str, trainer_args: tuple[str, ...] = ()):
+    args = build_parser().parse_args(["render", *argv])
+    return build_spec(args, trainer_args)[0]
+
+
+def counts(spec) -> dict[str, int]:
+    return {role: replica.count for role, replica in spec.replicas.items() if replica.count}
+
+
+def test_plain_submit_is_a_small_ps_job():
+    assert counts(spec_for("--name", "a")) == {"Chief": 1, "PS": 1, "Worker": 2}
+
+
+def test_workers_and_ps_from_the_readme():
+    assert counts(spec_for("--name", "a", "--workers", "2", "--ps", "1")) == {"Chief": 1, "PS": 1, "Worker": 2}
+
+
+def test_chief_defaults_to_zero_without_ps():
+    assert counts(spec_for("--name", "a", "--ps", "0", "--workers", "3")) == {"Worker": 3}
+
+
+def test_explicit_chief_without_ps():
+    assert counts(spec_for("--name", "a", "--ps", "0", "--workers", "0", "--chief", "1")) == {"Chief": 1}
+
+
+def test_job_flags_reach_the_spec():
+    spec = spec_for("--name", "job-1", "-n", "team-a", "--image", "gcr.io/p/t:1", "--job-dir", "gs://bkt/j",
+                    "--env", "A=1", "--env", "B==2", "--label", "team=ml", "--node-selector", "pool=gpu",
+                    "--restart-policy", "Never", "--clean-pod-policy", "All", "--ttl-seconds", "60",
+                    "--active-deadline-seconds", "600", "--backoff-limit", "2", "--service-account", "trainer",
+                    trainer_args=("--steps", "5"))
+    assert (spec.name, spec.namespace, spec.image, spec.job_dir) == ("job-1", "team-a", "gcr.io/p/t:1", "gs://bkt/j")
+    assert dict(spec.env) == {"A": "1", "B": "=2"}
+    assert dict(spec.labels) == {"team": "ml"}
+    assert dict(spec.node_selector) == {"pool": "gpu"}
+    assert spec.restart_policy == "Never"
+    assert (spec.run_policy.clean_pod_policy, spec.run_policy.ttl_seconds_after_finished,
+            spec.run_policy.active_deadline_seconds, spec.run_policy.backoff_limit) == ("All", 60, 600, 2)
+    assert spec.service_account == "trainer"
+    assert spec.trainer_args == ("--steps", "5")
+
+
+def test_cpu_and_memory_per_role_and_bare():
+    spec = spec_for("--name", "a", "--cpu", "1", "--cpu", "worker=4", "--memory", "ps=8Gi")
+    assert {r: s.cpu for r, s in spec.replicas.items()} == {"Chief": "1", "PS": "1", "Worker": "4"}
+    assert {r: s.memory for r, s in spec.replicas.items()} == {"Chief": None, "PS": "8Gi", "Worker": None}
+
+
+def test_gpu_flags():
+    spec = spec_for("--name", "a", "--gpus-per-worker", "2", "--gpus-per-chief", "1", "--accelerator", "nvidia-l4")
+    assert (spec.replicas["Worker"].gpus, spec.replicas["Chief"].gpus, spec.replicas["PS"].gpus) == (2, 1, 0)
+    assert spec.accelerator == "nvidia-l4"
+
+
+def test_config_sets_defaults_and_flags_override(tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text("trainingInput:\n  scaleTier: STANDARD_1\n  jobDir: gs://bkt/from-config\n"
+                      "  args: [--steps, '50']\n  masterConfig: {imageUri: 'gcr.io/p/cfg:1'}\n")
+    from_file = spec_for("--name", "a", "--config", str(config))
+    assert counts(from_file) == {"Chief": 1, "PS": 3, "Worker": 4}
+    assert (from_file.job_dir, from_file.image, from_file.trainer_args) == ("gs://bkt/from-config", "gcr.io/p/cfg:1",
+                                                                          ("--steps", "50"))
+    overridden = spec_for("--name", "a", "--config", str(config), "--workers", "8", "--job-dir", "/tmp/out",
+                          "--image", "gcr.io/p/flag:2", trainer_args=("--steps", "7"))
+    assert counts(overridden) == {"Chief": 1, "PS": 3, "Worker": 8}
+    assert (overridden.job_dir, overridden.image, overridden.trainer_args) == ("/tmp/out", "gcr.io/p/flag:2",
+                                                                             ("--steps", "7"))
+
+
+def test_split_trainer_args_at_first_double_dash():
+    assert split_trainer_args(["submit", "--workers", "2", "--", "--steps", "1", "--", "x"]) == (
+        ["submit", "--workers", "2"], ("--steps", "1", "--", "x"))
+    assert split_trainer_args(["render"]) == (["render"], ())
+
+
+def test_default_name_is_dns_and_uses_the_model():
+    now = dt.datetime(2025, 1, 2, 3, 4, 5)
+    assert default_name((), now) == "tfjob-20250102-030405"
+    assert default_name(("--model", "MNIST_cnn"), now) == "mnist-cnn-20250102-030405"
+    assert default_name(("--model=9lives",), now) == "lives-20250102-030405"
+    assert default_name(("--model", "___"), now) == "tfjob-20250102-030405"
+
+
+def test_default_name_builds_a_valid_spec():
+    assert spec_for().name.startswith("tfjob-")
+
+
+def test_key_values_and_per_role_refuse_bad_items():
+    assert key_values(["a=b=c"], "--env") == {"a": "b=c"}
+    with pytest.raises(SpecError, match="KEY=VALUE"):
+        key_values(["novalue"], "--env")
+    with pytest.raises(SpecError, match="unknown replica type 'master'"):
+        per_role(["master=2"], "--cpu")
+    assert per_role(["PS=1"], "--cpu") == {"PS": "1"}

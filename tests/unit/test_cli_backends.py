@@ -1,0 +1,103 @@
+"""`--backend auto|local|k8s`: which backend auto picks, and the one-line local note."""
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from launcher import backends
+from launcher.spec import SpecError
+from tests.support.cli_env import cli_env, schema_cache  # noqa: F401 (fixtures: CRD + cache env)
+
+CONFIG = "apiVersion: v1\nkind: Config\ncurrent-context: {context}\ncontexts: []\nclusters: []\nusers: []\n"
+
+
+def kubeconfig(path, context="kind-kind"):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(CONFIG.format(context=context))
+    return path
+
+
+def test_no_config_means_local(tmp_path):
+    assert not backends.cluster_configured(env={}, home=tmp_path, token=tmp_path / "token")
+
+
+def test_home_kubeconfig_with_current_context(tmp_path):
+    kubeconfig(tmp_path / ".kube" / "config")
+    assert backends.cluster_configured(env={}, home=tmp_path, token=tmp_path / "token")
+
+
+def test_kubeconfig_without_current_context_does_not_count(tmp_path):
+    kubeconfig(tmp_path / ".kube" / "config", context='""')
+    assert not backends.cluster_configured(env={}, home=tmp_path, token=tmp_path / "token")
+
+
+def test_broken_kubeconfig_does_not_count(tmp_path):
+    (tmp_path / ".kube").mkdir()
+    (tmp_path / ".kube" / "config").write_text("current-context: [unclosed\n")
+    assert not backends.cluster_configured(env={}, home=tmp_path, token=tmp_path / "token")
+
+
+def test_kubeconfig_env_list_replaces_home(tmp_path):
+    kubeconfig(tmp_path / ".kube" / "config")
+    second = kubeconfig(tmp_path / "b.yaml", context="gke_p_z_c")
+    env = {"KUBECONFIG": f"{tmp_path / 'missing.yaml'}:{second}"}
+    assert backends.cluster_configured(env=env, home=tmp_path / "nohome", token=tmp_path / "token")
+    assert not backends.cluster_configured(env={"KUBECONFIG": str(tmp_path / "missing.yaml")},
+                                           home=tmp_path, token=tmp_path / "token")
+
+
+def test_in_cluster_needs_env_and_token(tmp_path):
+    token = tmp_path / "token"
+    env = {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}
+    assert not backends.cluster_configured(env=env, home=tmp_path, token=token)
+    token.write_text("t")
+    assert backends.cluster_configured(env=env, home=tmp_path, token=token)
+
+
+def test_auto_announces_local_in_one_line(tmp_path):
+    notes = []
+    kind = backends.resolve_kind("auto", notes.append, env={}, home=tmp_path, token=tmp_path / "t")
+    assert kind == "local"
+    assert notes == [backends.LOCAL_NOTE]
+    assert "\n" not in backends.LOCAL_NOTE and "--backend k8s" in backends.LOCAL_NOTE
+
+
+def test_auto_picks_k8s_silently(tmp_path):
+    kubeconfig(tmp_path / ".kube" / "config")
+    notes = []
+    assert backends.resolve_kind("auto", notes.append, env={}, home=tmp_path, token=tmp_path / "t") == "k8s"
+    assert notes == []
+
+
+@pytest.mark.parametrize("kind", ["local", "k8s"])
+def test_explicit_kinds_pass_through(kind):
+    assert backends.resolve_kind(kind, lambda line: pytest.fail("no note expected")) == kind
+
+
+def test_unknown_kind():
+    with pytest.raises(SpecError, match="--backend"):
+        backends.resolve_kind("cloud")
+
+
+def _loaded_modules(statement: str) -> list[str]:
+    import subprocess
+    from pathlib import Path
+
+    code = (f"import sys, contextlib, io\n{statement}\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('kubernetes', 'rich', 'tensorflow', 'jsonschema', 'jinja2')"
+            " or m in ('launcher.backends.k8s', 'launcher.backends.local')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True,
+                         cwd=Path(__file__).resolve().parents[2])
+    return eval(out.stdout.strip().splitlines()[-1])
+
+
+def test_help_loads_no_heavy_module():
+    assert _loaded_modules("import launcher.cli; launcher.cli.build_parser().format_help()") == []
+
+
+def test_render_loads_neither_kubernetes_nor_rich_nor_tensorflow():
+    loaded = _loaded_modules("import launcher.cli\nwith contextlib.redirect_stdout(io.StringIO()):\n"
+                             "    assert launcher.cli.main(['render', '--name', 'x']) == 0")
+    assert not [m for m in loaded if m.split(".")[0] in ("kubernetes", "rich", "tensorflow")]
+    assert "jsonschema" in loaded  # it did validate

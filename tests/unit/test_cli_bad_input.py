@@ -1,0 +1,129 @@
+"""Bad input is refused with one `error: <field>: <problem>; <fix>` line, exit 2, nothing on
+stdout and nothing applied; hostile strings that are legal values are escaped, proven by
+parsing the output and comparing the value."""
+from __future__ import annotations
+
+import pytest
+
+from tests.support.cli_env import cli, cli_env, schema_cache  # noqa: F401 (fixtures)
+from tests.support.fake_backend import FakeBackend
+
+INJECT = "x\nkind: Pod\nmetadata: {name: evil}\n---\napiVersion: v1"
+
+REFUSED = [
+    (["--workers", "-1"], "--workers"),
+    (["--ps", "-2"], "--ps"),
+    (["--chief", "2"], "--chief"),
+    (["--evaluator", "2"], "--evaluator"),
+    (["--workers", "abc"], "--workers"),
+    (["--workers", "1.5"], "--workers"),
+    (["--workers", "0", "--ps", "0"], "--workers"),
+    (["--ps", "1", "--chief", "0"], "--chief"),
+    (["--name", "My_Job"], "--name"),
+    (["--name", "1job"], "--name"),
+    (["--name", "job-"], "--name"),
+    (["--name", "job\nkind: Pod"], "--name"),
+    (["--name", "job: {x: 1}"], "--name"),
+    (["--name", "a" * 60], "--name"),
+    (["--name", ""], "--name"),
+    (["--gpus-per-ps", "1"], "--gpus-per-ps"),
+    (["--gpus-per-worker", "-1"], "--gpus-per-worker"),
+    (["--accelerator", "nvidia-tesla-t4"], "--accelerator"),
+    (["--gpus-per-worker", "1", "--accelerator", "t4\nkind: Pod"], "--accelerator"),
+    (["--label", "team=a\nkind: Pod"], "--label"),
+    (["--label", "team=x: y"], "--label"),
+    (["--label", "bad key=v"], "--label"),
+    (["--label", "novalue"], "--label"),
+    (["--label", "team=" + "a" * 64], "--label"),
+    (["--env", "1A=x"], "--env"),
+    (["--env", "TF_CONFIG={}"], "--env"),
+    (["--env", "A\nkind: Pod=x"], "--env"),
+    (["--env", "noequals"], "--env"),
+    (["--node-selector", "pool=gpu\n"], "--node-selector"),
+    (["--cpu", "worker=2cores"], "--cpu worker="),
+    (["--memory", "ps=lots"], "--memory ps="),
+    (["--cpu", "master=1"], "--cpu"),
+    (["--restart-policy", "Sometimes"], "--restart-policy"),
+    (["--clean-pod-policy", "Some"], "--clean-pod-policy"),
+    (["--ttl-seconds", "-5"], "--ttl-seconds"),
+    (["--backoff-limit", "-1"], "--backoff-limit"),
+    (["--active-deadline-seconds", "soon"], "--active-deadline-seconds"),
+    (["--job-dir", "s3://bucket/x"], "--job-dir"),
+    (["--job-dir", "gs://B/x"], "--job-dir"),
+    (["--job-dir", "/tmp/out\nkind: Pod"], "--job-dir"),
+    (["--image", "repo/img:1 --privileged"], "--image"),
+    (["--image", ""], "--image"),
+    (["--service-account", "Admin SA"], "--service-account"),
+    (["-n", "kube system"], "--namespace"),
+    (["-n", "ns\n"], "--namespace"),
+    (["--config", "/nonexistent/config.yaml"], "--config"),
+    (["--backend", "cloud"], "--backend"),
+    (["-o", "xml"], "--output"),
+]
+
+
+@pytest.mark.parametrize("argv, field", REFUSED, ids=[f"{i}:{f}" for i, (_, f) in enumerate(REFUSED)])
+def test_render_refuses(cli, argv, field):
+    result = cli("render", "--name", "ok", *argv) if "--name" not in argv else cli("render", *argv)
+    assert result.code == 2
+    assert result.out == ""
+    lines = result.err.splitlines()
+    assert len(lines) == 1, result.err
+    assert lines[0].startswith(f"error: {field}: "), lines[0]
+    assert ";" in lines[0]  # the problem, then the fix
+
+
+@pytest.mark.parametrize("argv, field", REFUSED[:12] + REFUSED[16:20])
+def test_submit_refuses_and_applies_nothing(cli, argv, field):
+    backend = FakeBackend(name="k8s")
+    argv = argv if "--name" in argv else ["--name", "ok", *argv]
+    result = cli("submit", "--backend", "k8s", *argv, backend=backend)
+    assert (result.code, result.out) == (2, "")
+    assert backend.submitted == [] and backend.dry_runs == []
+
+
+def test_unknown_flag_is_one_line(cli):
+    result = cli("render", "--wrokers", "2")
+    assert (result.code, result.out) == (2, "")
+    assert result.err.count("\n") == 1 and result.err.startswith("error: ") and "--wrokers" in result.err
+
+
+def test_missing_command_prints_help_and_exits_2(cli):
+    result = cli()
+    assert result.code == 2 and result.out == "" and "submit" in result.err
+
+
+def test_trainer_args_only_for_submit_and_render(cli):
+    result = cli("status", "job", "--", "--steps", "1", backend=FakeBackend(existing=("job",)))
+    assert result.code == 2 and result.err.startswith("error: --: ")
+
+
+HOSTILE = [INJECT, "'; rm -rf / #", '"quoted" \\ backslash', "{{ 7 * 7 }}", "{% raw %}", "&anchor *alias",
+           "!!python/object/apply:os.system ['id']", "- item", "key: value", "#comment", "</script>", "",
+           " leading and trailing ", "tab\tand\rcarriage", "unicode ✓ ünïcödé", "null", "true", "0x10", "1e3"]
+
+
+@pytest.mark.parametrize("value", HOSTILE)
+def test_env_values_round_trip(cli, value):
+    result = cli("render", "--name", "ok", "--env", f"VALUE={value}")
+    assert result.code == 0, result.err
+    for replica in result.manifest()["spec"]["tfReplicaSpecs"].values():
+        assert replica["template"]["spec"]["containers"][0]["env"] == [{"name": "VALUE", "value": value}]
+
+
+def test_trainer_args_round_trip(cli):
+    result = cli("render", "--name", "ok", "--job-dir", "/tmp/out dir: {x}", "--", *HOSTILE)
+    assert result.code == 0, result.err
+    manifest = result.manifest()
+    assert manifest["kind"] == "TFJob" and manifest["metadata"]["name"] == "ok"
+    for replica in manifest["spec"]["tfReplicaSpecs"].values():
+        assert replica["template"]["spec"]["containers"][0]["args"] == ["--job-dir", "/tmp/out dir: {x}", *HOSTILE]
+
+
+def test_json_output_round_trips_hostile_values(cli):
+    import json
+
+    result = cli("render", "-o", "json", "--name", "ok", "--env", f"VALUE={INJECT}", "--", INJECT)
+    container = json.loads(result.out)["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert container["env"] == [{"name": "VALUE", "value": INJECT}]
+    assert container["args"] == [INJECT]

@@ -1,0 +1,109 @@
+"""`status`, `logs`, `list`, `delete` through FakeBackend."""
+from __future__ import annotations
+
+import pytest
+
+from tests.support.cli_env import cli, cli_env, schema_cache  # noqa: F401 (fixtures)
+from tests.support.fake_backend import FakeBackend, lifecycle, replica_phase
+
+LOGS = {"chief-0": ["chief line"], "ps-0": ["ps line"], "worker-0": ["worker line 1", "worker line 2"]}
+
+
+def backend(**kwargs) -> FakeBackend:
+    return FakeBackend(name="k8s", existing=("mnist",), logs=LOGS, **kwargs)
+
+
+def test_status_shows_conditions_and_replicas(cli):
+    result = cli("status", "mnist", "--backend", "k8s", backend=backend())
+    assert result.code == 0
+    lines = result.out.splitlines()
+    assert lines[0] == "TFJob mnist (namespace default, k8s backend): Succeeded"
+    assert "  Created=True TFJobCreated" in lines
+    assert lines[-4].split() == ["REPLICA", "PHASE", "RESTARTS", "NODE", "AGE", "GPU"]
+    assert lines[-3].split() == ["chief-0", "Succeeded", "0", "node-1"]
+
+
+def test_status_of_a_finished_job_with_watch_returns_at_once(cli):
+    result = cli("status", "mnist", "-w", "--backend", "k8s", backend=backend(events=lifecycle("Failed")))
+    assert result.code == 1
+
+
+def test_status_of_a_missing_job_exits_1(cli):
+    result = cli("status", "nope", "--backend", "k8s", backend=backend())
+    assert result.code == 1 and result.out == ""
+    assert result.err.startswith("error: tfjob nope not found")
+
+
+@pytest.mark.parametrize("argv, field", [
+    (["status", "Bad_Name"], "NAME"),
+    (["logs", "mnist", "--replica", "worker1"], "--replica"),
+    (["logs", "mnist", "--replica", "master-0"], "--replica"),
+    (["delete", "mnist\n"], "NAME"),
+    (["list", "-n", "Team A"], "--namespace"),
+])
+def test_bad_names_are_refused_before_any_call(cli, argv, field):
+    fake = backend()
+    result = cli(*argv, "--backend", "k8s", backend=fake)
+    assert result.code == 2 and result.out == ""
+    assert result.err.startswith(f"error: {field}: ")
+    assert fake.log_requests == [] and fake.deleted == []
+
+
+def test_logs_default_to_the_chief(cli):
+    fake = backend()
+    result = cli("logs", "mnist", "--backend", "k8s", backend=fake)
+    assert result.out == "[chief-0] chief line\n"
+    assert fake.log_requests == [("mnist", "chief-0", False)]
+
+
+def test_logs_default_to_worker_0_without_chief(cli):
+    fake = backend(events=lifecycle(replicas=("worker-0", "worker-1")))
+    result = cli("logs", "mnist", "--backend", "k8s", backend=fake)
+    assert result.out == "[worker-0] worker line 1\n[worker-0] worker line 2\n"
+
+
+def test_logs_all_replicas_prefixed_and_follow_flag(cli):
+    fake = backend()
+    result = cli("logs", "mnist", "--replica", "all", "-f", "--backend", "k8s", backend=fake)
+    assert result.out.splitlines() == ["[chief-0] chief line", "[ps-0] ps line",
+                                       "[worker-0] worker line 1", "[worker-0] worker line 2"]
+    assert fake.log_requests == [("mnist", None, True)]
+
+
+def test_logs_one_replica(cli):
+    result = cli("logs", "mnist", "--replica", "ps-0", "--backend", "k8s", backend=backend())
+    assert result.out == "[ps-0] ps line\n"
+
+
+def test_logs_while_replicas_are_unknown_show_all(cli):
+    fake = backend(events=[])
+    cli("logs", "mnist", "--backend", "k8s", backend=fake)
+    assert fake.log_requests == [("mnist", None, False)]
+
+
+def test_list(cli):
+    fake = backend()
+    fake.jobs["other"] = {}
+    result = cli("list", "-A", "--backend", "k8s", backend=fake)
+    assert result.code == 0
+    assert [line.split()[:4] for line in result.out.splitlines()] == [
+        ["NAME", "NAMESPACE", "PHASE", "REPLICAS"],
+        ["mnist", "default", "Running", "worker=2"],
+        ["other", "default", "Running", "worker=2"]]
+
+
+@pytest.mark.parametrize("wait", [False, True])
+def test_delete(cli, wait):
+    fake = backend()
+    result = cli("delete", "mnist", "-n", "team-a", "--backend", "k8s", *(["--wait"] if wait else []), backend=fake)
+    assert result.code == 0 and result.out.startswith("tfjob mnist deleted")
+    assert fake.deleted == [("mnist", "team-a", wait)]
+
+
+def test_delete_missing_exits_1(cli):
+    result = cli("delete", "ghost", "--backend", "k8s", backend=backend())
+    assert result.code == 1 and "not found" in result.err
+
+
+def test_replica_phase_helper_types():
+    assert replica_phase("evaluator-0", "Running").type == "Evaluator"

@@ -1,0 +1,149 @@
+"""`submit` end to end against FakeBackend: exit codes 0 / 1 / 130, dry runs, detach,
+name conflicts, the local backend's defaults, and the merged events + logs stream."""
+from __future__ import annotations
+
+import pytest
+
+from launcher.backends.base import BackendError
+from launcher.cli import main
+from launcher.events import JobCondition
+from tests.support.cli_env import cli, cli_env, schema_cache  # noqa: F401 (fixtures)
+from tests.support.fake_backend import FakeBackend, lifecycle, replica_phase
+
+CHIEF_LOGS = {"chief-0": [
+    "starting",
+    "Train [chief/0] step 50 of 100: loss 0.5000, accuracy 0.8000 (1.0 s) 50.0 global steps/s",
+    "Train [chief/0] step 100 of 100: loss 0.2500, accuracy 0.9000 (2.0 s) 50.0 global steps/s",
+]}
+
+
+def submit(cli, backend, *extra):
+    return cli("submit", "--name", "mnist", "--backend", backend.name if backend.name in ("k8s", "local") else "k8s",
+               *extra, backend=backend)
+
+
+def test_succeeded_exits_0_and_shows_events_logs_and_progress(cli):
+    backend = FakeBackend(name="k8s", logs=CHIEF_LOGS)
+    result = submit(cli, backend)
+    assert result.code == 0, result.err
+    lines = result.out.splitlines()
+    assert lines[0] == "tfjob mnist submitted (namespace default, k8s backend)"
+    assert "mnist: Created (TFJobCreated)" in lines
+    assert "[worker-0] Running (node node-1)" in lines
+    assert "[chief-0] starting" in lines
+    assert "mnist: Succeeded (TFJobSucceeded: job succeeded)" in lines
+    assert lines[-1] == "mnist: Succeeded at step 100 of 100, 50.0 steps/s, ETA 0s, loss 0.2500, accuracy 0.9000"
+    assert backend.log_requests == [("mnist", "chief-0", True)]
+    (tfjob, replace), = backend.submitted
+    assert tfjob["metadata"]["name"] == "mnist" and replace is False
+
+
+def test_failed_exits_1(cli):
+    result = submit(cli, FakeBackend(name="k8s", events=lifecycle("Failed")))
+    assert result.code == 1
+    assert result.out.splitlines()[-1] == "mnist: Failed"
+
+
+@pytest.mark.parametrize("kind, after, hints", [
+    ("k8s", 3, ["keeps running in namespace default", "python -m launcher logs mnist --backend k8s -f",
+                "python -m launcher delete mnist --backend k8s"]),
+    ("local", 1, ["local job mnist stops with this launcher",
+                  "python -m launcher logs mnist --backend local --replica all"]),
+])
+def test_ctrl_c_exits_130_and_says_what_happens_to_the_job(cli, kind, after, hints):
+    backend = FakeBackend(name=kind, interrupt_after=after)  # a real SIGINT mid-stream
+    try:
+        result = submit(cli, backend)
+    finally:
+        backend.release.set()
+    assert result.code == 130
+    for hint in hints:
+        assert hint in result.err
+    assert backend.deleted == [] and "mnist" in backend.jobs
+
+
+def test_detach_returns_after_submit(cli):
+    backend = FakeBackend(name="k8s")
+    result = submit(cli, backend, "--detach", "-n", "team-a")
+    assert result.code == 0
+    assert "python -m launcher logs mnist -n team-a --backend k8s -f" in result.out
+    assert backend.log_requests == [] and len(backend.submitted) == 1
+
+
+def test_dry_run_prints_and_never_touches_a_cluster(capsys):
+    def no_backend(kind):
+        raise AssertionError("dry-run must not create a k8s backend")
+
+    code = main(["submit", "--name", "mnist", "--backend", "k8s", "--dry-run"], backend_factory=no_backend)
+    out, _ = capsys.readouterr()
+    assert code == 0
+    assert "kind: TFJob" in out and "name: mnist" in out
+
+
+def test_server_dry_run_asks_the_backend_and_applies_nothing(cli):
+    backend = FakeBackend(name="k8s")
+    result = submit(cli, backend, "--server-dry-run")
+    assert result.code == 0
+    assert len(backend.dry_runs) == 1 and backend.submitted == []
+    assert "dryRun: true" in result.out
+
+
+def test_existing_name_is_reported_and_replace_replaces(cli):
+    backend = FakeBackend(name="k8s", existing=("mnist",))
+    taken = submit(cli, backend, "--detach")
+    assert taken.code == 1 and taken.out == ""
+    assert taken.err.startswith("error: tfjob mnist already exists")
+    replaced = submit(cli, backend, "--detach", "--replace")
+    assert replaced.code == 0 and backend.submitted[-1][1] is True
+
+
+def test_local_backend_default_job_dir_and_gpu_note(cli):
+    backend = FakeBackend(name="local", default_dir="/runs")
+    result = submit(cli, backend, "--detach", "--gpus-per-worker", "1", "--accelerator", "nvidia-tesla-t4")
+    assert result.code == 0
+    assert "GPU settings are ignored by the local backend" in result.err
+    container = backend.submitted[0][0]["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert container["args"][:2] == ["--job-dir", "/runs/default/mnist"]
+
+
+def test_explicit_job_dir_wins_over_the_local_default(cli):
+    backend = FakeBackend(name="local", default_dir="/runs")
+    submit(cli, backend, "--detach", "--job-dir", "/data/out")
+    container = backend.submitted[0][0]["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]["containers"][0]
+    assert container["args"][:2] == ["--job-dir", "/data/out"]
+
+
+def test_follows_worker_0_without_a_chief(cli):
+    backend = FakeBackend(name="k8s", events=lifecycle(replicas=("worker-0", "worker-1")))
+    result = submit(cli, backend, "--ps", "0", "--workers", "2")
+    assert result.code == 0
+    assert backend.log_requests == [("mnist", "worker-0", True)]
+
+
+def test_event_stream_ending_early_falls_back_to_status(cli):
+    events = [JobCondition("Created"), replica_phase("chief-0", "Running"), JobCondition("Running")]
+    result = submit(cli, FakeBackend(name="k8s", events=events))
+    assert result.code == 1
+    assert "event stream ended while mnist was Running" in result.err
+
+
+class BrokenEvents(FakeBackend):
+    def events(self, name, namespace):
+        yield JobCondition("Created")
+        raise BackendError("watch failed: connection reset")
+
+
+def test_broken_event_stream_exits_1(cli):
+    result = submit(cli, BrokenEvents(name="k8s"))
+    assert result.code == 1
+    assert "lost the event stream of mnist" in result.err
+
+
+@pytest.mark.parametrize("outcome, code", [("Succeeded", 0), ("Failed", 1)])
+def test_status_watch_exit_codes(cli, outcome, code):
+    backend = FakeBackend(name="k8s", events=lifecycle(outcome), existing=("mnist",))
+    backend.script, events = backend.script[:2], backend.script
+    backend.events = lambda name, namespace: iter(events)
+    result = cli("status", "mnist", "-w", "--backend", "k8s", backend=backend)
+    assert result.code == code
+    assert result.out.splitlines()[-1] == f"mnist: {outcome}"

@@ -1,0 +1,132 @@
+"""The job view: plain lines for a scripted event sequence, progress maths, big-job rows,
+and the rich live rendering (log lines printed literally, never as markup)."""
+from __future__ import annotations
+
+import datetime as dt
+import io
+
+from launcher.events import JobCondition, LogLine, Progress
+from launcher.view import JobView, ProgressTracker, age, duration, format_rows, replica_rows
+from tests.support.fake_backend import replica_phase
+
+SCRIPT = [
+    JobCondition("Created", reason="TFJobCreated", message="TFJob mnist is created."),
+    replica_phase("chief-0", "Pending"),
+    replica_phase("worker-0", "Running", node="kind-worker"),
+    replica_phase("chief-0", "Running", node="kind-worker2"),
+    JobCondition("Running", reason="TFJobRunning"),
+    LogLine("chief-0", "Train [chief/0] step 10 of 40: loss 1.2000, accuracy 0.5000 (1.0 s)"),
+    Progress(step=10, total=40, loss=1.2, accuracy=0.5),
+    replica_phase("worker-0", "Failed", restarts=1, exit_code=137, message="OOMKilled"),
+    replica_phase("worker-0", "Running", restarts=1, node="kind-worker"),
+    Progress(step=30, total=40, loss=0.4, accuracy=0.875),
+    JobCondition("Succeeded", reason="TFJobSucceeded"),
+]
+
+EXPECTED = """\
+mnist: Created (TFJobCreated: TFJob mnist is created.)
+[chief-0] Pending
+[worker-0] Running (node kind-worker)
+[chief-0] Running (node kind-worker2)
+mnist: Running (TFJobRunning)
+[chief-0] Train [chief/0] step 10 of 40: loss 1.2000, accuracy 0.5000 (1.0 s)
+[worker-0] Failed (restarts 1, exit code 137, OOMKilled)
+[worker-0] Running (restarts 1, node kind-worker)
+mnist: Succeeded (TFJobSucceeded)
+mnist: Succeeded at step 30 of 40, 8.0 steps/s, ETA 1s, loss 0.4000, accuracy 0.8750
+"""
+
+
+class Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        self.now += 2.5  # every reading is 2.5 s after the previous one
+        return self.now
+
+
+def test_plain_output_for_a_scripted_run():
+    out = io.StringIO()
+    with JobView("mnist", "default", out=out, live=False, clock=Clock()) as view:
+        for event in SCRIPT:
+            view.handle(event)
+        view.finish()
+    assert out.getvalue() == EXPECTED
+    assert view.phase == "Succeeded"
+    assert view.replicas["worker-0"].restarts == 1
+
+
+def test_not_a_tty_means_plain():
+    assert JobView("x", "default", out=io.StringIO()).live is False
+
+
+def test_progress_uses_the_reported_rate_first():
+    tracker = ProgressTracker(clock=Clock())
+    assert tracker.describe() == "waiting for the first training step"
+    tracker.update(Progress(step=200, total=1000, loss=0.231, accuracy=0.9375, steps_per_sec=16.0))
+    assert tracker.rate == 16.0
+    assert tracker.eta == 50.0
+    assert tracker.describe() == "step 200 of 1000, 16.0 steps/s, ETA 50s, loss 0.2310, accuracy 0.9375"
+
+
+def test_progress_without_total_has_no_eta():
+    tracker = ProgressTracker(clock=Clock())
+    tracker.update(Progress(step=5))
+    tracker.update(Progress(step=15))
+    assert tracker.rate == 4.0 and tracker.eta is None
+    assert tracker.describe() == "step 15, 4.0 steps/s"
+
+
+def test_progress_restart_resets_the_rate_baseline():
+    tracker = ProgressTracker(clock=Clock())
+    tracker.update(Progress(step=100, total=200))
+    tracker.update(Progress(step=10, total=200))  # restored from an older checkpoint
+    assert tracker.rate is None
+    tracker.update(Progress(step=20, total=200))
+    assert tracker.rate == 4.0 and tracker.eta == 45.0
+
+
+def test_durations_and_ages():
+    assert [duration(s) for s in (0, 49, 192, 7380)] == ["0s", "49s", "3m12s", "2h03m"]
+    now = dt.datetime(2025, 1, 1, 12, 0, 0, tzinfo=dt.timezone.utc)
+    assert age("2025-01-01T11:56:48Z", now) == "3m12s"
+    assert age("", now) == "" and age("yesterday", now) == ""
+
+
+def test_small_jobs_get_one_row_per_replica():
+    rows = replica_rows([replica_phase("chief-0", "Running", node="n1", gpus=1),
+                         replica_phase("ps-0", "Pending")])
+    assert rows == [("chief-0", "Running", "0", "n1", "", "1"), ("ps-0", "Pending", "0", "", "", "")]
+    assert format_rows(rows) == ["REPLICA   PHASE     RESTARTS   NODE   AGE   GPU",
+                                 "chief-0   Running   0          n1           1",
+                                 "ps-0      Pending   0"]
+
+
+def test_big_jobs_are_summarised_per_type():
+    replicas = [replica_phase("chief-0", "Running")]
+    replicas += [replica_phase(f"worker-{i}", "Running" if i % 10 else "Pending", restarts=i % 2) for i in range(1000)]
+    replicas += [replica_phase(f"ps-{i}", "Running") for i in range(50)]
+    assert replica_rows(replicas) == [
+        ("chief x1", "1 Running", "0", "", "", ""),
+        ("worker x1000", "100 Pending, 900 Running", "500", "", "", ""),
+        ("ps x50", "50 Running", "0", "", "", ""),
+    ]
+
+
+def test_live_view_renders_table_and_progress_and_prints_logs_literally():
+    from rich.console import Console
+
+    out = io.StringIO()
+    with JobView("mnist", "default", out=out, live=True, clock=Clock()) as view:
+        for event in SCRIPT[:5]:
+            view.handle(event)
+        view.handle(LogLine("chief-0", "[bold red]not markup[/bold red]"))
+        view.handle(Progress(step=20, total=40, loss=0.5, accuracy=0.75, steps_per_sec=10.0))
+        frame = io.StringIO()
+        Console(file=frame, width=120).print(view._renderable())
+    assert "[chief-0] [bold red]not markup[/bold red]" in out.getvalue()
+    text = frame.getvalue()
+    assert "TFJob mnist (namespace default): Running" in text
+    assert "kind-worker2" in text
+    assert "step 20 of 40, 10.0 steps/s, ETA 2s, loss 0.5000, accuracy 0.7500" in text

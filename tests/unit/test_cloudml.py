@@ -1,0 +1,113 @@
+"""Cloud ML `trainingInput` -> replica counts, GPUs and job fields."""
+from __future__ import annotations
+
+import pytest
+
+from launcher import cloudml
+from launcher.spec import SpecError
+
+
+@pytest.mark.parametrize("tier, replicas", [
+    ("BASIC", {"Chief": 1}),
+    ("BASIC_GPU", {"Chief": 1}),
+    ("STANDARD_1", {"Chief": 1, "Worker": 4, "PS": 3}),
+    ("PREMIUM_1", {"Chief": 1, "Worker": 19, "PS": 11}),
+])
+def test_scale_tiers_map_to_the_documented_counts(tier, replicas):
+    assert cloudml.from_training_input({"scaleTier": tier}).replicas == replicas
+
+
+def test_scale_tier_defaults_to_basic():
+    assert cloudml.from_training_input({}).replicas == {"Chief": 1}
+
+
+def test_basic_gpu_puts_one_k80_on_the_chief():
+    config = cloudml.from_training_input({"scaleTier": "BASIC_GPU"})
+    assert config.gpus == {"Chief": 1}
+    assert config.accelerator == "nvidia-tesla-k80"
+
+
+def test_custom_counts_accelerators_and_job_fields():
+    config = cloudml.from_training_input({
+        "scaleTier": "CUSTOM", "masterType": "n1-standard-8", "workerCount": "5",
+        "parameterServerCount": 2, "evaluatorCount": 1,
+        "workerConfig": {"acceleratorConfig": {"count": 2, "type": "NVIDIA_TESLA_V100"}},
+        "masterConfig": {"imageUri": "gcr.io/p/t:1", "containerCommand": ["python", "-m", "trainer.task"]},
+        "args": ["--steps", 100], "jobDir": "gs://b/j", "scheduling": {"maxRunningTime": "3600s"},
+    }, labels={"team": "ml"})
+    assert config.replicas == {"Chief": 1, "Worker": 5, "PS": 2, "Evaluator": 1}
+    assert config.gpus == {"Worker": 2}
+    assert config.accelerator == "nvidia-tesla-v100"
+    assert config.image == "gcr.io/p/t:1"
+    assert config.command == ("python", "-m", "trainer.task")
+    assert config.trainer_args == ("--steps", "100")
+    assert config.job_dir == "gs://b/j"
+    assert config.active_deadline_seconds == 3600
+    assert config.labels == {"team": "ml"}
+
+
+def test_legacy_gpu_machine_types():
+    config = cloudml.from_training_input({"scaleTier": "CUSTOM", "masterType": "complex_model_m_gpu",
+                                          "workerType": "complex_model_m_gpu", "workerCount": 1})
+    assert config.gpus == {"Chief": 4, "Worker": 4}
+    assert config.accelerator == "nvidia-tesla-k80"
+
+
+def test_use_chief_false_and_cloud_only_fields_are_reported():
+    config = cloudml.from_training_input({"scaleTier": "BASIC", "useChiefInTfConfig": False,
+                                          "region": "us-central1", "runtimeVersion": "2.11"})
+    assert any("useChiefInTfConfig" in note for note in config.notes)
+    assert any("region" in note for note in config.notes)
+    assert any("runtimeVersion" in note for note in config.notes)
+
+
+@pytest.mark.parametrize("training, field", [
+    ({"scaleTier": "BASIC_TPU"}, "scaleTier"),
+    ({"scaleTier": "LARGE"}, "scaleTier"),
+    ({"scaleTier": "CUSTOM", "workerCount": 2}, "masterType"),
+    ({"scaleTier": "CUSTOM", "masterType": "n1-standard-4", "workerCount": -1}, "workerCount"),
+    ({"scaleTier": "CUSTOM", "masterType": "n1-standard-4", "workerCount": "two"}, "workerCount"),
+    ({"scaleTier": "CUSTOM", "masterType": "n1-standard-4",
+      "parameterServerConfig": {"acceleratorConfig": {"count": 1, "type": "NVIDIA_TESLA_T4"}}},
+     "parameterServerConfig.acceleratorConfig"),
+    ({"scaleTier": "CUSTOM", "masterType": "n1-standard-4", "parameterServerType": "standard_gpu"},
+     "parameterServerType"),
+    ({"scaleTier": "CUSTOM", "masterType": "n1-standard-4", "workerCount": 1,
+      "masterConfig": {"acceleratorConfig": {"count": 1, "type": "NVIDIA_TESLA_T4"}},
+      "workerConfig": {"acceleratorConfig": {"count": 1, "type": "NVIDIA_TESLA_V100"}}},
+     "workerConfig.acceleratorConfig"),
+    ({"scaleTier": "STANDARD_1", "workerCount": 10}, "workerCount"),
+    ({"scaleTier": "BASIC", "workerCnt": 1}, "workerCnt"),
+    ({"scaleTier": "BASIC", "hyperparameters": {"goal": "MAXIMIZE"}}, "hyperparameters"),
+    ({"scaleTier": "BASIC", "scheduling": {"maxRunningTime": "2h"}}, "scheduling.maxRunningTime"),
+    ({"scaleTier": "BASIC", "args": "--steps 10"}, "args"),
+    ({"scaleTier": "CUSTOM", "masterType": "n1-standard-4", "masterConfig": {"diskSize": 1}}, "masterConfig.diskSize"),
+])
+def test_bad_training_input_names_the_key(training, field):
+    with pytest.raises(SpecError) as caught:
+        cloudml.from_training_input(training)
+    assert caught.value.field == f"--config trainingInput.{field}"
+    assert ";" in str(caught.value)  # problem; fix
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("scaleTier: BASIC\n", "no trainingInput"),
+    ("trainingInput: {scaleTier: BASIC}\nregion: x\n", "unknown top-level"),
+    ("trainingInput: [\n", "not valid YAML"),
+])
+def test_bad_files(tmp_path, text, problem):
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    with pytest.raises(SpecError, match=problem) as caught:
+        cloudml.load(path)
+    assert caught.value.field == "--config"
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(SpecError, match="cannot read"):
+        cloudml.load(tmp_path / "absent.yaml")
+
+
+def test_accelerator_label():
+    assert cloudml.accelerator_label("NVIDIA_TESLA_T4") == "nvidia-tesla-t4"
+    assert cloudml.accelerator_label("NVIDIA_A100_80GB") == "nvidia-a100-80gb"

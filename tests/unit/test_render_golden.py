@@ -1,0 +1,110 @@
+"""Golden TFJobs from `python -m launcher render`, each also valid against the real CRD.
+
+Regenerate after an intended change with UPDATE_GOLDEN=1 and review the diff.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from launcher.validate import validate
+from tests.support.cli_env import CRD, cli, cli_env, schema_cache  # noqa: F401 (fixtures)
+
+GOLDEN = Path(__file__).parent / "golden"
+
+STANDARD_1 = """\
+trainingInput:
+  scaleTier: STANDARD_1
+  jobDir: gs://ml-bucket/census
+  args: ["--steps", "2000"]
+labels:
+  team: ml
+"""
+
+CUSTOM = """\
+trainingInput:
+  scaleTier: CUSTOM
+  masterType: n1-highcpu-16
+  workerType: n1-highcpu-16
+  parameterServerType: n1-highmem-8
+  evaluatorType: n1-highcpu-16
+  workerCount: 3
+  parameterServerCount: "2"
+  evaluatorCount: 1
+  useChiefInTfConfig: true
+  masterConfig:
+    imageUri: gcr.io/my-project/trainer:2.0
+    acceleratorConfig: {count: 1, type: NVIDIA_TESLA_T4}
+  workerConfig:
+    acceleratorConfig: {count: 2, type: NVIDIA_TESLA_T4}
+  jobDir: gs://ml-bucket/custom
+  scheduling: {maxRunningTime: 7200s}
+"""
+
+CASES = {
+    "ps_chief_4_workers": ["--name", "mnist-ps", "--workers", "4", "--ps", "1", "--chief", "1",
+                           "--image", "gcr.io/my-project/trainer:1.0", "--job-dir", "gs://ml-bucket/mnist",
+                           "--", "--steps", "1000"],
+    "gpu_workers": ["--name", "mnist-gpu", "--workers", "2", "--ps", "1", "--gpus-per-worker", "1",
+                    "--gpus-per-chief", "1", "--accelerator", "nvidia-tesla-t4", "--cpu", "ps=2",
+                    "--memory", "ps=4Gi", "--cpu", "worker=4", "--node-selector", "pool=train"],
+    "evaluator": ["--name", "mnist-eval", "--workers", "2", "--ps", "0", "--evaluator", "1",
+                  "--restart-policy", "ExitCode", "--clean-pod-policy", "All", "--ttl-seconds", "3600",
+                  "--active-deadline-seconds", "7200", "--backoff-limit", "3", "--env", "LOG_LEVEL=debug",
+                  "--label", "team=ml", "--service-account", "trainer"],
+    "cloudml_standard_1": ["--name", "census", "--config", "{STANDARD_1}"],
+    "cloudml_custom": ["--name", "custom-job", "--config", "{CUSTOM}"],
+}
+
+
+def _argv(case: str, tmp_path: Path) -> list[str]:
+    files = {}
+    for key, text in (("STANDARD_1", STANDARD_1), ("CUSTOM", CUSTOM)):
+        files[key] = tmp_path / f"{key.lower()}.yaml"
+        files[key].write_text(text)
+    return [arg.format(**files) if arg.startswith("{") else arg for arg in CASES[case]]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_render_matches_golden_and_crd(case, cli, tmp_path):
+    result = cli("render", *_argv(case, tmp_path))
+    assert result.code == 0, result.err
+    manifest = result.manifest()
+    golden = GOLDEN / f"{case}.yaml"
+    if os.environ.get("UPDATE_GOLDEN"):
+        golden.write_text(result.out)
+    assert manifest == yaml.safe_load(golden.read_text())
+    assert validate(manifest, crd=CRD) is True
+
+
+def test_json_output_is_the_same_object(cli, tmp_path):
+    as_yaml = cli("render", *_argv("gpu_workers", tmp_path)).manifest()
+    as_json = cli("render", "-o", "json", *_argv("gpu_workers", tmp_path))
+    import json
+
+    assert json.loads(as_json.out) == as_yaml
+
+
+def test_gpu_settings_only_on_gpu_replicas():
+    manifest = yaml.safe_load((GOLDEN / "gpu_workers.yaml").read_text())
+    specs = manifest["spec"]["tfReplicaSpecs"]
+    for rtype in ("Chief", "Worker"):
+        pod = specs[rtype]["template"]["spec"]
+        assert pod["nodeSelector"] == {"pool": "train", "cloud.google.com/gke-accelerator": "nvidia-tesla-t4"}
+        assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    ps = specs["PS"]["template"]["spec"]
+    assert ps["nodeSelector"] == {"pool": "train"}
+    assert "tolerations" not in ps
+    assert "limits" not in ps["containers"][0]["resources"]
+    assert specs["Worker"]["template"]["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
+
+
+def test_cloudml_tiers_become_replica_counts():
+    counts = {case: {t: s["replicas"] for t, s in yaml.safe_load((GOLDEN / f"{case}.yaml").read_text())
+                     ["spec"]["tfReplicaSpecs"].items()}
+              for case in ("cloudml_standard_1", "cloudml_custom")}
+    assert counts["cloudml_standard_1"] == {"Chief": 1, "PS": 3, "Worker": 4}
+    assert counts["cloudml_custom"] == {"Chief": 1, "PS": 2, "Worker": 3, "Evaluator": 1}

@@ -1,0 +1,36 @@
+"""`render --values-out FILE` writes the Helm values of the same JobSpec, and nothing on error."""
+from __future__ import annotations
+
+import yaml
+
+from launcher.cli import build_parser
+from launcher.cli_args import build_spec
+from launcher.helm_values import values_for
+from tests.support.cli_env import cli, cli_env, schema_cache  # noqa: F401 (fixtures)
+
+ARGV = ["--name", "mnist", "--workers", "3", "--gpus-per-worker", "1", "--accelerator", "nvidia-tesla-t4",
+        "--env", "A=1", "--", "--steps", "10"]
+
+
+def test_values_file_matches_values_for_the_spec(cli, tmp_path):
+    target = tmp_path / "values.yaml"
+    result = cli("render", *ARGV[:-3], "--values-out", str(target), *ARGV[-3:])
+    assert result.code == 0, result.err
+    args = build_parser().parse_args(["render", *ARGV[:-3]])
+    spec, _ = build_spec(args, tuple(ARGV[-2:]))
+    assert yaml.safe_load(target.read_text()) == values_for(spec)
+    assert result.manifest()["kind"] == "TFJob"
+    assert [p.name for p in tmp_path.iterdir()] == ["values.yaml"]  # no temp file left
+
+
+def test_bad_input_writes_no_values(cli, tmp_path):
+    target = tmp_path / "values.yaml"
+    result = cli("render", "--name", "Bad_Name", "--values-out", str(target))
+    assert result.code == 2 and result.out == ""
+    assert not target.exists()
+
+
+def test_missing_directory_is_reported(cli, tmp_path):
+    result = cli("render", "--name", "mnist", "--values-out", str(tmp_path / "nope" / "values.yaml"))
+    assert result.code == 2 and result.out == ""
+    assert result.err.startswith("error: --values-out: ")
