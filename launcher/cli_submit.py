@@ -54,11 +54,7 @@ def manifest_text(tfjob: dict, output: str = "yaml") -> str:
 
 def write_values(spec: JobSpec, path: str) -> None:
     """Helm values for `spec`, written atomically (nothing is left behind on error)."""
-    try:
-        from .helm_values import values_for
-    except ImportError as exc:
-        raise SpecError("--values-out", f"Helm values are unavailable ({exc}); update the launcher") from exc
-    from .render import to_yaml
+    from .helm_values import values_yaml
 
     target = Path(path)
     if not target.parent.is_dir():
@@ -66,7 +62,7 @@ def write_values(spec: JobSpec, path: str) -> None:
     handle, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
     try:
         with os.fdopen(handle, "w") as out:
-            out.write(to_yaml(values_for(spec)))
+            out.write(values_yaml(spec))
         os.replace(tmp, target)
     except BaseException:
         os.unlink(tmp)

@@ -34,3 +34,18 @@ def test_missing_directory_is_reported(cli, tmp_path):
     result = cli("render", "--name", "mnist", "--values-out", str(tmp_path / "nope" / "values.yaml"))
     assert result.code == 2 and result.out == ""
     assert result.err.startswith("error: --values-out: ")
+
+
+def test_values_file_is_accepted_by_real_helm_with_yaml_boolean_lookalikes(cli, tmp_path):
+    """Helm's YAML reads bare y/on/off as booleans: the file must quote every string."""
+    from tests.support.tools import ROOT, helm_template
+
+    target = tmp_path / "values.yaml"
+    result = cli("render", "--name", "mnist", "--workers", "2", "--env", "A=y", "--env", "B=on",
+                 "--values-out", str(target), "--", "off")
+    assert result.code == 0, result.err
+    docs = helm_template(ROOT / "charts" / "tfjob", [target], tmp_path / "helm-home")
+    tfjob = next(doc for doc in docs if doc["kind"] == "TFJob")
+    container = tfjob["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert container["env"] == [{"name": "A", "value": "y"}, {"name": "B", "value": "on"}]
+    assert container["args"][-1] == "off"

@@ -1,0 +1,185 @@
+{{/*
+Names and labels (helm create conventions), plus the derived values of a TFJob.
+Everything here mirrors launcher/spec.py and launcher/render.py: the chart is a second
+rendering of the same JobSpec, and tests/unit/test_helm_parity.py keeps the two equal.
+Every value is emitted through toJson or quote, so no value can inject YAML.
+*/}}
+
+{{/* Chart name, for app.kubernetes.io/name. */}}
+{{- define "tfjob.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Fully qualified app name; truncated at 63 characters (DNS label limit). */}}
+{{- define "tfjob.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The TFJob name: jobName (as the launcher's --name) or the fullname. */}}
+{{- define "tfjob.jobName" -}}
+{{- default (include "tfjob.fullname" .) .Values.jobName }}
+{{- end }}
+
+{{/* Chart name and version, for helm.sh/chart. */}}
+{{- define "tfjob.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Selector labels. app.kubernetes.io/instance is the job name, as in the launcher, so
+`-l app.kubernetes.io/instance=NAME` finds a job's pods whichever tool created it.
+*/}}
+{{- define "tfjob.selectorLabels" -}}
+{{- toJson (dict "app.kubernetes.io/name" (include "tfjob.name" .) "app.kubernetes.io/instance" (include "tfjob.jobName" .)) }}
+{{- end }}
+
+{{/*
+All labels as a JSON object: the user's `labels`, overridden by the standard ones
+(launcher: JobSpec.all_labels). No app.kubernetes.io/version: the launcher sets none.
+*/}}
+{{- define "tfjob.labels" -}}
+{{- $labels := deepCopy (.Values.labels | default dict) }}
+{{- $labels = merge (include "tfjob.selectorLabels" . | fromJson) $labels }}
+{{- $_ := set $labels "app.kubernetes.io/component" "training" }}
+{{- $_ = set $labels "app.kubernetes.io/managed-by" .Release.Service }}
+{{- $_ = set $labels "helm.sh/chart" (include "tfjob.chart" .) }}
+{{- toJson $labels }}
+{{- end }}
+
+{{/* The ServiceAccount the pods run as; empty means the namespace default. */}}
+{{- define "tfjob.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "tfjob.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* Image reference: repository[:tag][@digest]; tag defaults to the appVersion. */}}
+{{- define "tfjob.image" -}}
+{{- $image := .Values.image }}
+{{- $ref := $image.repository }}
+{{- $tag := $image.tag | default "" }}
+{{- $digest := $image.digest | default "" }}
+{{- if and (not $tag) (not $digest) }}
+{{- $tag = .Chart.AppVersion }}
+{{- end }}
+{{- if $tag }}
+{{- $ref = printf "%s:%s" $ref $tag }}
+{{- end }}
+{{- if $digest }}
+{{- $ref = printf "%s@%s" $ref $digest }}
+{{- end }}
+{{- $ref }}
+{{- end }}
+
+{{/* runPolicy as JSON (launcher: render.run_policy): unset integers are left out. */}}
+{{- define "tfjob.runPolicy" -}}
+{{- $policy := dict "cleanPodPolicy" .Values.runPolicy.cleanPodPolicy }}
+{{- range $key := list "ttlSecondsAfterFinished" "activeDeadlineSeconds" "backoffLimit" }}
+{{- $value := index $.Values.runPolicy $key }}
+{{- if not (kindIs "invalid" $value) }}
+{{- $_ := set $policy $key (int64 $value) }}
+{{- end }}
+{{- end }}
+{{- toJson $policy }}
+{{- end }}
+
+{{/* Container args as JSON (launcher: JobSpec.container_args): --job-dir first. */}}
+{{- define "tfjob.args" -}}
+{{- $args := list }}
+{{- if .Values.jobDir }}
+{{- $args = list "--job-dir" .Values.jobDir }}
+{{- end }}
+{{- $args = concat $args (.Values.args | default list) }}
+{{- if $args }}{{ toJson $args }}{{ else }}[]{{ end }}
+{{- end }}
+
+{{/* Container env as a JSON list of {name, value}, in the given order. */}}
+{{- define "tfjob.env" -}}
+{{- with .Values.env }}{{ toJson . }}{{ else }}[]{{ end }}
+{{- end }}
+
+{{/* GPUs per pod of a replica entry (ps has none). Call with the replica dict. */}}
+{{- define "tfjob.gpus" -}}
+{{- int (.gpus | default 0) }}
+{{- end }}
+
+{{/*
+Node selector of one replica type as JSON (launcher: JobSpec.replica_node_selector):
+nodeSelector plus the accelerator label on GPU roles. Call with (dict "root" $ "replica" $r).
+*/}}
+{{- define "tfjob.replicaNodeSelector" -}}
+{{- $selector := deepCopy (.root.Values.nodeSelector | default dict) }}
+{{- if and .root.Values.accelerator (gt (include "tfjob.gpus" .replica | int) 0) }}
+{{- $_ := set $selector "cloud.google.com/gke-accelerator" .root.Values.accelerator }}
+{{- end }}
+{{- toJson $selector }}
+{{- end }}
+
+{{/* Resources of one replica entry as JSON (launcher: JobSpec.replica_resources). */}}
+{{- define "tfjob.replicaResources" -}}
+{{- $requests := dict }}
+{{- range $key := list "cpu" "memory" }}
+{{- $value := index $ $key }}
+{{- if and (not (kindIs "invalid" $value)) (ne (toString $value) "") }}
+{{- $_ := set $requests $key (toString $value) }}
+{{- end }}
+{{- end }}
+{{- $resources := dict }}
+{{- if $requests }}
+{{- $_ := set $resources "requests" $requests }}
+{{- end }}
+{{- $gpus := include "tfjob.gpus" . | int }}
+{{- if gt $gpus 0 }}
+{{- $_ := set $resources "limits" (dict "nvidia.com/gpu" (toString $gpus)) }}
+{{- end }}
+{{- toJson $resources }}
+{{- end }}
+
+{{/*
+Rules that span several values (launcher: JobSpec._check_replicas / _check_names).
+Per-value rules live in values.schema.json. Each failure names the value and the fix.
+*/}}
+{{- define "tfjob.validate" -}}
+{{- $r := .Values.replicas }}
+{{- $chief := int $r.chief.count }}
+{{- $workers := int $r.worker.count }}
+{{- if and (eq $chief 0) (eq $workers 0) }}
+{{- fail "replicas: a job needs a chief or at least one worker; set replicas.worker.count >= 1 or replicas.chief.count: 1" }}
+{{- end }}
+{{- if and (gt (int $r.ps.count) 0) (eq $chief 0) }}
+{{- fail "replicas.chief.count: parameter-server training needs a chief as coordinator; set replicas.chief.count: 1" }}
+{{- end }}
+{{- if .Values.accelerator }}
+{{- $gpus := 0 }}
+{{- range $role := list "chief" "worker" "evaluator" }}
+{{- $gpus = add $gpus (include "tfjob.gpus" (index $r $role) | int) }}
+{{- end }}
+{{- if eq (int $gpus) 0 }}
+{{- fail "accelerator: set GPUs too, e.g. replicas.worker.gpus: 1" }}
+{{- end }}
+{{- end }}
+{{- $name := include "tfjob.jobName" . }}
+{{- if not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" $name) }}
+{{- fail (printf "jobName: %q is not a DNS-1035 label; set jobName to lowercase letters, digits and '-', starting with a letter" $name) }}
+{{- end }}
+{{- range $role := list "chief" "ps" "worker" "evaluator" }}
+{{- $count := int (index $r $role).count }}
+{{- if gt $count 0 }}
+{{- $replica := printf "%s-%s-%d" $name $role (sub $count 1) }}
+{{- if gt (len $replica) 63 }}
+{{- fail (printf "jobName: %q is too long: replica service name %q has %d characters (max 63); set a shorter jobName" $name $replica (len $replica)) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,115 @@
+"""charts/tfjob with the real helm binary: lint --strict, the TFJob CRD schema, the
+security defaults, the optional ServiceAccount (Workload Identity) and the NOTES.
+(Pod security of every shipped pod template: test_manifests.py.)"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes_validate import validate as validate_k8s
+from kubernetes_validate.utils import latest_version
+
+from launcher.helm_values import values_yaml
+from launcher.render import context
+from launcher.validate import DEFAULT_CRD, validate
+from tests.support.tools import helm_template, run_helm
+from tests.unit.test_helm_parity import CHART, helm_tfjob, spec_matrix
+
+
+def crd() -> Path:
+    if not DEFAULT_CRD.is_file():
+        pytest.fail(f"TFJob CRD not found at {DEFAULT_CRD}; the shared/ checkout must sit next to the repository",
+                    pytrace=False)
+    return DEFAULT_CRD
+
+
+def write_values(tmp_path, values: dict, name: str = "values.yaml"):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(values), encoding="utf-8")
+    return path
+
+
+def pod_specs(doc: dict):
+    for replica in doc["spec"]["tfReplicaSpecs"].values():
+        yield replica["template"]["spec"]
+
+
+def test_lint_strict_with_defaults(tmp_path):
+    done = run_helm(["lint", "--strict", str(CHART)], tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "[WARNING]" not in done.stdout and "[ERROR]" not in done.stdout
+
+
+def test_lint_strict_with_launcher_values(tmp_path):
+    values = tmp_path / "values.yaml"
+    values.write_text(values_yaml(spec_matrix()["gpu-workers"]), encoding="utf-8")
+    done = run_helm(["lint", "--strict", str(CHART), "--values", str(values)], tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_default_values_render_a_valid_ps_job(tmp_path):
+    (tfjob,) = helm_template(CHART, [], tmp_path, release="mnist", namespace="training")
+    assert validate(tfjob, crd=crd())
+    assert (tfjob["metadata"]["name"], tfjob["metadata"]["namespace"]) == ("mnist-tfjob", "training")
+    assert {t: r["replicas"] for t, r in tfjob["spec"]["tfReplicaSpecs"].items()} == {"Chief": 1, "PS": 1, "Worker": 2}
+    image = tfjob["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]["containers"][0]["image"]
+    assert image == "tfjob-trainer:0.1.0"  # tag defaults to the chart appVersion
+
+
+@pytest.mark.parametrize("case", list(spec_matrix()))
+def test_rendered_tfjob_passes_the_crd_schema(case, tmp_path):
+    assert validate(helm_tfjob(spec_matrix()[case], tmp_path), crd=crd())
+
+
+def test_chart_security_defaults_are_the_launchers():
+    defaults = yaml.safe_load((CHART / "values.yaml").read_text(encoding="utf-8"))
+    ctx = context(spec_matrix()["plain-ps"])
+    assert defaults["podSecurityContext"] == ctx["pod_security_context"]
+    assert defaults["securityContext"] == ctx["container_security_context"]
+
+
+def test_created_service_account_carries_workload_identity(tmp_path):
+    gsa = "trainer@my-project.iam.gserviceaccount.com"
+    values = write_values(tmp_path, {"jobName": "wi", "serviceAccount": {
+        "create": True, "gcpServiceAccount": gsa, "annotations": {"team": "ml"}}})
+    docs = {d["kind"]: d for d in helm_template(CHART, [values], tmp_path / "h", release="r", namespace="training")}
+    account = docs["ServiceAccount"]
+    assert account["metadata"]["name"] == "r-tfjob"
+    assert account["metadata"]["namespace"] == "training"
+    assert account["metadata"]["annotations"] == {"iam.gke.io/gcp-service-account": gsa, "team": "ml"}
+    assert account["automountServiceAccountToken"] is False
+    validate_k8s(account, latest_version(), strict=True)
+    assert {pod["serviceAccountName"] for pod in pod_specs(docs["TFJob"])} == {"r-tfjob"}
+    assert validate(docs["TFJob"], crd=crd())
+
+
+def test_existing_service_account_is_used_not_created(tmp_path):
+    values = write_values(tmp_path, {"serviceAccount": {"create": False, "name": "tfjob-trainer"}})
+    docs = helm_template(CHART, [values], tmp_path / "h")
+    assert [d["kind"] for d in docs] == ["TFJob"]
+    assert {pod["serviceAccountName"] for pod in pod_specs(docs[0])} == {"tfjob-trainer"}
+
+
+def test_notes_tell_how_to_follow_status_and_logs(tmp_path):
+    """helm template does not print NOTES.txt, so render it through a copy of the chart
+    where NOTES.txt becomes a named template included into a ConfigMap."""
+    chart = tmp_path / "tfjob"
+    shutil.copytree(CHART, chart)
+    notes = (chart / "templates" / "NOTES.txt").read_text(encoding="utf-8")
+    (chart / "templates" / "NOTES.txt").unlink()
+    (chart / "templates" / "_notes.tpl").write_text('{{- define "notes" -}}\n' + notes + "{{- end }}\n")
+    (chart / "templates" / "notes.yaml").write_text(
+        'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: notes\ndata:\n  notes: {{ include "notes" . | toJson }}\n')
+    values = write_values(tmp_path, {"jobName": "mnist", "jobDir": "gs://bucket/mnist"})
+    docs = {d["kind"]: d for d in helm_template(chart, [values], tmp_path / "h", release="rel", namespace="ml")}
+    text = docs["ConfigMap"]["data"]["notes"]
+    for line in ("kubectl get tfjob mnist -n ml",
+                 "kubectl logs -n ml -l training.kubeflow.org/job-name=mnist,"
+                 "training.kubeflow.org/replica-type=chief -f",
+                 "python -m launcher status mnist -n ml -w",
+                 "python -m launcher logs mnist -n ml --replica all -f",
+                 "helm uninstall rel -n ml",
+                 '"gs://bucket/mnist"'):
+        assert line in text, f"NOTES.txt lacks {line!r}:\n{text}"

@@ -1,0 +1,92 @@
+"""The chart renders the same TFJob as the launcher: values_for(spec) -> helm template
+(the real helm binary) == render(spec), after dropping only the labels Helm generates."""
+from __future__ import annotations
+
+import pytest
+
+from launcher.helm_values import values_yaml
+from launcher.render import render
+from launcher.spec import JobSpec, ReplicaSpec, RunPolicy
+from tests.support.tools import ROOT, helm_template
+
+CHART = ROOT / "charts" / "tfjob"
+GENERATED_LABELS = ("helm.sh/chart", "app.kubernetes.io/managed-by")
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+
+# Strings that break naive YAML: 1.1 booleans and numbers, null, quotes, newlines,
+# comment and mapping markers, Go/Jinja template syntax, unicode line separators.
+TRICKY = ("y", "on", "No", "null", "~", "0x1F", "1e3", "012", "", " lead and trail ",
+          'say "hi"\n  injected: true', "a: b # not a comment", "- item", "{{ .Release.Name }}",
+          "{% raw %}", "ünï ☃ \u2028 tab\t", "back\\slash", "'single'", "&anchor *alias !tag")
+
+
+def spec_matrix() -> dict[str, JobSpec]:
+    ps, worker = ReplicaSpec(1), ReplicaSpec(2)
+    return {
+        "plain-ps": JobSpec(name="mnist-ps", replicas={"Chief": ReplicaSpec(1), "PS": ReplicaSpec(2),
+                                                       "Worker": ReplicaSpec(3)}),
+        "gpu-workers": JobSpec(
+            name="gpu", namespace="ml-team", image="gcr.io/proj/trainer:1.2-gpu", accelerator="nvidia-tesla-t4",
+            replicas={"Chief": ReplicaSpec(1, gpus=1, cpu="4", memory="16Gi"),
+                      "PS": ReplicaSpec(2, cpu="2", memory="8Gi"),
+                      "Worker": ReplicaSpec(4, gpus=2, cpu="8", memory="30Gi")}),
+        "evaluator": JobSpec(name="with-eval", replicas={"Chief": ReplicaSpec(1), "PS": ps, "Worker": worker,
+                                                         "Evaluator": ReplicaSpec(1, gpus=1, memory="2Gi")}),
+        "tricky-strings": JobSpec(
+            name="tricky", image=f"localhost:5000/team/trainer:v1@{DIGEST}",
+            replicas={"Chief": ReplicaSpec(1), "Worker": worker},
+            env={f"V{i}": value for i, value in enumerate(TRICKY)},
+            trainer_args=TRICKY + ("--flag=a b",), command=("python", "-u", "-m", "trainer.task"),
+            job_dir="gs://bucket-1/runs/a b/{{x}}"),
+        "run-policy": JobSpec(name="policy", restart_policy="ExitCode",
+                              replicas={"Chief": ReplicaSpec(1), "PS": ps, "Worker": worker},
+                              run_policy=RunPolicy(clean_pod_policy="All", ttl_seconds_after_finished=3600,
+                                                   active_deadline_seconds=7200, backoff_limit=0)),
+        "service-account": JobSpec(name="wi", namespace="training", service_account="tfjob-trainer",
+                                   labels={"team": "ml", "example.com/cost-center": "c-42"},
+                                   replicas={"Chief": ReplicaSpec(1), "PS": ps, "Worker": worker}),
+        "node-selectors": JobSpec(name="pools", accelerator="nvidia-l4",
+                                  node_selector={"cloud.google.com/gke-nodepool": "train",
+                                                 "kubernetes.io/arch": "amd64"},
+                                  replicas={"Chief": ReplicaSpec(1, gpus=1), "PS": ps, "Worker": worker}),
+        "mwms-no-ps": JobSpec(name="mwms", image="registry.local:5000/trainer:dev",
+                              replicas={"Worker": ReplicaSpec(4, gpus=1, cpu="500m", memory="1Gi")},
+                              job_dir="/mnt/runs/mwms", trainer_args=("--strategy", "multi-worker")),
+        "chief-only": JobSpec(name="a" * 55, replicas={"Chief": ReplicaSpec(1), "Worker": ReplicaSpec(0)}),
+    }
+
+
+def without_generated_labels(tfjob: dict) -> dict:
+    """Drop the labels only Helm (or only the launcher) can set the way it does."""
+    def strip(labels: dict) -> dict:
+        return {k: v for k, v in labels.items() if k not in GENERATED_LABELS}
+
+    tfjob["metadata"]["labels"] = strip(tfjob["metadata"]["labels"])
+    for replica in tfjob["spec"]["tfReplicaSpecs"].values():
+        replica["template"]["metadata"]["labels"] = strip(replica["template"]["metadata"]["labels"])
+    return tfjob
+
+
+def helm_tfjob(spec: JobSpec, tmp_path) -> dict:
+    values = tmp_path / "values.yaml"
+    values.write_text(values_yaml(spec), encoding="utf-8")
+    docs = helm_template(CHART, [values], tmp_path / "helm", release="some-release", namespace=spec.namespace)
+    assert [d["kind"] for d in docs] == ["TFJob"], "the chart must render exactly one TFJob (no ServiceAccount here)"
+    return docs[0]
+
+
+@pytest.mark.parametrize("case", list(spec_matrix()))
+def test_chart_renders_the_launchers_tfjob(case, tmp_path):
+    spec = spec_matrix()[case]
+    chart = helm_tfjob(spec, tmp_path)
+    assert chart["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
+    assert without_generated_labels(chart) == without_generated_labels(render(spec))
+
+
+def test_tricky_strings_arrive_unchanged(tmp_path):
+    """Not only equal to the launcher: equal to the input (neither side mangled them)."""
+    spec = spec_matrix()["tricky-strings"]
+    container = helm_tfjob(spec, tmp_path)["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert [e["value"] for e in container["env"]] == list(TRICKY)
+    assert container["args"] == ["--job-dir", spec.job_dir, *TRICKY, "--flag=a b"]
+    assert container["image"] == spec.image

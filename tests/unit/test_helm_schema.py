@@ -1,0 +1,74 @@
+"""Bad values never render: values.schema.json (per value) and the chart's `fail` rules
+(across values) reject them in helm template and helm lint, naming the value."""
+from __future__ import annotations
+
+import pytest
+
+from tests.support.tools import run_helm
+from tests.unit.test_helm_chart import write_values
+from tests.unit.test_helm_parity import CHART
+
+# (case, values overriding the defaults, text helm's error must contain: "- FIELD:" for
+# schema errors, the chart's own message for rules across values)
+BAD_VALUES = [
+    ("negative-workers", {"replicas": {"worker": {"count": -1}}}, "- replicas.worker.count:"),
+    ("negative-ps", {"replicas": {"ps": {"count": -2}}}, "- replicas.ps.count:"),
+    ("fractional-count", {"replicas": {"worker": {"count": 1.5}}}, "- replicas.worker.count:"),
+    ("gpus-on-ps", {"replicas": {"ps": {"gpus": 1}}}, "- replicas.ps.gpus:"),
+    ("negative-gpus", {"replicas": {"worker": {"gpus": -1}}}, "- replicas.worker.gpus:"),
+    ("two-chiefs", {"replicas": {"chief": {"count": 2}}}, "- replicas.chief.count:"),
+    ("two-evaluators", {"replicas": {"evaluator": {"count": 2}}}, "- replicas.evaluator.count:"),
+    ("unknown-top-level-key", {"workers": 3}, "Additional property workers is not allowed"),
+    ("unknown-replica-type", {"replicas": {"master": {"count": 1}}}, "- replicas: Additional property master"),
+    ("unknown-replica-key", {"replicas": {"worker": {"gpu": 1}}}, "- replicas.worker: Additional property gpu"),
+    ("bad-quantity", {"replicas": {"worker": {"memory": "4 gigs"}}}, "- replicas.worker.memory:"),
+    ("bad-restart-policy", {"restartPolicy": "Sometimes"}, "- restartPolicy:"),
+    ("bad-clean-pod-policy", {"runPolicy": {"cleanPodPolicy": "Some"}}, "- runPolicy.cleanPodPolicy:"),
+    ("negative-backoff", {"runPolicy": {"backoffLimit": -1}}, "- runPolicy.backoffLimit:"),
+    ("tf-config-env", {"env": [{"name": "TF_CONFIG", "value": "{}"}]}, "- env.0.name:"),
+    ("env-as-map", {"env": {"A": "b"}}, "- env:"),
+    ("env-number-value", {"env": [{"name": "A", "value": 1}]}, "- env.0.value:"),
+    ("bad-label-value", {"nodeSelector": {"pool": "not valid!"}}, "- nodeSelector.pool:"),
+    ("bad-label-key", {"labels": {"bad key": "x"}}, 'Property name of "bad key"'),
+    ("bad-accelerator", {"accelerator": "nvidia tesla"}, "- accelerator:"),
+    ("s3-job-dir", {"jobDir": "s3://bucket/run"}, "- jobDir:"),
+    ("bad-gcs-job-dir", {"jobDir": "gs://B"}, "- jobDir:"),
+    ("bad-job-name", {"jobName": "Mnist_1"}, "- jobName:"),
+    ("image-with-space", {"image": {"repository": "my image"}}, "- image.repository:"),
+    ("root-pods", {"podSecurityContext": {"runAsNonRoot": False}}, "- podSecurityContext.runAsNonRoot:"),
+    ("privilege-escalation", {"securityContext": {"allowPrivilegeEscalation": True}},
+     "- securityContext.allowPrivilegeEscalation:"),
+    # rules across values: the chart's `fail` messages name the value and the fix
+    ("no-chief-no-worker", {"replicas": {"chief": {"count": 0}, "worker": {"count": 0}}},
+     "replicas: a job needs a chief or at least one worker"),
+    ("ps-without-chief", {"replicas": {"chief": {"count": 0}}}, "replicas.chief.count: parameter-server training"),
+    ("accelerator-without-gpus", {"accelerator": "nvidia-tesla-t4"}, "accelerator: set GPUs too"),
+    ("name-too-long", {"jobName": "a" * 55, "replicas": {"worker": {"count": 10}}},
+     'jobName: "' + "a" * 55 + '" is too long'),
+]
+
+
+@pytest.mark.parametrize("values,expected", [case[1:] for case in BAD_VALUES], ids=[c[0] for c in BAD_VALUES])
+def test_helm_template_rejects_bad_values(values, expected, tmp_path):
+    done = run_helm(["template", "rel", str(CHART), "--values", str(write_values(tmp_path, values))], tmp_path)
+    assert done.returncode != 0, f"helm accepted bad values {values}:\n{done.stdout}"
+    assert expected in done.stderr, done.stderr
+    assert "kind: TFJob" not in done.stdout
+
+
+def test_helm_lint_strict_rejects_bad_values(tmp_path):
+    bad = write_values(tmp_path, {"replicas": {"ps": {"gpus": 1}}})
+    done = run_helm(["lint", "--strict", str(CHART), "--values", str(bad)], tmp_path)
+    assert done.returncode != 0
+    assert "replicas.ps.gpus" in done.stdout + done.stderr
+
+
+def test_good_edge_values_are_accepted(tmp_path):
+    """The schema is not simply closed: boundary values that are valid do render."""
+    good = {"replicas": {"chief": {"count": 0}, "ps": {"count": 0, "gpus": 0},
+                         "worker": {"count": 1, "gpus": 0, "cpu": 0.5, "memory": "1.5Gi"}},
+            "runPolicy": {"backoffLimit": 0, "ttlSecondsAfterFinished": 0},
+            "jobDir": "/local/path:with-colon", "labels": {"example.com/team": "ml_1.x"}}
+    done = run_helm(["template", "rel", str(CHART), "--values", str(write_values(tmp_path, good))], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert '"cpu":"0.5"' in done.stdout and '"backoffLimit":0' in done.stdout
