@@ -1,0 +1,309 @@
+"""Local backend with real OS processes: the manifest's container command runs a small
+stand-in replica (tests/support/standin_replica.py), so supervision, restart policies,
+logs and cleanup are tested without TensorFlow. Waits poll with deadlines; every job's
+processes are stopped at teardown even when a test fails."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from launcher.backends.base import AlreadyExists, NotFound
+from launcher.backends.local import LocalBackend
+from launcher.events import JobCondition, LogLine, ReplicaPhase
+from launcher.render import render
+from launcher.spec import JobSpec, ReplicaSpec, RunPolicy
+
+REPO = Path(__file__).resolve().parents[2]
+REPLICA = Path(__file__).resolve().parents[1] / "support" / "standin_replica.py"
+NS = "default"
+DEADLINE = 60.0
+
+
+# ---- helpers ------------------------------------------------------------------------
+def make_job(name: str, state: Path, actions: dict, restart: str = "OnFailure",
+             chief: int = 1, ps: int = 1, workers: int = 2, **run_policy) -> dict:
+    spec = JobSpec(
+        name=name,
+        replicas={"Chief": ReplicaSpec(chief), "PS": ReplicaSpec(ps), "Worker": ReplicaSpec(workers)},
+        restart_policy=restart, run_policy=RunPolicy(**run_policy),
+        env={"STATE_DIR": str(state)}, command=("python", str(REPLICA)),
+        trainer_args=(json.dumps(actions),))
+    return render(spec)
+
+
+def wait_for(predicate, what: str, timeout: float = DEADLINE):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def gone(pid: int) -> bool:
+    """True if `pid` no longer runs (a zombie counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+def replica_pids(state: Path) -> dict[str, int]:
+    return {p.name[:-4]: int(p.read_text()) for p in state.glob("*.pid")}
+
+
+def supervisor_pid(backend: LocalBackend, name: str) -> int:
+    return json.loads(backend.runs.job(name, NS).status_path.read_text())["supervisor"]["pid"]
+
+
+def wait_phase(backend: LocalBackend, name: str, phases=("Succeeded", "Failed")):
+    return wait_for(lambda: (s := backend.status(name, NS)).phase in phases and s, f"{name} to reach {phases}")
+
+
+def replica(status, rid: str) -> ReplicaPhase:
+    return next(r for r in status.replicas if r.replica == rid)
+
+
+def wait_ready(state: Path, *rids: str) -> None:
+    wait_for(lambda: all((state / f"{rid}.ready").exists() for rid in rids), f"{rids} ready")
+
+
+@pytest.fixture
+def state(tmp_path) -> Path:
+    path = tmp_path / "state"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def backend(tmp_path, monkeypatch):
+    monkeypatch.setenv("TFJOB_LOCAL_BACKOFF_SECONDS", "0.05")
+    monkeypatch.setenv("TFJOB_LOCAL_STOP_GRACE_SECONDS", "5")
+    monkeypatch.setenv("TFJOB_RUNS_DIR", str(tmp_path / "runs"))
+    backend = LocalBackend()
+    yield backend
+    for job in backend.list(None):
+        backend.stop(job.name, job.namespace)
+
+
+@pytest.fixture
+def local_env(tmp_path):
+    """Environment for launcher subprocesses: own runs dir, quick restarts, repo on the path.
+    Every job left in the runs dir is stopped at teardown."""
+    runs = tmp_path / "runs"
+    yield dict(os.environ, TFJOB_RUNS_DIR=str(runs), TFJOB_LOCAL_BACKOFF_SECONDS="0.2",
+               TFJOB_LOCAL_STOP_GRACE_SECONDS="10", PYTHONPATH=str(REPO))
+    backend = LocalBackend(runs_dir=str(runs))
+    for job in backend.list(None):
+        backend.stop(job.name, job.namespace)
+
+
+def run_python(code: str, *args: str, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=DEADLINE, check=True, **kwargs)
+
+
+# ---- success, logs, detach, a second process ---------------------------------------------
+def test_detached_job_succeeds_and_every_process_reads_its_state(backend, state, tmp_path):
+    tfjob = make_job("ok", state, {"chief-0": ["wait-finish"]})
+    manifest = tmp_path / "ok.json"
+    manifest.write_text(json.dumps(tfjob))
+    # submit from a launcher process that exits at once: the job must keep running
+    run_python("import json, sys; from launcher.backends.local import LocalBackend; "
+               "LocalBackend().submit(json.load(open(sys.argv[1])))", str(manifest))
+    wait_ready(state, "ps-0", "worker-0", "worker-1")
+    status = backend.status("ok", NS)
+    assert status.phase == "Running"
+    assert {r.replica: r.phase for r in status.replicas} == dict.fromkeys(
+        ["chief-0", "ps-0", "worker-0", "worker-1"], "Running")
+    pids = replica_pids(state)
+
+    (state / "finish").touch()
+    events = list(backend.events("ok", NS))
+    conditions = [e for e in events if isinstance(e, JobCondition) and e.status == "True"]
+    assert [c.type for c in conditions] == ["Created", "Running", "Succeeded"]
+    final = backend.status("ok", NS)
+    assert final.phase == "Succeeded"
+    assert replica(final, "chief-0").exit_code == 0
+    for rid in ("ps-0", "worker-0", "worker-1"):  # stopped after the chief succeeded
+        assert replica(final, rid).exit_code == 128 + signal.SIGTERM
+        assert "cleanPodPolicy Running" in replica(final, rid).message
+    assert all(gone(pid) for pid in pids.values())
+    assert json.loads(backend.runs.job("ok", NS).status_path.read_text())["exit_code"] == 0
+
+    lines = list(backend.logs("ok", NS, replica="all"))
+    for rid in ("chief-0", "ps-0", "worker-0", "worker-1"):
+        assert LogLine(rid, f"hello from {rid} attempt 0 action "
+                       f"{'wait-finish' if rid == 'chief-0' else 'serve'}") in lines
+    # TF_CONFIG follows the operator's rules with the 127.0.0.1 addresses of the plan
+    seen = next(json.loads(l.line[len("tf_config "):]) for l in lines
+                if l.replica == "worker-1" and l.line.startswith("tf_config "))
+    plan = backend.runs.job("ok", NS).plan()["replicas"]
+    assert seen["task"] == {"type": "worker", "index": 1} and seen["environment"] == "cloud"
+    assert seen["cluster"] == {"chief": [plan[0]["address"]], "ps": [plan[1]["address"]],
+                               "worker": [plan[2]["address"], plan[3]["address"]]}
+    assert all(a.startswith("127.0.0.1:") for a in sum(seen["cluster"].values(), []))
+
+    # status, list and logs from yet another process
+    out = run_python("from launcher.backends.local import LocalBackend; b = LocalBackend(); "
+                     "print(b.status('ok', 'default').phase); print([j.phase for j in b.list(None)]); "
+                     "print(sum(1 for _ in b.logs('ok', 'default', 'worker-1')))").stdout.split("\n")
+    assert out[:2] == ["Succeeded", "['Succeeded']"] and int(out[2]) >= 2
+
+
+# ---- restart policies -----------------------------------------------------------------
+def test_onfailure_restarts_a_killed_worker_and_follow_spans_the_restart(backend, state):
+    backend.submit(make_job("restart", state, {"chief-0": ["wait-finish"]}))
+    followed: list[LogLine] = []
+    watched: list = []
+    threads = [threading.Thread(target=lambda: followed.extend(
+                   backend.logs("restart", NS, replica="worker-1", follow=True)), daemon=True),
+               threading.Thread(target=lambda: watched.extend(backend.events("restart", NS)), daemon=True)]
+    for thread in threads:
+        thread.start()
+    wait_ready(state, "worker-1")
+    (state / "worker-1.ready").unlink()
+    os.kill(replica_pids(state)["worker-1"], signal.SIGKILL)
+    wait_ready(state, "worker-1")  # the restarted process is serving again
+    status = backend.status("restart", NS)
+    assert replica(status, "worker-1").restarts == 1 and replica(status, "worker-1").phase == "Running"
+    assert status.phase == "Running"
+
+    (state / "finish").touch()
+    assert wait_phase(backend, "restart").phase == "Succeeded"
+    for thread in threads:
+        thread.join(DEADLINE)
+        assert not thread.is_alive(), "logs -f / events did not end with the job"
+    hellos = [l.line for l in followed if l.line.startswith("hello")]
+    assert hellos == ["hello from worker-1 attempt 0 action serve", "hello from worker-1 attempt 1 action serve"]
+    assert {l.replica for l in followed} == {"worker-1"}
+    conditions = [e.type for e in watched if isinstance(e, JobCondition) and e.status == "True"]
+    assert conditions == ["Created", "Running", "Restarting", "Running", "Succeeded"]
+    worker = [(e.phase, e.restarts, e.exit_code) for e in watched
+              if isinstance(e, ReplicaPhase) and e.replica == "worker-1"]
+    assert ("Pending", 1, 137) in worker and worker[-1][1] == 1
+
+
+def test_never_fails_the_job_on_the_first_failure(backend, state):
+    backend.submit(make_job("never", state, {"chief-0": ["wait-finish"], "worker-1": ["exit1"]},
+                            restart="Never"))
+    status = wait_phase(backend, "never")
+    assert status.phase == "Failed"
+    failed = status.conditions[-1]
+    assert (failed.type, failed.reason) == ("Failed", "TFJobFailed") and "worker-1" in failed.message
+    assert (replica(status, "worker-1").phase, replica(status, "worker-1").exit_code) == ("Failed", 1)
+    assert replica(status, "worker-1").restarts == 0
+    assert json.loads(backend.runs.job("never", NS).status_path.read_text())["exit_code"] == 1
+    assert all(gone(pid) for pid in replica_pids(state).values())
+
+
+@pytest.mark.parametrize("actions, phase, restarts", [
+    ({"worker-1": ["kill-self", "serve"]}, "Succeeded", 1),  # 137: retryable
+    ({"worker-1": ["exit2", "serve"]}, "Failed", 0),  # 2: permanent
+])
+def test_exit_code_policy_restarts_only_signal_deaths(backend, state, actions, phase, restarts):
+    backend.submit(make_job("exitcode", state, {"chief-0": ["wait-ready"], **actions},
+                            restart="ExitCode", ps=0))
+    status = wait_phase(backend, "exitcode")
+    assert status.phase == phase
+    assert replica(status, "worker-1").restarts == restarts
+
+
+def test_backoff_limit_counts_restarts_across_the_job(backend, state):
+    backend.submit(make_job("backoff", state, {"chief-0": ["wait-finish"], "worker-0": ["exit1"]},
+                            ps=0, backoff_limit=2))
+    status = wait_phase(backend, "backoff")
+    assert (status.phase, status.conditions[-1].reason) == ("Failed", "BackoffLimitExceeded")
+    assert replica(status, "worker-0").restarts == 2
+    assert (state / "worker-0.attempts").read_text() == "3"
+
+
+def test_active_deadline_fails_the_job(backend, state):
+    backend.submit(make_job("deadline", state, {}, ps=0, workers=1, active_deadline_seconds=1))
+    status = wait_phase(backend, "deadline")
+    assert (status.phase, status.conditions[-1].reason) == ("Failed", "DeadlineExceeded")
+    assert all(gone(pid) for pid in replica_pids(state).values())
+
+
+# ---- stopping: Ctrl-C, stop, a killed supervisor, delete ---------------------------------
+LAUNCHER = """
+import json, sys
+from launcher.backends.local import LocalBackend
+backend = LocalBackend()
+tfjob = json.load(open(sys.argv[1]))
+backend.submit(tfjob)
+for event in backend.events(tfjob["metadata"]["name"], "default"):
+    print(event, flush=True)
+"""
+
+
+def test_sigint_to_a_foreground_launcher_leaves_no_process(backend, state, tmp_path):
+    manifest = tmp_path / "fg.json"
+    manifest.write_text(json.dumps(make_job("fg", state, {"chief-0": ["wait-finish"]})))
+    launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER, str(manifest)], cwd=REPO,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_ready(state, "ps-0", "worker-0", "worker-1")
+        pids = [*replica_pids(state).values(), supervisor_pid(backend, "fg")]
+        assert not any(gone(pid) for pid in pids)
+        launcher.send_signal(signal.SIGINT)
+        assert launcher.wait(DEADLINE) != 0
+        wait_for(lambda: all(gone(pid) for pid in pids), "every process of the job to exit")
+    finally:
+        launcher.kill()
+        launcher.wait()
+    status = backend.status("fg", NS)
+    assert (status.phase, status.conditions[-1].reason) == ("Failed", "Stopped")
+
+
+def test_stop_returns_once_every_process_is_gone(backend, state):
+    backend.submit(make_job("stop", state, {}, ps=1, workers=1))
+    wait_ready(state, "chief-0", "ps-0", "worker-0")
+    pids = [*replica_pids(state).values(), supervisor_pid(backend, "stop")]
+    backend.stop("stop", NS)
+    assert [pid for pid in pids if not gone(pid)] == []
+    assert backend.status("stop", NS).phase == "Failed"
+
+
+def test_a_killed_supervisor_takes_its_replicas_along(backend, state):
+    backend.submit(make_job("orphan", state, {}, ps=1, workers=1))
+    wait_ready(state, "chief-0", "ps-0", "worker-0")
+    os.kill(supervisor_pid(backend, "orphan"), signal.SIGKILL)
+    wait_for(lambda: all(gone(pid) for pid in replica_pids(state).values()), "replicas to die with the supervisor")
+    status = wait_phase(backend, "orphan")
+    assert (status.phase, status.conditions[-1].reason) == ("Failed", "SupervisorLost")
+
+
+def test_names_conflict_and_delete_removes_everything(backend, state):
+    tfjob = make_job("dup", state, {}, ps=0, workers=1)
+    backend.submit(tfjob)
+    with pytest.raises(AlreadyExists, match="--replace"):
+        backend.submit(tfjob)
+    wait_ready(state, "chief-0", "worker-0")
+    first = replica_pids(state)
+    for ready in state.glob("*.ready"):
+        ready.unlink()
+    backend.submit(tfjob, replace=True)
+    assert all(gone(pid) for pid in first.values())
+    wait_ready(state, "chief-0", "worker-0")
+    assert set(replica_pids(state).values()).isdisjoint(first.values())
+    run = backend.runs.job("dup", NS)
+    backend.delete("dup", NS, wait=True)
+    assert not run.path.exists()
+    assert all(gone(pid) for pid in replica_pids(state).values())
+    with pytest.raises(NotFound):
+        backend.status("dup", NS)
+    with pytest.raises(NotFound):
+        backend.delete("dup", NS)
+    assert backend.list(None) == []

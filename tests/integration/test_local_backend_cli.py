@@ -1,0 +1,94 @@
+"""`python -m launcher ... --backend local` end to end with real processes: the replicas
+run the stand-in program through a Cloud ML config's containerCommand (no TensorFlow)."""
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from launcher.backends.local import LocalBackend
+from tests.integration.test_local_backend import (DEADLINE, REPLICA, REPO, gone, local_env,  # noqa: F401
+                                                  replica_pids, wait_for, wait_ready)
+
+ALL = ("chief-0", "ps-0", "worker-0", "worker-1")
+
+
+@pytest.fixture
+def env(local_env):  # noqa: F811 - the shared fixture, under a short name
+    return local_env
+
+
+@pytest.fixture
+def state(tmp_path) -> Path:
+    path = tmp_path / "state"
+    path.mkdir()
+    return path
+
+
+def config(tmp_path: Path, actions: dict) -> str:
+    """A Cloud ML CUSTOM tier: chief + 2 workers + 1 ps running the stand-in replica."""
+    path = tmp_path / "config.json"  # JSON is YAML
+    path.write_text(json.dumps({"trainingInput": {
+        "scaleTier": "CUSTOM", "masterType": "n1-standard-4", "workerCount": 2, "parameterServerCount": 1,
+        "masterConfig": {"containerCommand": ["python", str(REPLICA)], "containerArgs": [json.dumps(actions)]},
+    }}))
+    return str(path)
+
+
+def launcher(*args: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "launcher", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=DEADLINE)
+
+
+def submit_args(name: str, tmp_path: Path, state: Path, actions: dict) -> list[str]:
+    return ["submit", "--backend", "local", "--name", name, "--config", config(tmp_path, actions),
+            "--env", f"STATE_DIR={state}"]
+
+
+def test_ctrl_c_on_a_foreground_submit_stops_every_process(env, state, tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "launcher", *submit_args("fg", tmp_path, state,
+                                                                             {"chief-0": ["wait-finish"]})],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_ready(state, "ps-0", "worker-0", "worker-1")
+        status = json.loads((Path(env["TFJOB_RUNS_DIR"]) / "default" / "fg" / "status.json").read_text())
+        pids = [*replica_pids(state).values(), status["supervisor"]["pid"]]
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=DEADLINE)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 130, err
+    wait_for(lambda: all(gone(pid) for pid in pids), "every process of the job to exit")
+    shown = launcher("status", "fg", "--backend", "local", env=env)
+    assert "Failed" in shown.stdout and "Stopped" in shown.stdout
+
+
+def test_detached_job_is_followed_and_deleted_from_later_launchers(env, state, tmp_path):
+    submitted = launcher(*submit_args("bg", tmp_path, state, {"chief-0": ["wait-finish"]}), "--detach", env=env)
+    assert submitted.returncode == 0, submitted.stderr
+    wait_ready(state, "ps-0", "worker-0", "worker-1")  # still running after the launcher exited
+
+    logs = launcher("logs", "bg", "--backend", "local", "--replica", "all", env=env)
+    for rid in ALL:
+        assert any(line.startswith(f"[{rid}] hello from {rid} attempt 0") for line in logs.stdout.splitlines())
+    assert "Running" in launcher("status", "bg", "--backend", "local", env=env).stdout
+
+    (state / "finish").touch()
+    watched = launcher("status", "bg", "-w", "--backend", "local", env=env)
+    assert watched.returncode == 0, watched.stdout + watched.stderr
+    listed = launcher("list", "--backend", "local", env=env).stdout
+    assert any(line.split()[:3] == ["bg", "default", "Succeeded"] for line in listed.splitlines())
+    run = LocalBackend(runs_dir=env["TFJOB_RUNS_DIR"]).runs.job("bg", "default")
+    args = run.manifest()["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["args"]
+    assert args[:2] == ["--job-dir", str(run.output)]  # the default job dir sits next to the logs
+
+    deleted = launcher("delete", "bg", "--backend", "local", env=env)
+    assert deleted.returncode == 0, deleted.stderr
+    assert all(gone(pid) for pid in replica_pids(state).values())
+    missing = launcher("status", "bg", "--backend", "local", env=env)
+    assert missing.returncode == 1 and "bg" in missing.stderr

@@ -1,0 +1,115 @@
+"""What the local backend would run per replica: command, env, TF_CONFIG, dry run."""
+import json
+import os
+import sys
+
+import pytest
+
+from launcher.backends.base import BackendError
+from launcher.backends.local import LocalBackend
+from launcher.backends.local_logs import Tail
+from launcher.backends.local_plan import REPO_ROOT, build_plan, child_env, proxy_env, replica_argv
+from launcher.render import render
+from launcher.spec import JobSpec, ReplicaSpec
+from launcher.tfconfig import tf_config
+
+
+def job(command=(), **replicas):
+    counts = replicas or {"Chief": 1, "PS": 1, "Worker": 2}
+    return render(JobSpec(name="plan", replicas={k: ReplicaSpec(v) for k, v in counts.items()},
+                          env={"MODE": "x y"}, trainer_args=("--train-steps", "5"),
+                          job_dir="/tmp/out", command=command))
+
+
+def test_default_command_is_the_trainer_module():
+    plan = build_plan(job(), environ={})
+    assert plan["replicas"][0]["argv"] == [sys.executable, "-m", "trainer.task", "--job-dir", "/tmp/out",
+                                           "--train-steps", "5"]
+    assert [r["id"] for r in plan["replicas"]] == ["chief-0", "ps-0", "worker-0", "worker-1"]
+    assert plan["deciding"] == "chief-0"
+
+
+@pytest.mark.parametrize("command, first", [
+    (["python", "s.py"], sys.executable), (["python3", "s.py"], sys.executable),
+    (["python3.11", "s.py"], sys.executable), (["/bin/sh", "-c"], "/bin/sh"),
+])
+def test_container_command_runs_with_python_mapped_to_this_interpreter(command, first):
+    argv = replica_argv({"command": command, "args": ["a"]})
+    assert argv == [first, *command[1:], "a"]
+
+
+def test_tf_config_is_the_operator_one_on_distinct_local_ports():
+    tfjob = job()
+    plan = build_plan(tfjob, environ={})
+    addresses = {r["id"]: r["address"] for r in plan["replicas"]}
+    assert len(set(addresses.values())) == 4 and all(a.startswith("127.0.0.1:") for a in addresses.values())
+    for rep in plan["replicas"]:
+        expected = tf_config(tfjob, rep["type"], rep["index"],
+                             lambda rt, i: addresses[f"{rt}-{i}"])
+        assert rep["env"]["TF_CONFIG"] == expected
+    assert json.loads(plan["replicas"][3]["env"]["TF_CONFIG"])["task"] == {"type": "worker", "index": 1}
+
+
+def test_single_replica_gets_no_tf_config_even_if_inherited():
+    plan = build_plan(job(Worker=1), environ={})
+    assert plan["replicas"][0]["env"]["TF_CONFIG"] is None
+    assert plan["deciding"] == "worker-0"
+    env = child_env(plan["replicas"][0]["env"], {"TF_CONFIG": "stale", "HOME": "/h"})
+    assert "TF_CONFIG" not in env and env["HOME"] == "/h"
+
+
+def test_env_has_container_env_repo_on_pythonpath_and_unbuffered_output():
+    env = build_plan(job(), environ={"PYTHONPATH": "/extra"})["replicas"][1]["env"]
+    assert env["MODE"] == "x y"
+    assert env["PYTHONPATH"].split(os.pathsep) == [REPO_ROOT, "/extra"]
+    assert env["PYTHONUNBUFFERED"] == "1"
+    assert "no_proxy" not in env
+
+
+def test_proxy_gets_local_hosts_excluded():
+    assert proxy_env({}) == {}
+    assert proxy_env({"https_proxy": "http://p:3128"}) == {"no_proxy": "127.0.0.1,localhost",
+                                                           "NO_PROXY": "127.0.0.1,localhost"}
+    assert proxy_env({"HTTPS_PROXY": "http://p", "NO_PROXY": "corp,localhost"})["no_proxy"] == \
+        "corp,localhost,127.0.0.1"
+
+
+def test_manifest_without_replicas_is_refused():
+    with pytest.raises(BackendError, match="tfReplicaSpecs"):
+        build_plan({"spec": {}}, environ={})
+
+
+def test_dry_run_annotates_each_replica_and_starts_nothing(tmp_path):
+    backend = LocalBackend(runs_dir=str(tmp_path))
+    tfjob = job()
+    annotated = backend.dry_run(tfjob)
+    notes = annotated["metadata"]["annotations"]
+    assert sorted(notes) == [f"local.tfjob-launcher/{r}" for r in ("chief-0", "ps-0", "worker-0", "worker-1")]
+    assert notes["local.tfjob-launcher/ps-0"].startswith("TF_CONFIG='{\"cluster\":")
+    assert "-m trainer.task --job-dir /tmp/out --train-steps 5" in notes["local.tfjob-launcher/ps-0"]
+    assert "annotations" not in tfjob["metadata"]  # the input is not modified
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_default_job_dir_is_next_to_the_logs(tmp_path):
+    backend = LocalBackend(runs_dir=str(tmp_path))
+    assert backend.default_job_dir("mnist", "team") == str(tmp_path / "team" / "mnist" / "output")
+
+
+def test_bad_names_cannot_escape_the_runs_dir(tmp_path):
+    tfjob = job()
+    tfjob["metadata"]["name"] = "../../etc"
+    with pytest.raises(BackendError, match="metadata.name"):
+        LocalBackend(runs_dir=str(tmp_path)).submit(tfjob)
+
+
+def test_tail_yields_whole_lines_and_the_rest_at_the_end(tmp_path):
+    path = tmp_path / "w.log"
+    tail = Tail("worker-0", path)
+    assert tail.read() == []  # not started yet
+    path.write_bytes(b"one\ntw")
+    assert [l.line for l in tail.read()] == ["one"]
+    with open(path, "ab") as f:
+        f.write(b"o\nthree")
+    assert [(l.replica, l.line) for l in tail.read()] == [("worker-0", "two")]
+    assert [l.line for l in tail.flush()] == ["three"]
