@@ -1,0 +1,250 @@
+"""Kubernetes API access for the k8s backend: config loading, request counting, errors.
+
+Built on the official `kubernetes` client. The backend works on plain JSON dicts for pods
+and TFJobs alike (raw responses, no generated models), through `KubeApi`. Every API
+request goes through `CountingApiClient.call_api`, so `RequestCounter` sees all of them.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections import Counter
+from contextlib import contextmanager
+from typing import Iterator
+from urllib.parse import urlsplit
+
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from .base import AlreadyExists, BackendError, NotFound
+
+GROUP, VERSION, PLURAL = "kubeflow.org", "v1", "tfjobs"
+CONNECT_TIMEOUT = 10  # seconds to open a connection
+CALL_TIMEOUT = 60  # seconds to read the answer of a plain (non-streaming) call
+LOCAL_HINT = "or use --backend local to run on this machine"
+_POOL_SIZE = 32  # log -f holds one connection per replica
+
+
+class RequestCounter:
+    """Counts API requests by "METHOD resource[ verb]", e.g. "GET pods watch"."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: Counter[str] = Counter()
+
+    def record(self, method: str, url: str) -> None:
+        key = f"{method.upper()} {request_kind(method, url)}"
+        with self._lock:
+            self._counts[key] += 1
+
+    @property
+    def total(self) -> int:
+        with self._lock:
+            return sum(self._counts.values())
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)
+
+    def reset(self) -> None:
+        with self._lock:
+            self._counts.clear()
+
+
+def request_kind(method: str, url: str) -> str:
+    """"pods watch", "pods list", "pods/log", "tfjobs create", "tfjobs item" (get, delete)."""
+    parts = urlsplit(url)
+    segments = [s for s in parts.path.split("/") if s]
+    query = parts.query.lower()
+    for resource in ("pods", "tfjobs"):
+        if resource in segments:
+            rest = segments[segments.index(resource) + 1:]
+            if len(rest) >= 2:
+                return f"{resource}/{rest[1]}"
+            if rest:
+                return f"{resource} item"
+            if method.upper() == "POST":
+                return f"{resource} create"
+            return f"{resource} {'watch' if 'watch=true' in query else 'list'}"
+    return "/".join(segments) or "/"
+
+
+class CountingApiClient(client.ApiClient):
+    """The official ApiClient, counting every request it makes (plain, list, watch, log)."""
+
+    def __init__(self, configuration: client.Configuration, counter: RequestCounter):
+        super().__init__(configuration)
+        self.counter = counter
+
+    def call_api(self, method, url, *args, **kwargs):
+        self.counter.record(method, url)
+        return super().call_api(method, url, *args, **kwargs)
+
+
+def load_configuration(kubeconfig: str | None = None, context: str | None = None) -> client.Configuration:
+    """Kubeconfig (explicit path, $KUBECONFIG, ~/.kube/config; exec plugins such as
+    gke-gcloud-auth-plugin included) or, when none exists, the in-cluster service account."""
+    cfg = client.Configuration()
+    path = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+    explicit = kubeconfig is not None or context is not None or bool(os.environ.get("KUBECONFIG"))
+    exists = any(os.path.exists(os.path.expanduser(p)) for p in path.split(os.pathsep) if p)
+    try:
+        if explicit or exists:
+            config.load_kube_config(config_file=path, context=context, client_configuration=cfg,
+                                    persist_config=False)
+        else:
+            config.load_incluster_config(client_configuration=cfg)
+    except Exception as exc:  # ConfigException, OSError, YAML errors, a failing exec plugin
+        where = f"kubeconfig {path}" if explicit or exists else "no kubeconfig at ~/.kube/config and not in a cluster"
+        raise BackendError(f"no usable Kubernetes configuration ({where}: {one_line(exc)}); "
+                           f"set KUBECONFIG or --kubeconfig, {LOCAL_HINT}") from None
+    cfg.connection_pool_maxsize = max(cfg.connection_pool_maxsize or 0, _POOL_SIZE)
+    return cfg
+
+
+def absent(name: str, namespace: str) -> str:
+    return f"tfjob {name} not found in namespace {namespace}"
+
+
+def one_line(value: object) -> str:
+    return " ".join(str(value).split())
+
+
+def status_of(exc: ApiException) -> dict:
+    """The Kubernetes Status object of an error answer ({} when the body is not one)."""
+    try:
+        body = json.loads(exc.body or "{}")
+    except (TypeError, ValueError):
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def server_message(exc: ApiException) -> str:
+    """The server's reason and message, plus any field causes the message leaves out."""
+    status = status_of(exc)
+    message = status.get("message") or exc.reason or f"HTTP {exc.status}"
+    reason = status.get("reason") or exc.reason or ""
+    extra = [f"{c.get('field')}: {c.get('message')}"
+             for c in (status.get("details") or {}).get("causes") or []
+             if c.get("field") and c.get("field") not in message]
+    text = f"{reason}: {message}" if reason and reason not in message else message
+    return one_line("; ".join([text, *extra]))
+
+
+def is_missing_api(exc: ApiException) -> bool:
+    """404 for the resource type itself (CRD not installed), not for one object."""
+    return exc.status == 404 and not (status_of(exc).get("details") or {}).get("name")
+
+
+def unreachable(host: str, exc: Exception) -> BackendError:
+    reason = getattr(exc, "reason", None) or exc
+    return BackendError(f"cannot reach the Kubernetes API server at {host} ({one_line(reason)}); "
+                        f"check your kubeconfig context, {LOCAL_HINT}")
+
+
+TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, OSError)
+
+
+class KubeApi:
+    """The calls the backend makes, on JSON dicts, with errors turned into BackendError."""
+
+    def __init__(self, api_client: CountingApiClient):
+        self.client = api_client
+        self.host = api_client.configuration.host
+        self.core = client.CoreV1Api(api_client)
+        self.custom = client.CustomObjectsApi(api_client)
+
+    @contextmanager
+    def errors(self, action: str, not_found: str | None = None, exists: str | None = None) -> Iterator[None]:
+        try:
+            yield
+        except ApiException as exc:
+            if is_missing_api(exc):
+                raise BackendError(f"{action}: the server has no {PLURAL}.{GROUP}/{VERSION} API; install the "
+                                   f"Kubeflow training-operator v1.9 (it brings the TFJob CRD), {LOCAL_HINT}") from None
+            if exc.status == 404 and not_found:
+                raise NotFound(not_found) from None
+            if exc.status == 409 and exists:
+                raise AlreadyExists(exists) from None
+            raise BackendError(f"{action}: {server_message(exc)}") from None
+        except TRANSPORT_ERRORS as exc:
+            raise unreachable(self.host, exc) from None
+
+    # ---- TFJobs -------------------------------------------------------------------
+    def create_tfjob(self, tfjob: dict, dry_run: bool = False) -> dict:
+        namespace = tfjob["metadata"].get("namespace", "default")
+        return self.custom.create_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, tfjob, dry_run="All" if dry_run else None,
+            _request_timeout=(CONNECT_TIMEOUT, CALL_TIMEOUT))
+
+    def get_tfjob(self, name: str, namespace: str) -> dict:
+        """The TFJob; NotFound (with the name and namespace) when there is none."""
+        with self.errors(f"reading tfjob {name}", not_found=absent(name, namespace)):
+            return self.custom.get_namespaced_custom_object(
+                GROUP, VERSION, namespace, PLURAL, name, _request_timeout=(CONNECT_TIMEOUT, CALL_TIMEOUT))
+
+    def delete_tfjob(self, name: str, namespace: str, propagation: str) -> dict:
+        return self.custom.delete_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, name, propagation_policy=propagation,
+            _request_timeout=(CONNECT_TIMEOUT, CALL_TIMEOUT))
+
+    def tfjobs(self, namespace: str | None, **params) -> urllib3.BaseHTTPResponse:
+        """List or (watch=True) watch TFJobs; the raw response."""
+        if namespace is None:
+            return self.custom.list_custom_object_for_all_namespaces(
+                GROUP, VERSION, PLURAL, _preload_content=False, **params)
+        return self.custom.list_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, _preload_content=False, **params)
+
+    # ---- pods ---------------------------------------------------------------------
+    def pods(self, namespace: str, **params) -> urllib3.BaseHTTPResponse:
+        """List or (watch=True) watch pods; the raw response."""
+        return self.core.list_namespaced_pod(namespace, _preload_content=False, **params)
+
+    def pod_log(self, name: str, namespace: str, container: str, follow: bool) -> urllib3.BaseHTTPResponse:
+        """The current container instance's log (kubelet rules); streamed when `follow`
+        (without a read timeout: a training step may print nothing for a long time)."""
+        timeout = {} if follow else {"_request_timeout": (CONNECT_TIMEOUT, CALL_TIMEOUT)}
+        return self.core.read_namespaced_pod_log(
+            name, namespace, container=container, follow=follow, _preload_content=False, **timeout)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def read_json(response: urllib3.BaseHTTPResponse) -> dict:
+    try:
+        return json.loads(response.data)
+    finally:
+        response.release_conn()
+
+
+def iter_lines(response: urllib3.BaseHTTPResponse) -> Iterator[str]:
+    """Lines of a streamed answer as they arrive (a last line without newline included)."""
+    buffer = b""
+    for chunk in response.stream(amt=None, decode_content=True):
+        buffer += chunk
+        *lines, buffer = buffer.split(b"\n")
+        for line in lines:
+            yield line.decode("utf-8", errors="replace")
+    if buffer:
+        yield buffer.decode("utf-8", errors="replace")
+
+
+def finish(response: urllib3.BaseHTTPResponse) -> None:
+    """Give a streamed answer's connection back, closed: a stream stopped before its end
+    (or shut down by `abort`) must never be reused for the next request."""
+    response.close()
+    response.release_conn()
+
+
+def abort(response: urllib3.BaseHTTPResponse | None) -> None:
+    """Unblock a thread reading `response` (from another thread): shut the socket down."""
+    if response is None:
+        return
+    try:
+        response.shutdown()
+    except Exception:  # already released or closed: nothing is blocked on it
+        pass

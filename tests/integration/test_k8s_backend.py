@@ -1,0 +1,225 @@
+"""KubernetesBackend over HTTP against the FAKE API server (tests/support/apiserver.py):
+submit, dry run, status, list, delete, configuration and connection errors."""
+from __future__ import annotations
+
+import sys
+import threading
+
+import pytest
+
+from launcher.backends.base import AlreadyExists, BackendError, NotFound
+from launcher.backends.k8s import KubernetesBackend
+from tests.support.k8s_backend import WAIT, manifest, poll_until
+
+
+# ---- submit / dry run ------------------------------------------------------------------------
+def test_submit_creates_the_rendered_tfjob(k8s_backend, fake_apiserver):
+    tfjob = manifest()
+    k8s_backend.submit(tfjob)
+    stored = fake_apiserver.get("tfjobs", "default", "mnist")
+    assert stored["spec"] == tfjob["spec"]
+    assert stored["metadata"]["labels"] == tfjob["metadata"]["labels"]
+    assert k8s_backend.status("mnist", "default").phase == "Pending"
+
+
+def test_submitting_the_same_name_twice_is_already_exists(k8s_backend):
+    k8s_backend.submit(manifest())
+    with pytest.raises(AlreadyExists) as err:
+        k8s_backend.submit(manifest())
+    assert str(err.value) == "tfjob mnist already exists in default; use --replace or delete it"
+
+
+def test_replace_deletes_in_the_foreground_and_creates_again(k8s_backend, fake_apiserver, fake_operator):
+    k8s_backend.submit(manifest(workers=1))
+    old_uid = fake_apiserver.get("tfjobs", "default", "mnist")["metadata"]["uid"]
+    fake_operator.create_pods("mnist")
+    k8s_backend.submit(manifest(workers=3), replace=True)
+    new = fake_apiserver.get("tfjobs", "default", "mnist")
+    assert new["metadata"]["uid"] != old_uid
+    assert new["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] == 3
+    assert fake_apiserver.get("pods", "default", "mnist-worker-0") is None  # the old job's pods went with it
+    delete = [r for r in fake_apiserver.requests if r.verb == "delete"]
+    assert [r.query.get("propagationPolicy") for r in delete] == ["Foreground"]
+
+
+def test_replace_of_a_new_name_just_creates(k8s_backend, fake_apiserver):
+    k8s_backend.submit(manifest(), replace=True)
+    assert fake_apiserver.get("tfjobs", "default", "mnist") is not None
+
+
+def test_dry_run_returns_the_servers_object_and_stores_nothing(k8s_backend, fake_apiserver):
+    answer = k8s_backend.dry_run(manifest())
+    assert answer["metadata"]["uid"] and answer["spec"] == manifest()["spec"]
+    assert fake_apiserver.get("tfjobs", "default", "mnist") is None
+    assert [r.query.get("dryRun") for r in fake_apiserver.requests if r.verb == "create"] == ["All"]
+
+
+@pytest.mark.parametrize("break_it, field, words", [
+    (lambda t: t["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0].pop("name"),
+     "spec.tfReplicaSpecs.Worker.template.spec.containers[0].name", "Required value"),
+    (lambda t: t["spec"]["tfReplicaSpecs"]["Worker"].update(replicas="two"),
+     "spec.tfReplicaSpecs.Worker.replicas", "must be of type integer"),
+    (lambda t: t["metadata"].update(name="Not_A_Name"), "metadata.name", "RFC 1123 subdomain"),
+])
+def test_a_refused_tfjob_reports_the_servers_reason_and_field(k8s_backend, fake_apiserver, break_it, field, words):
+    tfjob = manifest()
+    break_it(tfjob)
+    for action in (k8s_backend.dry_run, k8s_backend.submit):
+        with pytest.raises(BackendError) as err:
+            action(tfjob)
+        message = str(err.value)
+        assert "Invalid" in message and field in message and words in message, message
+        assert "\n" not in message
+    assert fake_apiserver.count("tfjobs", "create") == 2 and not fake_apiserver.objects
+
+
+def test_a_missing_namespace_is_reported(k8s_backend):
+    with pytest.raises(BackendError, match='namespaces "research" not found'):
+        k8s_backend.submit(manifest(namespace="research"))
+
+
+def test_a_cluster_without_the_tfjob_crd_says_to_install_the_operator(k8s_backend, fake_apiserver):
+    fake_apiserver.resources.discard("tfjobs")
+    with pytest.raises(BackendError, match="install the Kubeflow training-operator v1.9"):
+        k8s_backend.submit(manifest())
+
+
+# ---- status / list -----------------------------------------------------------------------------
+def test_status_has_the_conditions_and_one_row_per_replica(k8s_backend, fake_apiserver, fake_operator):
+    k8s_backend.submit(manifest(workers=2, gpus_per_worker=2, accelerator="nvidia-tesla-t4"))
+    fake_operator.create_pods("mnist")
+    fake_operator.start("mnist-chief-0", node="cpu-1")
+    fake_operator.start("mnist-worker-0", node="gpu-1")
+    fake_operator.crash("mnist-worker-0", code=137)
+    fake_operator.start("mnist-worker-0", node="gpu-1")
+    fake_operator.unschedulable("mnist-worker-1", "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.")
+    fake_operator.start("mnist-ps-0", node="cpu-2")
+    fake_operator.exit("mnist-ps-0", code=1)
+    fake_operator.set_condition("mnist", "Running")
+
+    status = k8s_backend.status("mnist", "default")
+
+    assert [c.type for c in status.conditions] == ["Created", "Running"] and status.phase == "Running"
+    rows = {r.replica: r for r in status.replicas}
+    assert [r.replica for r in status.replicas] == ["chief-0", "ps-0", "worker-0", "worker-1"]
+    assert (rows["chief-0"].type, rows["chief-0"].phase, rows["chief-0"].node, rows["chief-0"].gpus) == \
+        ("Chief", "Running", "cpu-1", 0)
+    assert (rows["worker-0"].phase, rows["worker-0"].restarts, rows["worker-0"].gpus, rows["worker-0"].node) == \
+        ("Running", 1, 2, "gpu-1")
+    assert rows["worker-0"].started
+    assert (rows["ps-0"].phase, rows["ps-0"].exit_code) == ("Failed", 1)
+    assert rows["worker-1"].phase == "Pending" and "Insufficient nvidia.com/gpu" in rows["worker-1"].message
+    assert status.created and status.backend == "k8s"
+
+
+def test_status_of_an_unknown_job_is_not_found(k8s_backend):
+    with pytest.raises(NotFound, match="tfjob nope not found in namespace default"):
+        k8s_backend.status("nope", "default")
+
+
+def test_list_one_namespace_or_all(k8s_backend, fake_operator):
+    k8s_backend.submit(manifest(name="alpha", workers=3))
+    k8s_backend.submit(manifest(name="beta", namespace="kubeflow", ps=0, workers=1))
+    fake_operator.create_pods("alpha")
+    fake_operator.set_condition("alpha", "Running")
+
+    assert [(j.name, j.phase) for j in k8s_backend.list("default")] == [("alpha", "Running")]
+    rows = k8s_backend.list(None)
+    assert [(j.namespace, j.name, j.phase) for j in rows] == [("default", "alpha", "Running"),
+                                                              ("kubeflow", "beta", "Pending")]
+    assert rows[0].replicas == {"Chief": 1, "PS": 1, "Worker": 3} and rows[0].created
+
+
+# ---- delete ----------------------------------------------------------------------------------
+def test_delete_removes_the_job_and_its_pods(k8s_backend, fake_apiserver, fake_operator):
+    k8s_backend.submit(manifest())
+    fake_operator.create_pods("mnist")
+    k8s_backend.delete("mnist", "default")
+    assert not fake_apiserver.objects
+    with pytest.raises(NotFound):
+        k8s_backend.delete("mnist", "default")
+
+
+def test_delete_wait_returns_once_the_foreground_deletion_finished(k8s_backend, fake_apiserver, fake_operator):
+    fake_apiserver.auto_gc = False  # the garbage collector runs when the test says
+    k8s_backend.submit(manifest())
+    fake_operator.create_pods("mnist")
+    done = threading.Event()
+    waiter = threading.Thread(target=lambda: (k8s_backend.delete("mnist", "default", wait=True), done.set()),
+                              daemon=True)
+    waiter.start()
+    poll_until(lambda: fake_apiserver.count("tfjobs", "get") >= 2, "the backend polling the deleted job")
+    assert not done.is_set()
+    assert "deletionTimestamp" in fake_apiserver.get("tfjobs", "default", "mnist")["metadata"]
+    fake_apiserver.collect_garbage()
+    waiter.join(WAIT)
+    assert done.is_set() and not fake_apiserver.objects
+
+
+def test_delete_wait_gives_up_with_a_clear_message(k8s_backend, fake_apiserver):
+    fake_apiserver.auto_gc = False
+    k8s_backend.delete_timeout = 1.0
+    k8s_backend.submit(manifest())
+    with pytest.raises(BackendError, match="tfjob mnist in default still exists after 1 s"):
+        k8s_backend.delete("mnist", "default", wait=True)
+
+
+# ---- configuration and reachability ----------------------------------------------------------
+def test_a_missing_kubeconfig_points_at_the_local_backend(tmp_path):
+    with pytest.raises(BackendError) as err:
+        KubernetesBackend(kubeconfig=str(tmp_path / "absent"))
+    assert "--backend local" in str(err.value) and str(tmp_path / "absent") in str(err.value)
+
+
+def test_no_kubeconfig_and_no_cluster_points_at_the_local_backend(tmp_path, monkeypatch):
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(BackendError) as err:
+        KubernetesBackend()
+    assert "not in a cluster" in str(err.value) and "--backend local" in str(err.value)
+
+
+def test_kubeconfig_comes_from_the_environment(fake_apiserver, fake_kubeconfig, monkeypatch):
+    monkeypatch.setenv("KUBECONFIG", str(fake_kubeconfig))
+    backend = KubernetesBackend()
+    try:
+        assert backend.list(None) == []
+    finally:
+        backend.close()
+
+
+def test_an_unreachable_server_points_at_the_local_backend(fake_apiserver, tmp_path):
+    kubeconfig = fake_apiserver.write_kubeconfig(tmp_path / "kubeconfig")
+    fake_apiserver.stop()  # nothing listens on that port any more
+    backend = KubernetesBackend(kubeconfig=str(kubeconfig))
+    try:
+        with pytest.raises(BackendError) as err:
+            backend.list(None)
+    finally:
+        backend.close()
+    message = str(err.value)
+    assert message.startswith(f"cannot reach the Kubernetes API server at {fake_apiserver.url}")
+    assert "--backend local" in message and "\n" not in message
+
+
+def test_an_exec_credential_plugin_supplies_the_token(fake_apiserver, tmp_path):
+    credential = ('import json; print(json.dumps({"apiVersion": "client.authentication.k8s.io/v1beta1", '
+                  f'"kind": "ExecCredential", "status": {{"token": "{fake_apiserver.token}"}}}}))')
+    user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": sys.executable,
+                     "args": ["-c", credential], "interactiveMode": "Never"}}
+    backend = KubernetesBackend(kubeconfig=str(fake_apiserver.write_kubeconfig(tmp_path / "kc", user)))
+    try:
+        backend.submit(manifest())
+        assert [j.name for j in backend.list("default")] == ["mnist"]
+    finally:
+        backend.close()
+
+
+def test_refused_credentials_are_reported(fake_apiserver, tmp_path):
+    backend = KubernetesBackend(kubeconfig=str(fake_apiserver.write_kubeconfig(tmp_path / "kc", {"token": "wrong"})))
+    try:
+        with pytest.raises(BackendError, match="Unauthorized"):
+            backend.list(None)
+    finally:
+        backend.close()

@@ -1,0 +1,111 @@
+"""KubernetesBackend.logs over the FAKE API server: what exists now (one replica or all),
+and -f, which waits for Pending pods, follows restarted containers and recreated pods,
+and ends when the job is terminal and the logs are drained."""
+from __future__ import annotations
+
+import pytest
+
+from launcher.backends.base import BackendError, NotFound
+from launcher.events import LogLine
+from tests.support.k8s_backend import Collector, manifest, poll_until
+
+
+def lines_of(items: list, replica: str) -> list[str]:
+    return [item.line for item in items if isinstance(item, LogLine) and item.replica == replica]
+
+
+def test_logs_of_one_replica_or_of_all_that_started(k8s_backend, fake_operator):
+    k8s_backend.submit(manifest(workers=2))
+    fake_operator.create_pods("mnist")
+    for pod in ("mnist-worker-1", "mnist-chief-0", "mnist-worker-0"):
+        fake_operator.start(pod)
+        fake_operator.log(pod, f"{pod} line 1", f"{pod} line 2")
+    fake_operator.exit("mnist-worker-0", 0)  # a finished container's log is still there
+
+    assert list(k8s_backend.logs("mnist", "default", replica="worker-1")) == [
+        LogLine("worker-1", "mnist-worker-1 line 1"), LogLine("worker-1", "mnist-worker-1 line 2")]
+    everything = list(k8s_backend.logs("mnist", "default"))  # ps-0 is Pending: skipped
+    assert [(item.replica, item.line.split()[-1]) for item in everything] == [
+        ("chief-0", "1"), ("chief-0", "2"), ("worker-0", "1"), ("worker-0", "2"), ("worker-1", "1"), ("worker-1", "2")]
+    assert list(k8s_backend.logs("mnist", "default", replica="all")) == everything
+
+
+def test_logs_name_the_replicas_a_job_has(k8s_backend):
+    k8s_backend.submit(manifest(workers=2))
+    with pytest.raises(BackendError, match="has no replica worker-2; it has chief-0, ps-0, worker-0, worker-1"):
+        list(k8s_backend.logs("mnist", "default", replica="worker-2"))
+    with pytest.raises(BackendError, match="'leader' is not a replica id"):
+        list(k8s_backend.logs("mnist", "default", replica="leader"))
+    with pytest.raises(NotFound):
+        list(k8s_backend.logs("other", "default"))
+    with pytest.raises(NotFound):
+        list(k8s_backend.logs("other", "default", follow=True))
+
+
+def test_follow_waits_for_pending_pods_and_follows_a_restarted_container(k8s_backend, fake_apiserver, fake_operator):
+    k8s_backend.submit(manifest(workers=1, ps=0))
+    fake_operator.create_pods("mnist")  # both Pending: nothing to read yet
+    follow = Collector(k8s_backend.logs("mnist", "default", follow=True))
+    poll_until(lambda: fake_apiserver.open_watches == 2, "the follower's watches")
+
+    fake_operator.start("mnist-worker-0")
+    fake_operator.log("mnist-worker-0", "first run 1", "first run 2")
+    follow.wait_for(lambda it: lines_of(it, "worker-0") == ["first run 1", "first run 2"], "the first run's lines")
+    fake_operator.log("mnist-worker-0", "first run 3")
+    fake_operator.crash("mnist-worker-0", 1)  # OnFailure: the kubelet restarts the container in place
+    fake_operator.start("mnist-worker-0")
+    fake_operator.log("mnist-worker-0", "second run 1")
+    follow.wait_for(lambda it: "second run 1" in lines_of(it, "worker-0"), "the restarted container's lines")
+
+    fake_operator.start("mnist-chief-0")
+    fake_operator.log("mnist-chief-0", "chief 1")
+    follow.wait_for(lambda it: lines_of(it, "chief-0") == ["chief 1"], "the chief, Pending until now")
+    for pod in ("mnist-worker-0", "mnist-chief-0"):
+        fake_operator.log(pod, "bye")
+        fake_operator.exit(pod, 0)
+    fake_operator.set_condition("mnist", "Succeeded")
+
+    items = follow.wait_done()
+    assert lines_of(items, "worker-0") == ["first run 1", "first run 2", "first run 3", "second run 1", "bye"]
+    assert lines_of(items, "chief-0") == ["chief 1", "bye"]
+
+
+def test_follow_reads_a_pod_the_operator_recreated(k8s_backend, fake_apiserver, fake_operator):
+    k8s_backend.submit(manifest(workers=1, ps=0, chief=0, restart_policy="ExitCode"))
+    fake_operator.create_pods("mnist")
+    fake_operator.start("mnist-worker-0")
+    fake_operator.log("mnist-worker-0", "old pod")
+    follow = Collector(k8s_backend.logs("mnist", "default", replica="worker-0", follow=True))
+    follow.wait_for(lambda it: lines_of(it, "worker-0") == ["old pod"], "the first pod's line")
+    fake_operator.exit("mnist-worker-0", 137)  # retryable: the operator deletes and recreates the pod
+    fake_operator.delete_pod("mnist-worker-0")
+    fake_operator.create_pod(fake_apiserver.get("tfjobs", "default", "mnist"), "Worker", 0)
+    fake_operator.start("mnist-worker-0")
+    fake_operator.log("mnist-worker-0", "new pod")
+    follow.wait_for(lambda it: lines_of(it, "worker-0") == ["old pod", "new pod"], "the new pod's line")
+    fake_operator.exit("mnist-worker-0", 0)
+    fake_operator.set_condition("mnist", "Succeeded")
+    assert lines_of(follow.wait_done(), "worker-0") == ["old pod", "new pod"]
+
+
+def test_follow_of_a_finished_job_prints_what_exists_and_ends(k8s_backend, fake_operator):
+    k8s_backend.submit(manifest(workers=2))
+    fake_operator.run_to_success("mnist")
+    items = list(k8s_backend.logs("mnist", "default", follow=True))
+    assert sorted((item.replica, item.line) for item in items) == [
+        ("chief-0", "mnist-chief-0 done"), ("worker-0", "mnist-worker-0 done"), ("worker-1", "mnist-worker-1 done")]
+
+
+def test_follow_stops_a_replica_still_running_after_the_job_ended(k8s_backend, fake_apiserver, fake_operator):
+    k8s_backend.log_drain_seconds = 0.2  # cleanPodPolicy None: ps would run forever
+    k8s_backend.submit(manifest(workers=0, ps=1))
+    fake_operator.create_pods("mnist")
+    fake_operator.start("mnist-ps-0")
+    fake_operator.start("mnist-chief-0")
+    fake_operator.log("mnist-ps-0", "serving")
+    follow = Collector(k8s_backend.logs("mnist", "default", follow=True))
+    follow.wait_for(lambda it: lines_of(it, "ps-0") == ["serving"], "the ps line")
+    fake_operator.exit("mnist-chief-0", 0)
+    fake_operator.set_condition("mnist", "Succeeded")
+    assert lines_of(follow.wait_done(), "ps-0") == ["serving"]
+    poll_until(lambda: fake_apiserver.open_watches == 0, "the follower's watches closed")

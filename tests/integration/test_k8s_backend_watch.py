@@ -1,0 +1,193 @@
+"""KubernetesBackend.events over the FAKE API server's watch protocol: each transition once
+through a lifecycle, a stream dropped mid-way, 410 Gone, closing, and requests that do not
+grow with the number of replicas."""
+from __future__ import annotations
+
+import pytest
+
+from launcher.backends import k8s_watch
+from launcher.backends.base import BackendError, NotFound
+from launcher.events import JobCondition, ReplicaPhase
+from tests.support.k8s_backend import Collector, manifest, poll_until, watch_lifecycle, watches_open
+
+PODS = ("mnist-chief-0", "mnist-ps-0", "mnist-worker-0", "mnist-worker-1")
+REPLICAS = ("chief-0", "ps-0", "worker-0", "worker-1")
+
+
+def conditions(items: list) -> list[tuple[str, str]]:
+    return [(e.type, e.status) for e in items if isinstance(e, JobCondition)]
+
+
+def states(items: list, replica: str) -> list[tuple[str, str]]:
+    """(phase, message) of each ReplicaPhase event of one replica, in order."""
+    return [(e.phase, e.message) for e in items if isinstance(e, ReplicaPhase) and e.replica == replica]
+
+
+def latest(items: list, replica: str) -> ReplicaPhase | None:
+    found = [e for e in items if isinstance(e, ReplicaPhase) and e.replica == replica]
+    return found[-1] if found else None
+
+
+def all_in(items: list, phase: str, replicas=REPLICAS) -> bool:
+    return all(getattr(latest(items, r), "phase", None) == phase for r in replicas)
+
+
+@pytest.fixture
+def job(k8s_backend, fake_apiserver):
+    """A submitted job and a Collector on its events, both watches open before pods exist."""
+    k8s_backend.submit(manifest(workers=2))
+    events = Collector(k8s_backend.events("mnist", "default"))
+    poll_until(lambda: watches_open(fake_apiserver), "the backend's two watches")
+    return events
+
+
+def create_pods(operator, events: Collector) -> None:
+    operator.create_pods("mnist")
+    events.wait_for(lambda it: conditions(it) == [("Created", "True")] and all_in(it, "Pending"),
+                    "Created and four Pending replicas")
+
+
+def finish(operator, events: Collector, pods=PODS) -> list:
+    for pod in pods:
+        if "-ps-" not in pod:
+            operator.exit(pod, 0)
+    events.wait_for(lambda it: all_in(it, "Succeeded", [p.split("-", 1)[1] for p in pods if "-ps-" not in p]),
+                    "chief and workers Succeeded")
+    operator.set_condition("mnist", "Succeeded")
+    return events.wait_done()
+
+
+def test_a_lifecycle_reports_each_transition_once(job, fake_operator):
+    create_pods(fake_operator, job)
+    for pod in PODS:
+        fake_operator.start(pod)
+    fake_operator.set_condition("mnist", "Running")
+    job.wait_for(lambda it: ("Running", "True") in conditions(it) and all_in(it, "Running"), "Running")
+    fake_operator.set_active("mnist", "Worker", 2)  # a TFJob update without a new condition
+    fake_operator.set_condition("mnist", "Running")  # the operator's no-op re-set
+
+    items = finish(fake_operator, job)
+
+    assert conditions(items) == [("Created", "True"), ("Running", "True"), ("Running", "False"), ("Succeeded", "True")]
+    assert items[-1].terminal
+    assert states(items, "worker-0") == [("Pending", ""), ("Pending", "ContainerCreating"), ("Running", ""),
+                                         ("Succeeded", "Completed")]
+    assert states(items, "ps-0") == [("Pending", ""), ("Pending", "ContainerCreating"), ("Running", "")]
+    assert latest(items, "chief-0").exit_code == 0
+
+
+def test_a_restart_and_a_crashed_replica_are_reported(job, fake_operator):
+    create_pods(fake_operator, job)
+    for pod in PODS:
+        fake_operator.start(pod)
+    fake_operator.set_condition("mnist", "Running")
+    fake_operator.crash("mnist-worker-1", code=1)
+    fake_operator.set_condition("mnist", "Restarting")
+    job.wait_for(lambda it: ("Restarting", "True") in conditions(it), "Restarting")
+    fake_operator.start("mnist-worker-1")
+    fake_operator.set_condition("mnist", "Running")
+    job.wait_for(lambda it: conditions(it).count(("Running", "True")) == 2, "Running again")
+
+    items = finish(fake_operator, job)
+
+    assert conditions(items) == [("Created", "True"), ("Running", "True"), ("Restarting", "True"),
+                                 ("Running", "True"), ("Running", "False"), ("Succeeded", "True")]
+    crashed = [e for e in items if isinstance(e, ReplicaPhase) and e.replica == "worker-1" and e.restarts]
+    assert [(e.phase, e.restarts, e.message.split(":")[0]) for e in crashed] == \
+        [("Running", 1, "CrashLoopBackOff"), ("Running", 1, ""), ("Succeeded", 1, "Completed")]
+
+
+def test_a_failed_chief_ends_with_failed(job, fake_operator):
+    create_pods(fake_operator, job)
+    fake_operator.start("mnist-chief-0")
+    fake_operator.exit("mnist-chief-0", 2)
+    job.wait_for(lambda it: getattr(latest(it, "chief-0"), "exit_code", None) == 2, "the chief's exit code")
+    fake_operator.set_condition("mnist", "Failed", message="TFJob default/mnist has failed because 1 Chief replica(s) failed.")
+    items = job.wait_done()
+    assert items[-1] == JobCondition("Failed", "True", "TFJobFailed", items[-1].message, items[-1].time)
+    assert latest(items, "chief-0").phase == "Failed"
+
+
+def test_a_watch_dropped_mid_stream_resumes_from_the_last_version(job, fake_apiserver, fake_operator):
+    create_pods(fake_operator, job)
+    last = {res: max(c.version for c in fake_apiserver.history if c.resource == res) for res in ("pods", "tfjobs")}
+    fake_apiserver.drop_watches(hold=True)  # streams cut; no new one until released
+    for pod in PODS:
+        fake_operator.start(pod)
+    fake_operator.set_condition("mnist", "Running")
+    fake_apiserver.release_watches()
+    job.wait_for(lambda it: ("Running", "True") in conditions(it) and all_in(it, "Running"),
+                 "what changed while the streams were down")
+
+    items = finish(fake_operator, job)
+
+    assert conditions(items) == [("Created", "True"), ("Running", "True"), ("Running", "False"), ("Succeeded", "True")]
+    assert states(items, "worker-1") == [("Pending", ""), ("Pending", "ContainerCreating"), ("Running", ""),
+                                         ("Succeeded", "Completed")]
+    for resource in ("pods", "tfjobs"):
+        assert fake_apiserver.count(resource, "list") == 1  # resumed, not relisted
+        assert fake_apiserver.watches(resource)[1].query["resourceVersion"] == str(last[resource])
+
+
+@pytest.mark.parametrize("gone_mode", ["event", "http"])
+def test_410_gone_relists_and_reports_only_real_changes(job, fake_apiserver, fake_operator, gone_mode):
+    fake_apiserver.gone_mode = gone_mode
+    create_pods(fake_operator, job)
+    fake_apiserver.drop_watches(hold=True)
+    for pod in PODS[:3]:  # worker-1 stays Pending: the relist must not report it again
+        fake_operator.start(pod)
+    fake_operator.set_condition("mnist", "Running")
+    fake_apiserver.compact()  # the versions the backend knows are gone
+    fake_apiserver.release_watches()
+    job.wait_for(lambda it: ("Running", "True") in conditions(it) and all_in(it, "Running", REPLICAS[:3]),
+                 "the state after the relist")
+    fake_operator.start("mnist-worker-1")
+    job.wait_for(lambda it: all_in(it, "Running"), "worker-1 Running")
+
+    items = finish(fake_operator, job)
+
+    assert conditions(items) == [("Created", "True"), ("Running", "True"), ("Running", "False"), ("Succeeded", "True")]
+    assert states(items, "worker-0") == [("Pending", ""), ("Running", ""), ("Succeeded", "Completed")]
+    assert states(items, "worker-1") == [("Pending", ""), ("Pending", "ContainerCreating"), ("Running", ""),
+                                         ("Succeeded", "Completed")]
+    assert fake_apiserver.count("pods", "list") == 2 and fake_apiserver.count("tfjobs", "list") == 2
+
+
+def test_a_job_deleted_while_watched_is_not_found(job, fake_apiserver, k8s_backend):
+    k8s_backend.delete("mnist", "default")
+    with pytest.raises(NotFound, match="tfjob mnist was deleted from namespace default"):
+        job.wait_done()
+
+
+def test_events_of_an_unknown_job_are_not_found(k8s_backend):
+    with pytest.raises(NotFound, match="tfjob nope not found in namespace default"):
+        list(k8s_backend.events("nope", "default"))
+
+
+def test_stopping_the_consumer_closes_both_streams(k8s_backend, fake_apiserver, fake_operator):
+    k8s_backend.submit(manifest())
+    fake_operator.create_pods("mnist")
+    events = k8s_backend.events("mnist", "default")
+    assert isinstance(next(events), (JobCondition, ReplicaPhase))
+    poll_until(lambda: fake_apiserver.open_watches == 2, "two open watch streams")
+    events.close()
+    poll_until(lambda: fake_apiserver.open_watches == 0, "the streams closed")
+
+
+def test_requests_do_not_grow_with_the_number_of_replicas(k8s_backend, fake_apiserver, fake_operator):
+    small = watch_lifecycle(k8s_backend, fake_apiserver, fake_operator, 10)
+    large = watch_lifecycle(k8s_backend, fake_apiserver, fake_operator, 100)
+    for backend_count, server_count, items in (small, large):
+        assert items[-1].type == "Succeeded" and items[-1].terminal
+        assert backend_count == server_count == 4  # one list and one watch per resource
+    assert sum(isinstance(e, ReplicaPhase) for e in large[2]) > 100  # it did see the pods
+    assert k8s_backend.requests.snapshot() == {"GET pods list": 1, "GET pods watch": 1,
+                                               "GET tfjobs list": 1, "GET tfjobs watch": 1}
+
+
+def test_a_server_that_goes_away_ends_the_events_with_a_clear_error(job, fake_apiserver, fake_operator, monkeypatch):
+    monkeypatch.setattr(k8s_watch, "MAX_FAILURES", 1)  # give up after one retry, not five
+    create_pods(fake_operator, job)
+    fake_apiserver.stop()
+    with pytest.raises(BackendError, match="cannot reach the Kubernetes API server .*--backend local"):
+        job.wait_done()

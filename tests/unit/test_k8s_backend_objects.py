@@ -1,0 +1,123 @@
+"""The k8s backend's pure parts: reading operator pods and TFJob conditions, the trackers
+that turn watch events into each transition once, request counting, error messages."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from launcher.backends.base import BackendError
+from launcher.backends.k8s_client import request_kind, server_message
+from launcher.backends.k8s_events import ConditionTracker, ReplicaTracker
+from launcher.backends.k8s_objects import log_instance, parse_replica, pod_selector, replica_phase
+
+
+def pod(rtype="worker", index="1", uid="u1", phase="Running", **status) -> dict:
+    return {"metadata": {"name": f"job-{rtype}-{index}", "uid": uid,
+                         "labels": {"training.kubeflow.org/job-name": "job",
+                                    "training.kubeflow.org/replica-type": rtype,
+                                    "training.kubeflow.org/replica-index": index}},
+            "spec": {"nodeName": "n1", "containers": [
+                {"name": "istio-proxy"},
+                {"name": "tensorflow", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]},
+            "status": {"phase": phase, **status}}
+
+
+def container(state: dict, restarts: int = 0, cid: str = "containerd://b", last: dict | None = None) -> dict:
+    status = {"name": "tensorflow", "state": state, "restartCount": restarts, "containerID": cid}
+    if last:
+        status["lastState"] = {"terminated": last}
+    return {"containerStatuses": [status, {"name": "istio-proxy", "restartCount": 3, "state": {"running": {}}}]}
+
+
+def tfjob(*conditions: tuple[str, str, str]) -> dict:
+    return {"status": {"conditions": [{"type": t, "status": s, "reason": f"TFJob{t}", "lastTransitionTime": when}
+                                      for t, s, when in conditions]}}
+
+
+def test_a_pod_becomes_a_replica_row():
+    row = replica_phase(pod(startTime="2025-01-01T00:00:00Z",
+                            **container({"terminated": {"exitCode": 3, "reason": "Error"}}, restarts=2)))
+    assert (row.replica, row.type, row.index, row.phase, row.node, row.gpus, row.exit_code) == \
+        ("worker-1", "Worker", 1, "Running", "n1", 2, 3)
+    assert row.restarts == 5 and row.message == "Error" and row.started == "2025-01-01T00:00:00Z"
+    assert replica_phase(pod(rtype="ps", index="0")).type == "PS"
+    assert replica_phase({"metadata": {"labels": {}}, "spec": {}}) is None  # not an operator pod
+
+
+def test_an_unschedulable_pod_says_why():
+    scheduled = {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                 "message": "0/2 nodes are available"}]}
+    assert replica_phase(pod(phase="Pending", **scheduled)).message == "Unschedulable: 0/2 nodes are available"
+
+
+def test_the_log_instance_follows_the_kubelets_rules():
+    assert log_instance(pod(phase="Pending")) is None
+    assert log_instance(pod(**container({"waiting": {"reason": "ContainerCreating"}}, cid=""))) is None
+    assert log_instance(pod(**container({"running": {}}, cid="containerd://new"))) == "containerd://new"
+    waiting = container({"waiting": {"reason": "CrashLoopBackOff"}}, 1, cid="",
+                        last={"exitCode": 1, "containerID": "containerd://old"})
+    assert log_instance(pod(**waiting)) == "containerd://old"
+    assert log_instance(pod(**container({"running": {}}, 4, cid=""))) == "u1#4"  # a runtime without IDs
+
+
+def test_replica_ids_and_selectors():
+    assert parse_replica("worker-12") == ("Worker", 12)
+    assert parse_replica("ps-0") == ("PS", 0)
+    for bad in ("worker", "master-0", "Worker-1", "worker--1"):
+        with pytest.raises(BackendError, match="--replica"):
+            parse_replica(bad)
+    assert pod_selector("job", ("PS", 0)) == ("training.kubeflow.org/job-name=job,"
+                                              "training.kubeflow.org/replica-type=ps,"
+                                              "training.kubeflow.org/replica-index=0")
+
+
+def test_conditions_are_reported_once_per_transition():
+    track = ConditionTracker()
+    assert [c.type for c in track.update(tfjob(("Created", "True", "t1")))] == ["Created"]
+    assert track.update(tfjob(("Created", "True", "t1"))) == []
+    running = tfjob(("Created", "True", "t1"), ("Running", "True", "t2"))
+    assert [c.type for c in track.update(running)] == ["Running"]
+    assert track.update(running) == []
+    assert [c.type for c in track.update(tfjob(("Created", "True", "t1"), ("Restarting", "True", "t2")))] == \
+        ["Restarting"]
+    # Running comes back in the same second it left: still a transition
+    assert [c.type for c in track.update(running)] == ["Running"]
+    done = track.update(tfjob(("Created", "True", "t1"), ("Running", "False", "t2"), ("Succeeded", "True", "t3")))
+    assert [(c.type, c.status, c.terminal) for c in done] == [("Running", "False", False), ("Succeeded", "True", True)]
+
+
+def test_replicas_are_reported_when_their_state_changes():
+    track = ReplicaTracker()
+    assert [r.phase for r in track.apply("ADDED", pod(phase="Pending"))] == ["Pending"]
+    assert track.apply("MODIFIED", pod(phase="Pending")) == []  # e.g. only an annotation changed
+    assert [r.phase for r in track.apply("MODIFIED", pod())] == ["Running"]
+    assert track.apply("DELETED", pod()) == []
+    # the operator's replacement pod (same replica, new uid) is reported even in the same state
+    assert [r.phase for r in track.apply("ADDED", pod(uid="u2"))] == ["Running"]
+    assert track.sync((pod(uid="u2"),)) == []  # a relist without changes reports nothing
+    assert [r.replica for r in track.sync((pod(uid="u2", phase="Succeeded"), pod(index="0")))] == \
+        ["worker-1", "worker-0"]
+
+
+def test_requests_are_named_for_counting():
+    assert request_kind("GET", "https://h/api/v1/namespaces/d/pods?labelSelector=x&watch=True") == "pods watch"
+    assert request_kind("GET", "https://h/api/v1/namespaces/d/pods?labelSelector=x") == "pods list"
+    assert request_kind("GET", "https://h/api/v1/namespaces/d/pods/p/log?follow=true") == "pods/log"
+    assert request_kind("POST", "https://h/apis/kubeflow.org/v1/namespaces/d/tfjobs") == "tfjobs create"
+    assert request_kind("DELETE", "https://h/apis/kubeflow.org/v1/namespaces/d/tfjobs/j") == "tfjobs item"
+
+
+def test_server_messages_keep_the_reason_and_every_field_cause():
+    body = {"kind": "Status", "status": "Failure", "reason": "Invalid", "code": 422,
+            "message": 'TFJob.kubeflow.org "j" is invalid: spec.a: Required value',
+            "details": {"causes": [{"field": "spec.a", "message": "Required value"},
+                                   {"field": "spec.b", "message": "Invalid value: 1"}]}}
+    exc = ApiException(status=422, reason="Unprocessable Entity")
+    exc.body = json.dumps(body)
+    assert server_message(exc) == ('Invalid: TFJob.kubeflow.org "j" is invalid: spec.a: Required value; '
+                                   "spec.b: Invalid value: 1")
+    plain = ApiException(status=500, reason="Internal Server Error")
+    plain.body = "oops\nthere"
+    assert server_message(plain) == "Internal Server Error"
