@@ -1,0 +1,95 @@
+"""Parameter-server training across real processes on 127.0.0.1 (real MNIST slice)."""
+from __future__ import annotations
+
+import json
+import re
+import signal
+from pathlib import Path
+
+import pytest
+
+from tests.support.trainer_cluster import (TrainerCluster, export_path, final_metrics, mnist_dir,  # noqa: F401
+                                           progress, run_module)
+
+pytestmark = pytest.mark.slow
+WAIT_S = 540
+_VARIABLE = re.compile(r"^Variable (\S+) \(.*\) on (.+)$", re.M)
+
+
+def placements(log: str) -> dict[str, list[str]]:
+    return {name: devices.split(", ") for name, devices in _VARIABLE.findall(log)}
+
+
+def args(job_dir: Path, data_dir: str, steps: int, every: int) -> list[str]:
+    return ["--job-dir", str(job_dir), "--data-dir", data_dir, "--train-steps", str(steps),
+            "--batch-size", "16", "--steps-per-execution", "5", "--log-every-steps", "20",
+            "--eval-every-steps", str(every), "--checkpoint-every-steps", str(every)]
+
+
+def test_chief_ps_and_two_workers_train_and_all_exit_0(mnist_dir, tmp_path):  # noqa: F811
+    job = tmp_path / "job"
+    with TrainerCluster({"Chief": 1, "PS": 1, "Worker": 2}, args(job, mnist_dir, 200, 100), tmp_path) as cluster:
+        codes = cluster.wait(WAIT_S)
+        chief = cluster.log("chief-0")
+        assert codes == {"chief-0": 0, "ps-0": 0, "worker-0": 0, "worker-1": 0}, cluster.tails()
+
+        variables = placements(chief)
+        assert len(variables) == 8
+        assert all(device.startswith("/job:ps/replica:0/task:0/") for devices in variables.values()
+                   for device in devices), variables
+
+        lines = progress(chief)
+        assert [p.step for p in lines] == list(range(20, 201, 20)) and {p.total for p in lines} == {200}
+        assert lines[-1].loss < lines[0].loss, [p.loss for p in lines]
+        step, _, accuracy = final_metrics(chief)
+        assert step == 200 and accuracy > 0.5
+
+        for name in ("ps-0", "worker-0", "worker-1"):
+            assert "Chief marked the job done" in cluster.log(name)
+
+    export = Path(export_path(chief))
+    assert export.parent == job / "export" and (export / "saved_model.pb").is_file()
+    assert (job / "checkpoints" / "ckpt-200.index").is_file()
+    assert list((job / "train").glob("events.out.tfevents.*")) and list((job / "eval").glob("events.out.tfevents.*"))
+    assert json.loads((job / "done.json").read_text())["step"] == 200
+
+    request = tmp_path / "request.json"
+    assert run_module("trainer.make_request", ["--data-dir", mnist_dir, "--count", "4", "--out", str(request)]).returncode == 0
+    done = run_module("trainer.predict", ["--model-dir", str(export), "--json-instances", str(request)])
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = done.stdout.splitlines()
+    assert rows[0] == "KEY  CLASSES  PROBABILITIES" and len(rows) == 5
+    for key, row in enumerate(rows[1:]):
+        fields = row.split(maxsplit=2)
+        probabilities = json.loads(fields[2])
+        assert int(fields[0]) == key and 0 <= int(fields[1]) <= 9 and len(probabilities) == 10
+        assert abs(sum(probabilities) - 1) < 0.01
+
+
+def test_variables_partition_across_two_ps_and_the_evaluator_follows(mnist_dir, tmp_path):  # noqa: F811
+    job = tmp_path / "job"
+    counts = {"Chief": 1, "PS": 2, "Worker": 1, "Evaluator": 1}
+    with TrainerCluster(counts, args(job, mnist_dir, 40, 20), tmp_path) as cluster:
+        codes = cluster.wait(WAIT_S)
+        assert set(codes.values()) == {0}, cluster.tails()
+        variables = placements(cluster.log("chief-0"))
+        # the 12.8 MB dense kernel is split by MinSizePartitioner, one shard per ps task
+        assert sorted(d.split("/device")[0] for d in variables["mnist/dense/kernel"]) == \
+            ["/job:ps/replica:0/task:0", "/job:ps/replica:0/task:1"]
+        assert {d.split("/device")[0] for devices in variables.values() for d in devices} == \
+            {"/job:ps/replica:0/task:0", "/job:ps/replica:0/task:1"}
+        evaluator = cluster.log("evaluator-0")
+        assert "Eval step 40: loss" in evaluator and "Chief marked the job done" in evaluator
+    assert list((job / "evaluator").glob("events.out.tfevents.*"))
+
+
+def test_servers_exit_1_when_the_chief_is_gone_for_good(mnist_dir, tmp_path):  # noqa: F811
+    env = {"TRAINER_ORPHAN_SECONDS": "3"}
+    with TrainerCluster({"Chief": 1, "PS": 1, "Worker": 1}, args(tmp_path / "job", mnist_dir, 100000, 0),
+                        tmp_path, env=env) as cluster:
+        cluster.wait_for_line("chief-0", "Variable mnist/conv1/kernel", WAIT_S)
+        cluster.replicas["chief-0"].process.send_signal(signal.SIGKILL)
+        codes = cluster.wait(120, names=["ps-0", "worker-0"])
+        assert codes == {"ps-0": 1, "worker-0": 1}
+        for name in codes:
+            assert "unreachable for 3 s (job not marked done); exiting" in cluster.log(name)

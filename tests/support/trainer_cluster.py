@@ -1,0 +1,180 @@
+"""A local cluster of real `python -m trainer.task` processes on 127.0.0.1, and the
+`mnist_dir` fixture (a small slice of real MNIST as TFRecords, written once per session).
+
+TF_CONFIG comes from launcher.tfconfig (the one implementation of the operator's rules),
+with free local ports instead of service DNS names. Every process writes its output to
+its own log file; `stop()` (also on context exit) kills and reaps whatever still runs.
+
+    with TrainerCluster({"Chief": 1, "PS": 1, "Worker": 2}, args, tmp_path) as cluster:
+        codes = cluster.wait(timeout=300)
+        print(cluster.log("chief-0"))
+"""
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from launcher.events import Progress, parse_progress
+from launcher.render import render
+from launcher.spec import JobSpec, ReplicaSpec
+from launcher.tfconfig import replicas, tf_config
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCAL = "127.0.0.1"
+TRAIN_SLICE, TEST_SLICE = 2000, 500
+_FINAL_LINE = re.compile(r"^Final metrics after (\d+) steps: loss ([0-9.]+), accuracy ([0-9.]+)", re.M)
+_EXPORT_LINE = re.compile(r"^Exported model to (\S+)$", re.M)
+
+
+@pytest.fixture(scope="session")
+def mnist_dir(tmp_path_factory) -> str:
+    """The first 2000 train / 500 test images of real MNIST as TFRecords."""
+    out = str(tmp_path_factory.mktemp("mnist") / "data")
+    write_mnist(out)
+    return out
+
+
+def write_mnist(out: str, env: dict[str, str] | None = None) -> None:
+    """`python -m trainer.data` for the test slice into `out` (local or gs://)."""
+    done = run_module("trainer.data", ["--out", out, "--offline", "--train-limit", str(TRAIN_SLICE),
+                                       "--test-limit", str(TEST_SLICE)], env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def progress(log: str) -> list[Progress]:
+    """Every Train line, parsed as the launcher parses it."""
+    return [p for p in map(parse_progress, log.splitlines()) if p is not None]
+
+
+def final_metrics(log: str) -> tuple[int, float, float] | None:
+    match = _FINAL_LINE.search(log)
+    return (int(match[1]), float(match[2]), float(match[3])) if match else None
+
+
+def export_path(log: str) -> str | None:
+    match = _EXPORT_LINE.search(log)
+    return match[1] if match else None
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((LOCAL, 0))
+        return sock.getsockname()[1]
+
+
+def trainer_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment for trainer processes: one thread each, no proxy for local gRPC."""
+    env = dict(os.environ)
+    env.pop("TF_CONFIG", None)
+    no_proxy = [h for h in env.get("no_proxy", "").split(",") if h]
+    env["no_proxy"] = ",".join(dict.fromkeys([*no_proxy, LOCAL, "localhost"]))
+    env.update({"PYTHONUNBUFFERED": "1", "TRAINER_THREADS": "1", "TRAINER_POLL_SECONDS": "0.5",
+                "TF_CPP_MIN_LOG_LEVEL": "1"})
+    env.update(extra or {})
+    return env
+
+
+def run_module(module: str, args: list[str], env: dict[str, str] | None = None,
+               timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run `python -m MODULE ARGS` from the repo root to completion (bounded)."""
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, env=trainer_env(env),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def spawn(args: list[str], log_path: Path, env: dict[str, str]) -> subprocess.Popen:
+    with open(log_path, "wb") as log:
+        return subprocess.Popen([sys.executable, "-m", "trainer.task", *args], cwd=ROOT, env=env,
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+@dataclass
+class Replica:
+    name: str  # e.g. "worker-1"
+    process: subprocess.Popen
+    log_path: Path
+
+
+class TrainerCluster:
+    def __init__(self, counts: dict[str, int], args: list[str], workdir: Path,
+                 env: dict[str, str] | None = None, name: str = "local"):
+        spec = JobSpec(name=name, replicas={role: ReplicaSpec(count) for role, count in counts.items()})
+        self.tfjob = render(spec)
+        self.args = list(args)
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.env = trainer_env(env)
+        ports = {(rtype.lower(), index): free_port() for rtype, index in replicas(self.tfjob)}
+        self.address = lambda rt, index: f"{LOCAL}:{ports[(rt, index)]}"
+        self.replicas: dict[str, Replica] = {}
+
+    def tf_config(self, rtype: str, index: int) -> str | None:
+        return tf_config(self.tfjob, rtype, index, self.address)
+
+    def start(self) -> "TrainerCluster":
+        for rtype, index in replicas(self.tfjob):
+            name = f"{rtype.lower()}-{index}"
+            env = dict(self.env)
+            config = self.tf_config(rtype, index)
+            if config is not None:
+                env["TF_CONFIG"] = config
+            log_path = self.workdir / f"{name}.log"
+            self.replicas[name] = Replica(name, spawn(self.args, log_path, env), log_path)
+        return self
+
+    def wait_for_line(self, name: str, text: str, timeout: float) -> None:
+        """Until `text` appears in the log of `name` (bounded; fails early if it exits)."""
+        deadline = time.monotonic() + timeout
+        while text not in self.log(name):
+            if self.replicas[name].process.poll() is not None and text not in self.log(name):
+                raise AssertionError(f"{name} exited before printing {text!r}\n{self.tails()}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{name} did not print {text!r} in {timeout:g} s\n{self.tails()}")
+            time.sleep(0.2)
+
+    def wait(self, timeout: float, names: list[str] | None = None) -> dict[str, int]:
+        """Exit codes of `names` (default: all); TimeoutError naming who still runs."""
+        names = names or list(self.replicas)
+        deadline = time.monotonic() + timeout
+        while True:
+            codes = {n: self.replicas[n].process.poll() for n in names}
+            if all(code is not None for code in codes.values()):
+                return codes
+            if time.monotonic() > deadline:
+                running = [n for n, code in codes.items() if code is None]
+                raise TimeoutError(f"still running after {timeout:g} s: {running}\n{self.tails()}")
+            time.sleep(0.2)
+
+    def log(self, name: str) -> str:
+        return self.replicas[name].log_path.read_text(errors="replace")
+
+    def tails(self, lines: int = 15) -> str:
+        return "\n".join(f"--- {n} ---\n" + "\n".join(self.log(n).splitlines()[-lines:]) for n in self.replicas)
+
+    def stop(self) -> None:
+        for replica in self.replicas.values():
+            reap(replica.process)
+
+    def __enter__(self) -> "TrainerCluster":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def reap(process: subprocess.Popen, grace: float = 5.0) -> None:
+    """Terminate, then kill, and always wait: no zombie or orphan survives a test."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    process.wait(timeout=30)

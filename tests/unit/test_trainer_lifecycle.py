@@ -1,0 +1,62 @@
+"""trainer.lifecycle: how ps/worker/evaluator tasks learn that the job has ended."""
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+
+from trainer import lifecycle
+
+
+@pytest.fixture
+def chief():
+    """A listening socket standing in for a live chief; yields its address."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield f"127.0.0.1:{sock.getsockname()[1]}"
+
+
+def closed_address() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{sock.getsockname()[1]}"  # nothing listens once closed
+
+
+def test_marker_written_after_start_ends_the_wait(tmp_path, chief):
+    watch = lifecycle.Watch(str(tmp_path), chief, poll_seconds=0.01, orphan_seconds=60)
+    assert watch.check() is None
+    content = lifecycle.write_done(str(tmp_path), step=300, export_path="/x/export/1")
+    assert json.loads(content)["step"] == 300
+    assert watch.wait() == lifecycle.DONE
+    assert lifecycle.EXIT_CODES[lifecycle.DONE] == 0
+
+
+def test_marker_of_an_earlier_run_does_not_count(tmp_path, chief):
+    lifecycle.write_done(str(tmp_path), step=100, export_path=None)
+    watch = lifecycle.Watch(str(tmp_path), chief, poll_seconds=0.01, orphan_seconds=60)
+    assert watch.check() is None
+    lifecycle.write_done(str(tmp_path), step=200, export_path=None)  # same job dir, new run
+    assert watch.check() == lifecycle.DONE
+
+
+def test_chief_gone_for_good_without_marker_is_a_failure(tmp_path):
+    watch = lifecycle.Watch(str(tmp_path), closed_address(), poll_seconds=0.01, orphan_seconds=0)
+    assert watch.wait() == lifecycle.ORPHANED
+    assert lifecycle.EXIT_CODES[lifecycle.ORPHANED] == 1
+    assert "unreachable" in lifecycle.message(lifecycle.ORPHANED, watch)
+
+
+def test_chief_gone_after_an_earlier_done_marker_exits_0(tmp_path):
+    lifecycle.write_done(str(tmp_path), step=100, export_path=None)
+    watch = lifecycle.Watch(str(tmp_path), closed_address(), poll_seconds=0.01, orphan_seconds=0)
+    assert watch.wait() == lifecycle.ORPHANED_AFTER_DONE
+    assert lifecycle.EXIT_CODES[lifecycle.ORPHANED_AFTER_DONE] == 0
+
+
+def test_reachable_chief_is_never_orphaned(tmp_path, chief):
+    watch = lifecycle.Watch(str(tmp_path), chief, poll_seconds=0.01, orphan_seconds=0)
+    assert [watch.check() for _ in range(3)] == [None, None, None]
+    assert lifecycle.reachable(chief) and not lifecycle.reachable(closed_address())
+    assert lifecycle.reachable(None)  # no chief to watch (MultiWorkerMirrored)

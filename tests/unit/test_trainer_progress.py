@@ -1,0 +1,54 @@
+"""trainer.progress: the lines the launcher parses, and the TensorBoard scalars."""
+from __future__ import annotations
+
+import tensorflow as tf
+
+from launcher.events import parse_progress
+from trainer import progress
+
+
+def scalars(directory) -> dict[str, list[tuple[int, float]]]:
+    found: dict[str, list[tuple[int, float]]] = {}
+    for path in tf.io.gfile.glob(f"{directory}/events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for value in event.summary.value:
+                found.setdefault(value.tag, []).append((event.step, float(tf.make_ndarray(value.tensor))))
+    return found
+
+
+def test_train_line_is_what_the_launcher_parses():
+    line = progress.train_line("chief/0", 200, 1000, 0.23101, 0.9375, 12.34, 16.2)
+    assert line == "Train [chief/0] step 200 of 1000: loss 0.2310, accuracy 0.9375 (12.3 s) 16.20 global steps/s"
+    parsed = parse_progress(line)
+    assert (parsed.step, parsed.total, parsed.loss, parsed.accuracy, parsed.steps_per_sec) == \
+        (200, 1000, 0.231, 0.9375, 16.2)
+
+
+def test_eval_final_and_export_lines():
+    assert progress.eval_line(500, 0.06123, 0.98) == "Eval step 500: loss 0.0612, accuracy 0.9800"
+    assert progress.final_line(1000, 0.0441, 0.9862) == "Final metrics after 1000 steps: loss 0.0441, accuracy 0.9862"
+    assert progress.export_line("gs://b/job/export/1") == "Exported model to gs://b/job/export/1"
+    assert parse_progress(progress.eval_line(500, 0.1, 0.9)) is None
+
+
+def test_train_report_averages_steps_and_writes_scalars(tmp_path, capsys):
+    report = progress.Progress(str(tmp_path), "worker/0", total=100, start=0)
+    report.add(10, loss=2.0, accuracy=0.1)
+    report.add(30, loss=1.0, accuracy=0.5)
+    report.report_train(40)
+    report.report_eval(40, 0.5, 0.875)
+    out = capsys.readouterr().out.splitlines()
+    parsed = parse_progress(out[0])
+    assert (parsed.step, parsed.total, parsed.loss, parsed.accuracy) == (40, 100, 1.25, 0.4)
+    assert out[1] == "Eval step 40: loss 0.5000, accuracy 0.8750"
+    train = scalars(tmp_path / "train")
+    assert train["loss"] == [(40, 1.25)] and train["accuracy"] == [(40, 0.4000000059604645)]
+    assert scalars(tmp_path / "eval")["accuracy"] == [(40, 0.875)]
+
+
+def test_disabled_report_prints_nothing(tmp_path, capsys):
+    report = progress.Progress(str(tmp_path), "worker/1", total=10, start=0, enabled=False)
+    report.add(10, 1.0, 1.0)
+    report.report_train(10)
+    assert capsys.readouterr().out == ""
+    assert not (tmp_path / "train").exists()

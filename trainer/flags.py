@@ -1,0 +1,81 @@
+"""Command-line flags of `python -m trainer.task` (the Cloud ML Engine trainer flags)."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from trainer.paths import default_data_dir
+from trainer.models import MODELS
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with a one-line error (exit 2) instead of usage + error."""
+
+    def error(self, message: str):
+        print(f"{self.prog}: error: {message} (see --help)", file=sys.stderr)
+        sys.exit(2)
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _env(name: str, default, cast=int):
+    """A default from the environment; an unparsable value falls back to `default`."""
+    try:
+        return cast(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
+def parser() -> Parser:
+    p = Parser(
+        prog="python -m trainer.task",
+        description="Train the MNIST CNN. The role comes from TF_CONFIG as Kubeflow training-operator "
+                    "writes it: chief = coordinator of parameter-server training, ps/worker = servers, "
+                    "workers without ps = MultiWorkerMirrored, evaluator = side-car evaluation of checkpoints; "
+                    "no TF_CONFIG = one process.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--job-dir", default=os.environ.get("JOB_DIR", os.path.join("runs", "mnist")),
+                   help="local dir or gs:// URL for checkpoints, TensorBoard events (train/, eval/) and "
+                        "export/<timestamp>/; a restart resumes from its latest checkpoint (env JOB_DIR)")
+    p.add_argument("--data-dir", default=default_data_dir(),
+                   help="dir or gs:// URL with train-*.tfrecord and test-*.tfrecord written by "
+                        "`python -m trainer.data --out DIR` (env MNIST_DATA_DIR)")
+    p.add_argument("--model", default="mnist", choices=sorted(MODELS), help="model to train")
+    p.add_argument("--train-steps", type=_positive, default=2000, help="global training steps in total")
+    p.add_argument("--batch-size", type=_positive, default=100, help="examples per worker per step")
+    p.add_argument("--learning-rate", type=float, default=1e-3, help="Adam learning rate")
+    p.add_argument("--steps-per-execution", type=_positive, default=10,
+                   help="training steps per scheduled tf.function call (cuts coordinator overhead)")
+    p.add_argument("--log-every-steps", type=_positive, default=100, help="print a Train line every N steps")
+    p.add_argument("--eval-every-steps", type=_non_negative, default=500,
+                   help="evaluate on the test set every N steps (0: only at the end)")
+    p.add_argument("--checkpoint-every-steps", type=_non_negative, default=500,
+                   help="save a checkpoint every N steps (0: only at the end)")
+    p.add_argument("--eval-batch-size", type=_positive, default=500, help="batch size of evaluation")
+    p.add_argument("--threads", type=_non_negative, default=_env("TRAINER_THREADS", 0),
+                   help="intra-op threads of this process (0: TensorFlow decides); set it when several "
+                        "replicas share a machine (env TRAINER_THREADS)")
+    p.add_argument("--poll-seconds", type=float, default=_env("TRAINER_POLL_SECONDS", 5.0, float),
+                   help="ps/worker/evaluator: how often to look for the chief's done marker in --job-dir "
+                        "(env TRAINER_POLL_SECONDS)")
+    p.add_argument("--orphan-seconds", type=float, default=_env("TRAINER_ORPHAN_SECONDS", 900.0, float),
+                   help="ps/worker/evaluator: exit when the chief has been unreachable this long "
+                        "(env TRAINER_ORPHAN_SECONDS)")
+    return p
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    return parser().parse_args(argv)

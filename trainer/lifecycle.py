@@ -1,0 +1,96 @@
+"""How a job ends: the chief's done marker, and the orphan rule.
+
+training-operator judges a TFJob by its chief, but ps tasks (and workers of
+parameter-server training) serve forever once started. So:
+
+1. When the chief has trained, saved the last checkpoint and exported, it writes
+   `JOB_DIR/done.json` with a fresh run id (local path or gs:// alike).
+2. ps, worker and evaluator tasks remember the marker's content when they start and poll it
+   every --poll-seconds; when it changes (a chief finished *after* they started) they exit 0.
+   A marker left by an earlier run of the same job dir does not count.
+3. If the chief's address refuses connections for --orphan-seconds in a row (the chief is
+   gone for good, or never came), they exit: 0 if a done marker exists, else 1.
+"""
+from __future__ import annotations
+
+import json
+import socket
+import time
+import uuid
+from dataclasses import dataclass
+
+import tensorflow as tf
+
+from trainer import paths
+
+DONE, ORPHANED_AFTER_DONE, ORPHANED = "done", "orphaned-after-done", "orphaned"
+EXIT_CODES = {DONE: 0, ORPHANED_AFTER_DONE: 0, ORPHANED: 1}
+
+
+def write_done(job_dir: str, step: int, export_path: str | None) -> str:
+    """Write the done marker; returns its content."""
+    content = json.dumps({"run": uuid.uuid4().hex, "step": step, "export": export_path,
+                          "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    tf.io.gfile.makedirs(job_dir)
+    with tf.io.gfile.GFile(paths.done_marker(job_dir), "w") as handle:
+        handle.write(content)
+    return content
+
+
+def read_done(job_dir: str) -> str | None:
+    path = paths.done_marker(job_dir)
+    try:
+        with tf.io.gfile.GFile(path) as handle:
+            return handle.read()
+    except tf.errors.NotFoundError:
+        return None
+
+
+def reachable(address: str | None, timeout: float = 2.0) -> bool:
+    """Whether something accepts TCP connections at host:port (None: no chief to watch)."""
+    if address is None:
+        return True
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+@dataclass
+class Watch:
+    """Polls for the end of the job on behalf of a ps, worker or evaluator task."""
+
+    job_dir: str
+    chief: str | None
+    poll_seconds: float = 5.0
+    orphan_seconds: float = 900.0
+
+    def __post_init__(self) -> None:
+        self.baseline = read_done(self.job_dir)
+        self.last_seen = time.monotonic()
+
+    def check(self) -> str | None:
+        """DONE, ORPHANED(_AFTER_DONE) or None (keep going). Never blocks beyond a probe."""
+        marker = read_done(self.job_dir)
+        if marker is not None and marker != self.baseline:
+            return DONE
+        if reachable(self.chief):
+            self.last_seen = time.monotonic()
+        elif time.monotonic() - self.last_seen >= self.orphan_seconds:
+            return ORPHANED_AFTER_DONE if marker is not None else ORPHANED
+        return None
+
+    def wait(self) -> str:
+        """Block until check() says the job has ended."""
+        while (outcome := self.check()) is None:
+            time.sleep(self.poll_seconds)
+        return outcome
+
+
+def message(outcome: str, watch: Watch) -> str:
+    if outcome == DONE:
+        return f"Chief marked the job done in {paths.done_marker(watch.job_dir)}; exiting"
+    return (f"Chief {watch.chief} unreachable for {watch.orphan_seconds:g} s "
+            f"({'job was marked done' if outcome == ORPHANED_AFTER_DONE else 'job not marked done'}); exiting")

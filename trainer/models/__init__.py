@@ -1,0 +1,11 @@
+"""Model registry: `--model NAME` picks a builder. Importing this package is cheap (no
+TensorFlow); the model module is imported when a model is built."""
+from __future__ import annotations
+
+import importlib
+
+MODELS = {"mnist": "trainer.models.mnist"}  # name -> module with build() -> keras.Model
+
+
+def build(name: str):
+    return importlib.import_module(MODELS[name]).build()

@@ -1,0 +1,28 @@
+"""The MNIST CNN of the Cloud ML Engine samples, as a Keras 3 model.
+
+conv 5x5x32 + max-pool, conv 5x5x64 + max-pool, dense 1024 + dropout 0.4, dense 10.
+The model outputs logits; the softmax is applied by the loss and by the serving signature.
+Layers and the model are named explicitly so that variable paths (and with them the
+checkpoint keys) are the same in every process and for every copy of the model.
+"""
+from __future__ import annotations
+
+import keras
+
+IMAGE_SHAPE = (28, 28, 1)
+CLASSES = 10
+
+
+def build() -> keras.Model:
+    layers = keras.layers
+    return keras.Sequential([
+        keras.Input(IMAGE_SHAPE, name="image"),
+        layers.Conv2D(32, 5, padding="same", activation="relu", name="conv1"),
+        layers.MaxPooling2D(2, name="pool1"),
+        layers.Conv2D(64, 5, padding="same", activation="relu", name="conv2"),
+        layers.MaxPooling2D(2, name="pool2"),
+        layers.Flatten(name="flatten"),
+        layers.Dense(1024, activation="relu", name="dense"),
+        layers.Dropout(0.4, name="dropout"),
+        layers.Dense(CLASSES, name="logits"),
+    ], name="mnist")

@@ -1,0 +1,109 @@
+"""Local online prediction against an exported SavedModel, like `gcloud ... predict`:
+
+    python -m trainer.predict --model-dir JOB_DIR/export/1700000000 --json-instances request.json
+
+    KEY  CLASSES  PROBABILITIES
+    0    7        [0.0000, 0.0000, ..., 0.9991, 0.0000, 0.0002]
+
+Each line of --json-instances is {"image": [...], "key": K} ("key" optional) or a bare
+image list. With keys on every instance the `keyed` signature is used, else
+`serving_default`. --model-dir may also be JOB_DIR/export (the newest export is used).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+from trainer.export import KEYED
+
+
+class RequestError(ValueError):
+    pass
+
+
+def resolve(model_dir: str) -> str:
+    """The SavedModel dir: `model_dir` itself, or its newest numbered subdir."""
+    if tf.io.gfile.exists(f"{model_dir.rstrip('/')}/saved_model.pb"):
+        return model_dir
+    stamps = sorted((int(name.strip("/")) for name in tf.io.gfile.listdir(model_dir)
+                     if name.strip("/").isdigit()), reverse=True) if tf.io.gfile.isdir(model_dir) else []
+    if not stamps:
+        raise RequestError(f"--model-dir: no SavedModel at {model_dir}; pass JOB_DIR/export/<timestamp>")
+    return f"{model_dir.rstrip('/')}/{stamps[0]}"
+
+
+def image(value, number: int) -> np.ndarray:
+    try:
+        pixels = np.asarray(value, dtype=np.float32)
+    except (TypeError, ValueError):
+        raise RequestError(f"--json-instances line {number}: image must be numbers in [0, 1]") from None
+    if pixels.size != 784:
+        raise RequestError(f"--json-instances line {number}: image has {pixels.size} values; "
+                           "send 784 (28x28) floats in [0, 1]")
+    return pixels.reshape(784)
+
+
+def instance(line: str, number: int) -> tuple[np.ndarray, int | None]:
+    """(image, key or None) of one --json-instances line."""
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise RequestError(f"--json-instances line {number}: not JSON ({error.msg})") from None
+    if not isinstance(value, dict):
+        return image(value, number), None
+    if "image" not in value:
+        raise RequestError(f"--json-instances line {number}: no \"image\" field")
+    return image(value["image"], number), value.get("key")
+
+
+def read_instances(path: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """(images float32 [N,784], keys int64 [N] or None) from a --json-instances file."""
+    with tf.io.gfile.GFile(path) as handle:
+        rows = [instance(line, number) for number, line in enumerate(handle, 1) if line.strip()]
+    if not rows:
+        raise RequestError(f"--json-instances: {path} holds no instances")
+    keys = [key for _, key in rows]
+    keyed = all(key is not None for key in keys)
+    return np.stack([pixels for pixels, _ in rows]), (np.asarray(keys, dtype=np.int64) if keyed else None)
+
+
+def predict(model_dir: str, images: np.ndarray, keys: np.ndarray | None) -> dict[str, np.ndarray]:
+    loaded = tf.saved_model.load(resolve(model_dir))
+    if keys is None:
+        outputs = loaded.signatures["serving_default"](image=tf.constant(images))
+    else:
+        outputs = loaded.signatures[KEYED](image=tf.constant(images), key=tf.constant(keys))
+    return {name: value.numpy() for name, value in outputs.items()}
+
+
+def table(outputs: dict[str, np.ndarray], keyed: bool) -> list[str]:
+    header = ("KEY  " if keyed else "") + "CLASSES  PROBABILITIES"
+    lines = [header]
+    for key, cls, probs in zip(outputs["key"], outputs["classes"], outputs["probabilities"]):
+        row = f"{int(key):<5d}" if keyed else ""
+        lines.append(f"{row}{int(cls):<9d}[{', '.join(f'{p:.4f}' for p in probs)}]")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m trainer.predict", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model-dir", required=True, help="export dir (or gs:// URL) of the SavedModel")
+    parser.add_argument("--json-instances", required=True, help="file with one JSON instance per line")
+    args = parser.parse_args(argv)
+    try:
+        images, keys = read_instances(args.json_instances)
+        outputs = predict(args.model_dir, images, keys)
+    except (RequestError, tf.errors.NotFoundError) as error:
+        print(f"trainer.predict: {error}", file=sys.stderr)
+        return 2
+    print("\n".join(table(outputs, keys is not None)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""Progress lines on stdout (parsed by launcher/events.py) and TensorBoard scalars.
+
+    Train [chief/0] step 200 of 1000: loss 0.2310, accuracy 0.9375 (12.3 s) 16.2 global steps/s
+    Eval step 500: loss 0.0612, accuracy 0.9801
+    Final metrics after 1000 steps: loss 0.0441, accuracy 0.9862
+    Exported model to JOB_DIR/export/1700000000
+"""
+from __future__ import annotations
+
+import time
+
+import tensorflow as tf
+
+from trainer import paths
+
+
+def train_line(name: str, step: int, total: int, loss: float, accuracy: float,
+               elapsed: float, rate: float) -> str:
+    return (f"Train [{name}] step {step} of {total}: loss {loss:.4f}, accuracy {accuracy:.4f} "
+            f"({elapsed:.1f} s) {rate:.2f} global steps/s")
+
+
+def eval_line(step: int, loss: float, accuracy: float) -> str:
+    return f"Eval step {step}: loss {loss:.4f}, accuracy {accuracy:.4f}"
+
+
+def final_line(step: int, loss: float, accuracy: float) -> str:
+    return f"Final metrics after {step} steps: loss {loss:.4f}, accuracy {accuracy:.4f}"
+
+
+def export_line(path: str) -> str:
+    return f"Exported model to {path}"
+
+
+class Scalars:
+    """TensorBoard scalars under JOB_DIR/<name>/ (created on first write)."""
+
+    def __init__(self, job_dir: str, name: str):
+        self.directory = paths.events(job_dir, name)
+        self._writer = None
+
+    def write(self, step: int, **values: float) -> None:
+        if self._writer is None:
+            self._writer = tf.summary.create_file_writer(self.directory)
+        with self._writer.as_default():
+            for tag, value in values.items():
+                tf.summary.scalar(tag, value, step=step)
+        self._writer.flush()
+
+
+class Progress:
+    """Averages training metrics between Train lines and reports them (chief only)."""
+
+    def __init__(self, job_dir: str, name: str, total: int, start: int, enabled: bool = True):
+        self.name, self.total, self.enabled = name, total, enabled
+        self.train = Scalars(job_dir, "train")
+        self.eval = Scalars(job_dir, "eval")
+        self.began = self.mark = time.monotonic()
+        self.mark_step = start
+        self.loss_sum = self.acc_sum = 0.0
+        self.steps = 0
+
+    def add(self, steps: int, loss: float, accuracy: float) -> None:
+        """Metrics of `steps` finished steps (loss and accuracy are their means)."""
+        self.loss_sum += loss * steps
+        self.acc_sum += accuracy * steps
+        self.steps += steps
+
+    def report_train(self, step: int) -> None:
+        now = time.monotonic()
+        if not self.enabled or not self.steps:
+            return
+        loss, accuracy = self.loss_sum / self.steps, self.acc_sum / self.steps
+        rate = (step - self.mark_step) / max(now - self.mark, 1e-9)
+        print(train_line(self.name, step, self.total, loss, accuracy, now - self.began, rate))
+        self.train.write(step, loss=loss, accuracy=accuracy, global_steps_per_sec=rate)
+        self.mark, self.mark_step = now, step
+        self.loss_sum = self.acc_sum = 0.0
+        self.steps = 0
+
+    def report_eval(self, step: int, loss: float, accuracy: float) -> None:
+        print(eval_line(step, loss, accuracy))
+        self.eval.write(step, loss=loss, accuracy=accuracy)

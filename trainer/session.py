@@ -1,0 +1,124 @@
+"""One training run's state and the actions the loop takes at step boundaries.
+
+Shared by parameter-server and synchronous training; what differs (strategy, dataset,
+how a call is dispatched) stays in train_ps.py / train_sync.py.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+from dataclasses import dataclass, field
+
+import keras
+import tensorflow as tf
+
+from trainer import checkpoints, export, models, progress, train_step, variables
+from trainer.cluster import Cluster
+from trainer.evaluate import Evaluation
+
+
+@dataclass
+class Session:
+    args: argparse.Namespace
+    cluster: Cluster
+    model: keras.Model  # the distributed model
+    optimizer: keras.optimizers.Optimizer
+    step: tf.Variable
+    saver: checkpoints.Checkpointer = field(init=False)
+    progress: progress.Progress = field(init=False)
+    start: int = field(init=False)  # the global step this run began at
+    saved_at: int | None = field(init=False)  # step of the last checkpoint written or restored
+    _evaluation: Evaluation | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        chief = self.cluster.is_chief
+        if chief:
+            for line in variables.placement(self.model):
+                print(line)
+        ckpt = checkpoints.checkpoint(self.model, self.optimizer, self.step)
+        self.saver = checkpoints.Checkpointer(self.args.job_dir, ckpt, writer=chief)
+        restored = self.saver.restore()
+        self.start = int(self.step.numpy())
+        if chief:
+            print(f"Restored {restored} at step {self.start}" if restored
+                  else f"No checkpoint in {self.saver.directory}; starting at step 0")
+        self.progress = progress.Progress(self.args.job_dir, self.cluster.name, self.args.train_steps,
+                                          self.start, enabled=chief)
+        self.saved_at = self.start if restored else None
+
+    # ---- actions -----------------------------------------------------------------
+    @property
+    def evaluation(self) -> Evaluation:
+        """A plain copy of the model and the test set, made on first use (chief only)."""
+        if self._evaluation is None:
+            self._evaluation = Evaluation(models.build(self.args.model), self.args.data_dir,
+                                          self.args.eval_batch_size, self.args.threads)
+        return self._evaluation
+
+    def evaluate(self) -> tuple[float, float]:
+        variables.copy(self.model, self.evaluation.model)
+        return self.evaluation.evaluate()
+
+    def save(self) -> None:
+        step = int(self.step.numpy())
+        if step != self.saved_at:
+            self.saver.save(step)
+            self.saved_at = step
+
+    def at(self, before: int, after: int) -> None:
+        """Log, evaluate and checkpoint when `after` crosses the configured intervals."""
+        args = self.args
+        if crossed(before, after, args.log_every_steps) or after >= args.train_steps:
+            self.progress.report_train(after)
+        if crossed(before, after, args.eval_every_steps) and after < args.train_steps and self.cluster.is_chief:
+            self.progress.report_eval(after, *self.evaluate())
+        if crossed(before, after, args.checkpoint_every_steps) and after < args.train_steps:
+            self.save()
+
+    def finish(self) -> str | None:
+        """Final checkpoint, evaluation and export; returns the export path (chief only)."""
+        self.save()
+        if not self.cluster.is_chief:
+            return None
+        step = int(self.step.numpy())
+        loss, accuracy = self.evaluate()
+        self.progress.report_eval(step, loss, accuracy)
+        print(progress.final_line(step, loss, accuracy))
+        path = export.export(self.evaluation.model, self.args.job_dir)
+        print(progress.export_line(path))
+        return path
+
+
+def start(args: argparse.Namespace, cluster: Cluster, strategy: tf.distribute.Strategy) -> Session:
+    """Model, optimizer and global step made inside strategy.scope() (so under PS they are
+    created on the ps tasks), then restored from the latest checkpoint."""
+    with strategy.scope():
+        model = models.build(args.model)
+        optimizer = train_step.build_optimizer(model, args.learning_rate)
+        step = train_step.global_step()
+    return Session(args, cluster, model, optimizer, step)
+
+
+def crossed(before: int, after: int, every: int) -> bool:
+    return every > 0 and after // every > before // every
+
+
+def run(session: Session, launch, in_flight: int) -> tuple[int, str | None]:
+    """Dispatch `launch(n)` calls (each returns a handle whose fetch() gives (loss, accuracy))
+    until --train-steps, keeping at most `in_flight` pending; then finish.
+    Returns the final step and the export path (None on non-chief workers)."""
+    args = session.args
+    scheduled = done = session.start
+    pending: collections.deque = collections.deque()
+    while done < args.train_steps:
+        while scheduled < args.train_steps and len(pending) < in_flight:
+            n = min(args.steps_per_execution, args.train_steps - scheduled)
+            pending.append((n, launch(n)))
+            scheduled += n
+        n, handle = pending.popleft()
+        loss, accuracy = handle.fetch()
+        session.progress.add(n, float(loss), float(accuracy))
+        done += n
+        session.at(done - n, done)
+    path = session.finish()
+    return int(session.step.numpy()), path

@@ -1,0 +1,117 @@
+"""Entry point: `python -m trainer.task [flags]`, role from TF_CONFIG.
+
+    no TF_CONFIG          one process trains, evaluates and exports
+    chief (or master)     with ps: coordinator of parameter-server training (train_ps.py)
+                          without ps: one of the MultiWorkerMirrored workers (train_sync.py)
+    worker                with ps: a tf.distribute.Server; else a MultiWorkerMirrored worker
+    ps                    a tf.distribute.Server
+    evaluator             side-car evaluation of checkpoints (evaluator.py)
+
+Servers (ps, and workers of parameter-server training) exit 0 once the chief has written
+its done marker, or when the chief has been unreachable for --orphan-seconds
+(lifecycle.py). Exit codes: 0 done, 1 failed, 2 bad TF_CONFIG, flags or data dir.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from trainer import cluster as cluster_config
+from trainer import flags
+from trainer.cluster import Cluster
+
+# TensorFlow is imported only once flags and TF_CONFIG are known good, so that a bad
+# configuration fails at once (and cheaply, e.g. in a crash-looping pod).
+
+USAGE_ERROR = 2
+
+
+def fail(message: str) -> int:
+    print(f"trainer: {message}", file=sys.stderr)
+    return USAGE_ERROR
+
+
+def stream_stdout() -> None:
+    """Line-buffered stdout/stderr so every log line reaches `kubectl logs` at once."""
+    for stream in (sys.stdout, sys.stderr):
+        stream.reconfigure(line_buffering=True)
+
+
+def serve(args: argparse.Namespace, cluster: Cluster) -> int:
+    """ps, or worker of parameter-server training: serve until the job ends."""
+    from trainer import lifecycle, runtime
+
+    watch = lifecycle.Watch(args.job_dir, cluster.chief_address, args.poll_seconds, args.orphan_seconds)
+    runtime.start_server(cluster, args.threads)
+    print(f"Serving {cluster.name} at {cluster.spec[cluster.role][cluster.index]}; waiting for the chief")
+    outcome = watch.wait()
+    print(lifecycle.message(outcome, watch))
+    return lifecycle.EXIT_CODES[outcome]
+
+
+def train(args: argparse.Namespace, cluster: Cluster) -> int:
+    """Train; the chief then writes the done marker, its very last act, so that servers
+    only leave once nothing needs them any more."""
+    from trainer import lifecycle
+
+    if cluster.mode == "ps":
+        from trainer import train_ps as trainer
+    else:
+        from trainer import train_sync as trainer
+    step, export_path = trainer.run(args, cluster)
+    print(f"Finished {cluster.name} at step {step}")
+    if cluster.is_chief:
+        lifecycle.write_done(args.job_dir, step, export_path)
+    return 0
+
+
+def compute(args: argparse.Namespace, cluster: Cluster) -> int:
+    """Chief, MultiWorkerMirrored worker or evaluator: check the data, then run."""
+    from trainer import data, runtime
+
+    try:
+        data.files(args.data_dir, "train")
+        data.files(args.data_dir, "test")
+    except data.DataError as error:
+        return fail(str(error))
+    runtime.limit_threads(args.threads)
+    if cluster.role == "evaluator":
+        from trainer import evaluator
+
+        return evaluator.run(args, cluster)
+    return train(args, cluster)
+
+
+def main(argv: list[str] | None = None) -> int:
+    stream_stdout()
+    args = flags.parse(argv)
+    try:
+        cluster = cluster_config.parse(os.environ.get("TF_CONFIG"))
+    except cluster_config.ConfigError as error:
+        return fail(str(error))
+    if os.environ.get("TF_CONFIG"):
+        os.environ["TF_CONFIG"] = cluster_config.tf_config(cluster)  # `master` -> `chief` for TF's readers
+    cluster_config.bypass_grpc_proxy(cluster)
+    print(f"Starting {cluster.name} ({cluster.mode} mode), job dir {args.job_dir}")
+    if cluster.role == "ps" or (cluster.role == "worker" and cluster.mode == "ps"):
+        return serve(args, cluster)
+    return compute(args, cluster)
+
+
+def exit_now(code: int) -> None:
+    """Exit without interpreter teardown: TF's gRPC and coordinator threads can hang it."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    try:
+        exit_now(main())
+    except SystemExit as done:
+        exit_now(done.code if isinstance(done.code, int) else 1)
+    except BaseException:  # noqa: BLE001 - report, then exit without hanging
+        import traceback
+        traceback.print_exc()
+        exit_now(1)

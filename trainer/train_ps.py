@@ -1,0 +1,43 @@
+"""Asynchronous parameter-server training: the chief is the coordinator.
+
+Variables live on the ps tasks, partitioned with MinSizePartitioner (large ones are split
+across ps tasks); workers run `train(iterator, n)` closures scheduled by
+ClusterCoordinator on their own per-worker dataset. Keras 3 `model.fit` does not work
+under ParameterServerStrategy, hence the custom loop.
+"""
+from __future__ import annotations
+
+import argparse
+
+import tensorflow as tf
+
+from trainer import data, runtime, session, train_step
+from trainer.cluster import Cluster
+
+MIN_SHARD_BYTES = 256 << 10
+
+
+def strategy_for(cluster: Cluster) -> tf.distribute.ParameterServerStrategy:
+    partitioner = tf.distribute.experimental.partitioners.MinSizePartitioner(
+        min_shard_bytes=MIN_SHARD_BYTES, max_shards=len(cluster.spec["ps"]))
+    return tf.distribute.ParameterServerStrategy(runtime.resolver(cluster), variable_partitioner=partitioner)
+
+
+def run(args: argparse.Namespace, cluster: Cluster) -> tuple[int, str | None]:
+    strategy = strategy_for(cluster)
+    coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+    state = session.start(args, cluster, strategy)
+
+    def dataset_fn():
+        return data.dataset(args.data_dir, "train", args.batch_size, training=True, threads=args.threads)
+
+    iterator = iter(coordinator.create_per_worker_dataset(dataset_fn))
+    train = train_step.make_train_fn(strategy, state)
+
+    def launch(n: int):
+        return coordinator.schedule(train, args=(iterator, tf.constant(n)))
+
+    workers = len(cluster.spec["worker"])
+    result = session.run(state, launch, in_flight=2 * workers)
+    coordinator.join()
+    return result
