@@ -60,7 +60,17 @@ class Progress:
     steps_per_sec: float | None = None
 
 
-Event = Union[JobCondition, ReplicaPhase, LogLine, Progress]
+@dataclass(frozen=True)
+class TrainingResult:
+    """What the chief reports at the end: final test metrics, or where it exported."""
+
+    step: int | None = None
+    loss: float | None = None
+    accuracy: float | None = None
+    export_path: str | None = None
+
+
+Event = Union[JobCondition, ReplicaPhase, LogLine, Progress, TrainingResult]
 
 
 def short_replica(rtype: str, index: int) -> str:
@@ -85,3 +95,19 @@ def parse_progress(line: str) -> Progress | None:
         accuracy=float(match["acc"]),
         steps_per_sec=float(match["rate"]) if match["rate"] else None,
     )
+
+
+_FINAL = re.compile(r"Final metrics after (?P<step>\d+) steps: loss (?P<loss>[-0-9.eE+naif]+), "
+                    r"accuracy (?P<acc>[-0-9.eE+naif]+)")
+_EXPORTED = re.compile(r"Exported model to (?P<path>\S+)\s*$")
+
+
+def parse_result(line: str) -> TrainingResult | None:
+    """The chief's `Final metrics after N steps: ...` or `Exported model to PATH` line."""
+    match = _FINAL.search(line)
+    if match:
+        return TrainingResult(step=int(match["step"]), loss=float(match["loss"]), accuracy=float(match["acc"]))
+    match = _EXPORTED.search(line)
+    if match:
+        return TrainingResult(export_path=match["path"])
+    return None

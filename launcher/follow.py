@@ -15,7 +15,7 @@ import time
 from typing import Callable, Iterable, Iterator, NamedTuple
 
 from .backends.base import Backend, BackendError
-from .events import Event, JobCondition, LogLine, parse_progress
+from .events import Event, JobCondition, LogLine, parse_progress, parse_result
 
 _END = object()
 POLL_SECONDS = 0.25
@@ -31,9 +31,9 @@ def _pump(name: str, source: Callable[[], Iterable[Event]], out: queue.Queue) ->
         for item in source():
             out.put(item)
             if isinstance(item, LogLine):
-                progress = parse_progress(item.line)
-                if progress is not None:
-                    out.put(progress)
+                for parsed in (parse_progress(item.line), parse_result(item.line)):
+                    if parsed is not None:
+                        out.put(parsed)
     except Exception as exc:  # reported to the consumer, which decides
         out.put(_Failure(name, exc))
     finally:

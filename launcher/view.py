@@ -8,13 +8,14 @@ the run. rich is imported only for the live display. No backend knowledge here.
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import sys
 import time
 from collections import Counter
 from typing import Callable, Iterable, TextIO
 
-from .events import Event, JobCondition, LogLine, Progress, ReplicaPhase
+from .events import Event, JobCondition, LogLine, Progress, ReplicaPhase, TrainingResult
 
 MAX_ROWS = 16  # more replicas than this are summarised per replica type
 COLUMNS = ("REPLICA", "PHASE", "RESTARTS", "NODE", "AGE", "GPU")
@@ -109,6 +110,21 @@ def plain_line(event: Event, job: str) -> str | None:
     return None
 
 
+def merge_result(old: TrainingResult, new: TrainingResult) -> TrainingResult:
+    """Final metrics and the export path arrive on separate lines; keep both."""
+    fields = {k: v for k, v in vars(new).items() if v is not None}
+    return dataclasses.replace(old, **fields)
+
+
+def describe_result(result: TrainingResult) -> str:
+    parts = []
+    if result.accuracy is not None:
+        parts.append(f"test accuracy {result.accuracy:.4f}, loss {result.loss:.4f} after {result.step} steps")
+    if result.export_path:
+        parts.append(f"model exported to {result.export_path}")
+    return "; " + "; ".join(parts) if parts else ""
+
+
 def replica_rows(replicas: Iterable[ReplicaPhase], now: _dt.datetime | None = None) -> list[tuple[str, ...]]:
     """Rows for COLUMNS: one per replica, or one per replica type for big jobs."""
     replicas = list(replicas)
@@ -142,6 +158,7 @@ class JobView:
         self.phase = "Pending"
         self.replicas: dict[str, ReplicaPhase] = {}
         self.progress = ProgressTracker(clock)
+        self.result = TrainingResult()
         self._live = None
 
     # ---- lifecycle ----------------------------------------------------------------
@@ -173,6 +190,8 @@ class JobView:
             self.replicas[event.replica] = event
         elif isinstance(event, Progress):
             self.progress.update(event)
+        elif isinstance(event, TrainingResult):
+            self.result = merge_result(self.result, event)
         if self._live is not None:
             self._print_live(event)
         else:
@@ -182,7 +201,7 @@ class JobView:
         line = f"{self.name}: {self.phase}"
         if self.progress.last is not None:
             line += f" at {self.progress.describe()}"
-        return line
+        return line + describe_result(self.result)
 
     def finish(self) -> None:
         """Print the closing summary line (both modes)."""

@@ -38,6 +38,12 @@ def stream_stdout() -> None:
         stream.reconfigure(line_buffering=True)
 
 
+def quiet_tensorflow() -> None:
+    """Hide TensorFlow's C++ INFO lines (warnings and errors stay); TF_CPP_MIN_LOG_LEVEL=0
+    brings them back."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+
+
 def serve(args: argparse.Namespace, cluster: Cluster) -> int:
     """ps, or worker of parameter-server training: serve until the job ends."""
     from trainer import lifecycle, runtime
@@ -85,6 +91,7 @@ def compute(args: argparse.Namespace, cluster: Cluster) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     stream_stdout()
+    quiet_tensorflow()
     args = flags.parse(argv)
     try:
         cluster = cluster_config.parse(os.environ.get("TF_CONFIG"))

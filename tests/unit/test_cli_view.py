@@ -130,3 +130,20 @@ def test_live_view_renders_table_and_progress_and_prints_logs_literally():
     assert "TFJob mnist (namespace default): Running" in text
     assert "kind-worker2" in text
     assert "step 20 of 40, 10.0 steps/s, ETA 2s, loss 0.5000, accuracy 0.7500" in text
+
+
+def test_summary_ends_with_test_accuracy_and_export_path():
+    from launcher.events import parse_result
+
+    out = io.StringIO()
+    lines = ["Final metrics after 300 steps: loss 0.0494, accuracy 0.9844",
+             "Exported model to /runs/mnist/output/export/1795318030"]
+    with JobView("mnist", "default", out=out, live=False, clock=Clock()) as view:
+        for line in lines:
+            view.handle(LogLine("chief-0", line))
+            view.handle(parse_result(line))
+        view.handle(JobCondition("Succeeded", reason="TFJobSucceeded"))
+        view.finish()
+    assert out.getvalue().splitlines()[-1] == (
+        "mnist: Succeeded; test accuracy 0.9844, loss 0.0494 after 300 steps; "
+        "model exported to /runs/mnist/output/export/1795318030")
