@@ -53,6 +53,9 @@ def parser() -> Parser:
     p.add_argument("--data-dir", default=default_data_dir(),
                    help="dir or gs:// URL with train-*.tfrecord and test-*.tfrecord written by "
                         "`python -m trainer.data --out DIR` (env MNIST_DATA_DIR)")
+    p.add_argument("--prepare-data", action="store_true",
+                   help="when --data-dir has no records, write MNIST there first (each replica that reads "
+                        "data does it: for a pod's own disk, e.g. on kind, where no bucket is shared)")
     p.add_argument("--model", default="mnist", choices=sorted(MODELS), help="model to train")
     p.add_argument("--train-steps", type=_positive, default=2000, help="global training steps in total")
     p.add_argument("--batch-size", type=_positive, default=100, help="examples per worker per step")

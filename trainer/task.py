@@ -44,9 +44,26 @@ def quiet_tensorflow() -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
 
+def ensure_data(args: argparse.Namespace) -> None:
+    """Raise DataError when --data-dir has no records, unless --prepare-data writes them."""
+    from trainer import data
+
+    try:
+        data.files(args.data_dir, "train")
+        data.files(args.data_dir, "test")
+    except data.DataError:
+        if not args.prepare_data:
+            raise
+        print(f"Preparing MNIST in {args.data_dir} (--prepare-data)")
+        data.write(args.data_dir)
+
+
 def serve(args: argparse.Namespace, cluster: Cluster) -> int:
     """ps, or worker of parameter-server training: serve until the job ends."""
     from trainer import lifecycle, runtime
+
+    if cluster.role == "worker" and args.prepare_data:  # the dataset ops run on workers
+        ensure_data(args)
 
     watch = lifecycle.Watch(args.job_dir, cluster.chief_address, args.poll_seconds, args.orphan_seconds)
     runtime.start_server(cluster, args.threads)
@@ -77,8 +94,7 @@ def compute(args: argparse.Namespace, cluster: Cluster) -> int:
     from trainer import data, runtime
 
     try:
-        data.files(args.data_dir, "train")
-        data.files(args.data_dir, "test")
+        ensure_data(args)
     except data.DataError as error:
         return fail(str(error))
     runtime.limit_threads(args.threads)
