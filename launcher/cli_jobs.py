@@ -36,9 +36,11 @@ def status(args, factory) -> int:
 
 
 def _watch(backend, snapshot) -> int:
+    """Follow a running job. events() starts with the job's state so far (k8s: the first
+    list; local: the recorded history), so the snapshot is not shown again (it would print
+    every condition twice)."""
     terminal = None
     with JobView(snapshot.name, snapshot.namespace) as view:
-        view.seed(snapshot.conditions, snapshot.replicas)
         for event in backend.events(snapshot.name, snapshot.namespace):
             view.handle(event)
             if isinstance(event, JobCondition) and event.terminal:

@@ -60,6 +60,8 @@ def parser() -> Parser:
     p.add_argument("--train-steps", type=_positive, default=2000, help="global training steps in total")
     p.add_argument("--batch-size", type=_positive, default=100, help="examples per worker per step")
     p.add_argument("--learning-rate", type=float, default=1e-3, help="Adam learning rate")
+    p.add_argument("--learning-rate-decay", choices=("constant", "cosine"), default="constant",
+                   help="constant, or cosine decay from --learning-rate to 1%% of it over --train-steps")
     p.add_argument("--steps-per-execution", type=_positive, default=10,
                    help="training steps per scheduled tf.function call (cuts coordinator overhead)")
     p.add_argument("--log-every-steps", type=_positive, default=100, help="print a Train line every N steps")
@@ -69,8 +71,9 @@ def parser() -> Parser:
                    help="save a checkpoint every N steps (0: only at the end)")
     p.add_argument("--eval-batch-size", type=_positive, default=500, help="batch size of evaluation")
     p.add_argument("--threads", type=_non_negative, default=_env("TRAINER_THREADS", 0),
-                   help="intra-op threads of this process (0: TensorFlow decides); set it when several "
-                        "replicas share a machine (env TRAINER_THREADS)")
+                   help="intra-op threads of this process; 0: sized for the machine (replicas on one "
+                        "machine share its cores, a container's CPU limit caps it, else TensorFlow "
+                        "decides) (env TRAINER_THREADS)")
     p.add_argument("--poll-seconds", type=float, default=_env("TRAINER_POLL_SECONDS", 5.0, float),
                    help="ps/worker/evaluator: how often to look for the chief's done marker in --job-dir "
                         "(env TRAINER_POLL_SECONDS)")

@@ -1,9 +1,53 @@
 """TensorFlow process setup shared by the roles: thread pools, the server, the resolver."""
 from __future__ import annotations
 
+import math
+import os
+
 import tensorflow as tf
 
-from trainer.cluster import Cluster
+from trainer.cluster import LOCAL_HOSTS, Cluster
+
+CGROUP_CPU_MAX = "/sys/fs/cgroup/cpu.max"  # cgroup v2: "QUOTA PERIOD" or "max PERIOD"
+
+
+def cpu_limit(path: str = CGROUP_CPU_MAX) -> int | None:
+    """CPUs this container may use by its CPU limit (a pod's resources.limits.cpu), rounded
+    up; None without a limit. TensorFlow sizes its pools by the node's cores instead."""
+    try:
+        with open(path) as handle:
+            quota, period = handle.read().split()[:2]
+    except (OSError, ValueError):
+        return None
+    if quota == "max":
+        return None
+    return max(1, math.ceil(int(quota) / int(period)))
+
+
+def co_located(cluster: Cluster) -> bool:
+    """Every task of the cluster on this machine (the local backend)."""
+    return bool(cluster.spec) and all(host in LOCAL_HOSTS for host in cluster.hosts())
+
+
+def default_threads(cluster: Cluster, cpus: int | None = None, limit: int | None = None) -> int:
+    """Intra-op threads when --threads is 0 (0: TensorFlow's own default).
+
+    Tasks on one machine share its cores: the training tasks (workers, and the chief of
+    synchronous training) split them; the ps and the coordinator mostly wait on the
+    network and get one thread. Elsewhere a CPU limit caps the pool."""
+    cpus = cpus or os.cpu_count() or 1
+    limit = limit if limit is not None else cpu_limit()
+    if co_located(cluster):
+        if cluster.mode == "ps" and cluster.role != "worker":
+            return 1
+        trainers = len(cluster.spec.get("worker", [])) + (len(cluster.spec.get("chief", [])) if cluster.mode == "sync" else 0)
+        return max(1, min(limit or cpus, cpus) // max(1, trainers))
+    return limit or 0
+
+
+def threads_for(threads: int, cluster: Cluster) -> int:
+    """--threads, or default_threads() when it is 0."""
+    return threads or default_threads(cluster)
 
 
 def inter_op_threads(threads: int) -> int:

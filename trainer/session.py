@@ -94,7 +94,7 @@ def start(args: argparse.Namespace, cluster: Cluster, strategy: tf.distribute.St
     created on the ps tasks), then restored from the latest checkpoint."""
     with strategy.scope():
         model = models.build(args.model)
-        optimizer = train_step.build_optimizer(model, args.learning_rate)
+        optimizer = train_step.build_optimizer(model, train_step.learning_rate(args))
         step = train_step.global_step()
     return Session(args, cluster, model, optimizer, step)
 
@@ -103,9 +103,12 @@ def crossed(before: int, after: int, every: int) -> bool:
     return every > 0 and after // every > before // every
 
 
-def run(session: Session, launch, in_flight: int) -> tuple[int, str | None]:
+def run(session: Session, launch, in_flight: int, count: bool = False) -> tuple[int, str | None]:
     """Dispatch `launch(n)` calls (each returns a handle whose fetch() gives (loss, accuracy))
     until --train-steps, keeping at most `in_flight` pending; then finish.
+    count: the calls do not count their steps (see train_step.make_train_fn), so set the
+    global step to the steps of the calls fetched so far, the only writer of it; a
+    checkpoint then holds exactly the step it is numbered by.
     Returns the final step and the export path (None on non-chief workers)."""
     args = session.args
     scheduled = done = session.start
@@ -119,6 +122,8 @@ def run(session: Session, launch, in_flight: int) -> tuple[int, str | None]:
         loss, accuracy = handle.fetch()
         session.progress.add(n, float(loss), float(accuracy))
         done += n
+        if count:
+            session.step.assign(done)
         session.at(done - n, done)
     path = session.finish()
     return int(session.step.numpy()), path

@@ -9,7 +9,8 @@
 
 Servers (ps, and workers of parameter-server training) exit 0 once the chief has written
 its done marker, or when the chief has been unreachable for --orphan-seconds
-(lifecycle.py). Exit codes: 0 done, 1 failed, 2 bad TF_CONFIG, flags or data dir.
+(lifecycle.py). Exit codes: 0 done, 1 failed, 2 bad TF_CONFIG, flags or data dir,
+128 retryable (a parameter server was lost, or storage stayed unavailable): see failures.py.
 """
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ def serve(args: argparse.Namespace, cluster: Cluster) -> int:
         ensure_data(args)
 
     watch = lifecycle.Watch(args.job_dir, cluster.chief_address, args.poll_seconds, args.orphan_seconds)
-    runtime.start_server(cluster, args.threads)
+    runtime.start_server(cluster, runtime.threads_for(args.threads, cluster))
     print(f"Serving {cluster.name} at {cluster.spec[cluster.role][cluster.index]}; waiting for the chief")
     outcome = watch.wait()
     print(lifecycle.message(outcome, watch))
@@ -97,6 +98,7 @@ def compute(args: argparse.Namespace, cluster: Cluster) -> int:
         ensure_data(args)
     except data.DataError as error:
         return fail(str(error))
+    args.threads = runtime.threads_for(args.threads, cluster)  # 0: sized for this machine
     runtime.limit_threads(args.threads)
     if cluster.role == "evaluator":
         from trainer import evaluator
@@ -117,9 +119,23 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["TF_CONFIG"] = cluster_config.tf_config(cluster)  # `master` -> `chief` for TF's readers
     cluster_config.bypass_grpc_proxy(cluster)
     print(f"Starting {cluster.name} ({cluster.mode} mode), job dir {args.job_dir}")
-    if cluster.role == "ps" or (cluster.role == "worker" and cluster.mode == "ps"):
-        return serve(args, cluster)
-    return compute(args, cluster)
+    return run_role(args, cluster)
+
+
+def run_role(args: argparse.Namespace, cluster: Cluster) -> int:
+    """Serve or compute; a failure failures.py knows is one line on stderr and its exit code."""
+    try:
+        if cluster.role == "ps" or (cluster.role == "worker" and cluster.mode == "ps"):
+            return serve(args, cluster)
+        return compute(args, cluster)
+    except Exception as error:
+        from trainer import failures
+
+        failure = failures.explain(error, args.job_dir)
+        if failure is None:
+            raise
+        print(f"trainer: {failure.line}", file=sys.stderr)
+        return failure.code
 
 
 def exit_now(code: int) -> None:

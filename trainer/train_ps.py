@@ -32,12 +32,12 @@ def run(args: argparse.Namespace, cluster: Cluster) -> tuple[int, str | None]:
         return data.dataset(args.data_dir, "train", args.batch_size, training=True, threads=args.threads)
 
     iterator = iter(coordinator.create_per_worker_dataset(dataset_fn))
-    train = train_step.make_train_fn(strategy, state)
+    train = train_step.make_train_fn(strategy, state, count_steps=False)
 
     def launch(n: int):
         return coordinator.schedule(train, args=(iterator, tf.constant(n)))
 
     workers = len(cluster.spec["worker"])
-    result = session.run(state, launch, in_flight=2 * workers)
+    result = session.run(state, launch, in_flight=2 * workers, count=True)
     coordinator.join()
     return result

@@ -1,8 +1,8 @@
 """The training tf.function shared by parameter-server and synchronous training.
 
 `train(iterator, n)` runs `n` steps in an inner loop (several steps per call cuts the
-coordinator's dispatch overhead), adds `n` to the global step and returns the mean loss
-and accuracy of those steps.
+coordinator's dispatch overhead) and returns the mean loss and accuracy of those steps.
+Who counts them in the global step depends on the strategy (see make_train_fn).
 """
 from __future__ import annotations
 
@@ -13,21 +13,39 @@ from trainer import variables
 from trainer.evaluate import loss_and_hits
 
 
-def build_optimizer(model: keras.Model, learning_rate: float) -> keras.optimizers.Optimizer:
+COSINE_FLOOR = 0.01  # cosine decay ends at this fraction of --learning-rate
+
+
+def learning_rate(args) -> float | keras.optimizers.schedules.LearningRateSchedule:
+    """--learning-rate, constant or decayed over --train-steps (--learning-rate-decay).
+    The schedule follows the optimizer's own step count, which lives with the variables."""
+    if args.learning_rate_decay == "cosine":
+        return keras.optimizers.schedules.CosineDecay(args.learning_rate, args.train_steps, alpha=COSINE_FLOOR)
+    return args.learning_rate
+
+
+def build_optimizer(model: keras.Model, learning_rate) -> keras.optimizers.Optimizer:
     """Adam built on the model's TensorFlow variables. Call inside strategy.scope(): the
-    slots are then created now, next to their variables (on the ps tasks under PS)."""
+    slots are then created now, next to their variables (on the ps tasks under PS).
+    `learning_rate`: a float or a schedule (see learning_rate())."""
     optimizer = keras.optimizers.Adam(learning_rate)
     optimizer.build(variables.sources(model))
     return optimizer
 
 
 def global_step() -> tf.Variable:
-    """The global step, counted once per finished step by whoever ran it."""
+    """The global step: finished steps, counted as make_train_fn describes."""
     return tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
 
 
-def make_train_fn(strategy: tf.distribute.Strategy, state):
-    """`state`: a session.Session (model, optimizer, step) made under `strategy`."""
+def make_train_fn(strategy: tf.distribute.Strategy, state, count_steps: bool = True):
+    """`state`: a session.Session (model, optimizer, step) made under `strategy`.
+
+    count_steps: the call adds `n` to the global step (MultiWorkerMirrored and single
+    process: every call runs exactly once). Under parameter-server training pass False:
+    ClusterCoordinator runs a call again when its worker is lost, also after the call had
+    updated the variables, so the coordinator counts the calls it got results for instead
+    (session.run); the global step then equals --train-steps exactly."""
     model, optimizer, step = state.model, state.optimizer, state.step
     sources = variables.sources(model)
 
@@ -48,7 +66,8 @@ def make_train_fn(strategy: tf.distribute.Strategy, state):
             loss, accuracy = strategy.run(replica_step, args=(images, labels))
             loss_sum += strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None)
             accuracy_sum += strategy.reduce(tf.distribute.ReduceOp.MEAN, accuracy, axis=None)
-        step.assign_add(tf.cast(n, tf.int64))
+        if count_steps:
+            step.assign_add(tf.cast(n, tf.int64))
         count = tf.cast(n, tf.float32)
         return loss_sum / count, accuracy_sum / count
 

@@ -27,7 +27,8 @@ from .k8s_client import (CONNECT_TIMEOUT, TRANSPORT_ERRORS, KubeApi, abort, abse
 from .k8s_objects import pod_selector
 
 WATCH_SECONDS = 290  # server-side timeout of one watch request (kubectl uses 5-10 min)
-MAX_FAILURES = 5  # transport failures in a row, without an answer between, before giving up
+MAX_FAILURES = 15  # transport failures in a row, without an answer between, before giving up:
+# with the backoff below ~1 min, so a restarting API server (tens of seconds) is waited for
 GONE = 410
 
 

@@ -186,7 +186,7 @@ def test_requests_do_not_grow_with_the_number_of_replicas(k8s_backend, fake_apis
 
 
 def test_a_server_that_goes_away_ends_the_events_with_a_clear_error(job, fake_apiserver, fake_operator, monkeypatch):
-    monkeypatch.setattr(k8s_watch, "MAX_FAILURES", 1)  # give up after one retry, not five
+    monkeypatch.setattr(k8s_watch, "MAX_FAILURES", 1)  # give up after one retry
     create_pods(fake_operator, job)
     fake_apiserver.stop()
     with pytest.raises(BackendError, match="cannot reach the Kubernetes API server .*--backend local"):

@@ -146,7 +146,7 @@ def _start_etcd(procs: Processes, workdir: Path) -> str:
     return url
 
 
-def _start_apiserver(procs: Processes, workdir: Path, pki: Pki, etcd: str) -> str:
+def _start_apiserver(procs: Processes, workdir: Path, pki: Pki, etcd: str, extra: tuple[str, ...]) -> str:
     port = free_port()
     procs.start(
         "kube-apiserver", "kube-apiserver",
@@ -160,7 +160,7 @@ def _start_apiserver(procs: Processes, workdir: Path, pki: Pki, etcd: str) -> st
         # `kubectl logs` goes apiserver -> node's kubelet endpoint, which KWOK serves
         "--kubelet-preferred-address-types=InternalIP", f"--kubelet-certificate-authority={pki.ca}",
         f"--kubelet-client-certificate={pki.admin_cert}", f"--kubelet-client-key={pki.admin_key}",
-        "--allow-privileged=true", "--profiling=false")
+        "--allow-privileged=true", "--profiling=false", *extra)
     server = f"https://127.0.0.1:{port}"
     tls = ssl.create_default_context(cafile=str(pki.ca))
     tls.load_cert_chain(str(pki.admin_cert), str(pki.admin_key))
@@ -234,8 +234,9 @@ def schedulable(node: dict) -> bool:
 
 
 @contextlib.contextmanager
-def running_control_plane(workdir: Path) -> Iterator[ControlPlane]:
-    """Start everything in `workdir`; stop every process on exit, also when start fails."""
+def running_control_plane(workdir: Path, apiserver_args: tuple[str, ...] = ()) -> Iterator[ControlPlane]:
+    """Start everything in `workdir`; stop every process on exit, also when start fails.
+    `apiserver_args`: extra kube-apiserver flags (bench/launcher_scale.py adds an audit log)."""
     binaries = bin_dir()
     missing = missing_binaries(binaries)
     if missing:
@@ -246,7 +247,7 @@ def running_control_plane(workdir: Path) -> Iterator[ControlPlane]:
     procs = Processes(binaries, workdir / "logs", dict(os.environ))
     try:
         etcd = _start_etcd(procs, workdir)
-        server = _start_apiserver(procs, workdir, pki, etcd)
+        server = _start_apiserver(procs, workdir, pki, etcd, apiserver_args)
         cp = ControlPlane(workdir / "kubeconfig", server, workdir, procs, kwok_config(workdir))
         write_kubeconfig(cp.kubeconfig, server, pki)
         procs.env = cp.env()

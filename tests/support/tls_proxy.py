@@ -13,6 +13,12 @@ Fixes applied on the way (each one seen with TensorFlow + fake-gcs-server):
 - ``Location:`` headers the upstream returns as ``http://`` (on the Google host or on the
   upstream's own address) are rewritten to ``https://<host>/...`` so follow-up requests
   (resumable upload PUTs) stay on the proxy.
+
+Opt-in fault injection (tests of retries): ``proxy.inject(Fault(503, ("POST",), "/upload/"))``
+answers the next matching request(s) inside the tunnel with that status and a GCS-style JSON
+error body instead of forwarding them; ``times=None`` fails every match until
+``proxy.clear_faults()``. Injected answers are recorded in ``forwarded`` with ``injected=True``.
+Without faults the proxy behaves exactly as before.
 """
 
 from __future__ import annotations
@@ -20,12 +26,13 @@ from __future__ import annotations
 import datetime
 import http.client
 import http.server
+import json
 import socket
 import ssl
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -48,6 +55,25 @@ class ForwardedRequest:
     host: str
     path: str
     status: int
+    injected: bool = False  # answered by an injected Fault, never reached the upstream
+
+
+@dataclass
+class Fault:
+    """Answer requests matching ``methods`` (empty: any) and ``path`` (a substring of the
+    URL-decoded request target, query included) with ``status``, for the next ``times``
+    matches (None: every match). ``hits`` counts the requests it answered."""
+
+    status: int
+    methods: tuple[str, ...] = ()
+    path: str = ""
+    times: int | None = 1
+    hits: int = 0
+
+    def matches(self, method: str, target: str) -> bool:
+        if self.times is not None and self.hits >= self.times:
+            return False
+        return (not self.methods or method in self.methods) and self.path in unquote(target)
 
 
 @dataclass(frozen=True)
@@ -112,6 +138,13 @@ def make_throwaway_tls(directory: Path, hosts: tuple[str, ...]) -> TlsFiles:
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption()))
     return files
+
+
+def phrase(status: int) -> str:
+    try:
+        return http.HTTPStatus(status).phrase
+    except ValueError:
+        return ""
 
 
 def read_chunked(rfile) -> bytes:
@@ -183,6 +216,10 @@ class _TunnelHandler(http.server.BaseHTTPRequestHandler):
             self.send_error(405, "this proxy only serves CONNECT tunnels")
             return
         body = self._read_body()
+        fault = self.server.take_fault(self.command, self.path)
+        if fault is not None:
+            self._answer_fault(fault)
+            return
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
         headers["Host"] = self.tunnel_host
         if body is not None:
@@ -209,6 +246,18 @@ class _TunnelHandler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(resp_body)
+
+    def _answer_fault(self, fault: Fault) -> None:
+        self.server.record(ForwardedRequest(self.command, self.tunnel_host, self.path, fault.status, True))
+        reason = phrase(fault.status)
+        body = json.dumps({"error": {"code": fault.status, "message": f"injected fault: {reason}"}}).encode()
+        self.send_response(fault.status, reason)
+        self.send_header("Content-Type", "application/json")
+        if self.command != "HEAD":
+            self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
 
     do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = _forward
 
@@ -282,6 +331,16 @@ class _ProxyServer(http.server.ThreadingHTTPServer):
         self.refused: list[str] = []
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()
+        self.faults: list[Fault] = []
+
+    def take_fault(self, method: str, target: str) -> Fault | None:
+        """The first injected fault matching this request, its hit counted; None: forward it."""
+        with self._lock:
+            for fault in self.faults:
+                if fault.matches(method, target):
+                    fault.hits += 1
+                    return fault
+        return None
 
     def record(self, request: ForwardedRequest) -> None:
         with self._lock:
@@ -332,6 +391,16 @@ class TlsTerminatingProxy:
     @property
     def refused(self) -> list[str]:
         return list(self._server.refused)
+
+    def inject(self, fault: Fault) -> Fault:
+        """Fail matching requests from now on (see Fault); returns it (its ``hits`` count)."""
+        with self._server._lock:
+            self._server.faults.append(fault)
+        return fault
+
+    def clear_faults(self) -> None:
+        with self._server._lock:
+            self._server.faults.clear()
 
     def start(self) -> "TlsTerminatingProxy":
         self._thread.start()  # the socket is already listening: no readiness wait needed

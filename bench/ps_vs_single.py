@@ -1,0 +1,128 @@
+"""Training throughput of the MNIST CNN on this machine, side by side in one run:
+
+    (a) single: one process, default strategy (no TF_CONFIG)
+    (b) ps:     1 chief + 1 ps + 2 workers, ParameterServerStrategy
+    (c) mwms:   2 workers, MultiWorkerMirroredStrategy
+
+Each trains on a fixed number of examples of full real MNIST, as real `python -m
+trainer.task` processes on 127.0.0.1 with TF_CONFIG from launcher.tfconfig (the local
+backend's rules), trainer defaults unless a flag below says otherwise. Examples/s are
+measured over the training phase only, from the chief's own Train lines after a warm-up
+(TF import, start-up, tracing and the final evaluation excluded). The three runs are
+repeated --rounds times in turn (a b c a b c ...) and the ratios b/a and c/a taken per
+round, so that load from other work on the machine hits all of them alike; the result
+line gives the median ratios.
+
+    .venv/bin/python bench/ps_vs_single.py [--examples 96000] [--rounds 2] [--batch-size N]
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _common import DATA_DIR, SETUPS, cpu_seconds, ensure_data, machine, train_points
+
+from tests.support.trainer_cluster import TrainerCluster  # noqa: E402
+from trainer.flags import parser as trainer_flags  # noqa: E402
+
+WARMUP = 0.2  # share of the steps left out of the measurement
+POLL_S = 0.1
+FINAL = re.compile(r"^Final metrics after \d+ steps: loss ([0-9.]+), accuracy ([0-9.]+)", re.M)
+
+
+def watch(cluster: TrainerCluster, reporter: str, timeout: float) -> list[tuple[int, float, dict]]:
+    """Until every replica has exited: (step, trainer seconds, {replica: CPU seconds so far})
+    for each Train line of `reporter`, the CPU times read as the line appears."""
+    samples: list[tuple[int, float, dict]] = []
+    deadline = time.monotonic() + timeout
+    while True:
+        points = train_points(cluster.log(reporter))
+        if len(points) > len(samples):
+            cpu = {name: cpu_seconds(replica.process.pid) for name, replica in cluster.replicas.items()}
+            samples += [(step, seconds, cpu) for step, seconds in points[len(samples):]]
+        codes = {name: replica.process.poll() for name, replica in cluster.replicas.items()}
+        if None not in codes.values():
+            if set(codes.values()) != {0}:
+                raise RuntimeError(f"exit codes {codes}\n{cluster.tails()}")
+            return samples
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"still running after {timeout:g} s\n{cluster.tails()}")
+        time.sleep(POLL_S)
+
+
+def run(name: str, args: argparse.Namespace, workdir: Path) -> dict:
+    """Train one setup to completion: examples/s and examples per CPU-second (all of its
+    processes) of its training phase, and its final test metrics."""
+    counts, reporter, replicas_per_step = SETUPS[name]
+    examples_per_step = args.batch_size * replicas_per_step
+    steps = args.examples // examples_per_step
+    flags = ["--job-dir", str(workdir / "job"), "--data-dir", args.data_dir, "--train-steps", str(steps),
+             "--batch-size", str(args.batch_size), "--log-every-steps", str(max(1, steps // 20)),
+             "--eval-every-steps", "0", "--checkpoint-every-steps", "0", *args.trainer_flag]
+    with TrainerCluster(counts, flags, workdir, env={"TRAINER_THREADS": str(args.threads)}, name=name) as cluster:
+        samples = watch(cluster, reporter, args.timeout)
+        log = cluster.log(reporter)
+    measured = [sample for sample in samples if sample[0] >= steps * WARMUP]
+    if len(measured) < 2:
+        raise RuntimeError(f"{name}: too few Train lines after the warm-up: {samples}")
+    (step0, seconds0, cpu0), (step1, seconds1, cpu1) = measured[0], measured[-1]
+    examples, seconds = (step1 - step0) * examples_per_step, seconds1 - seconds0
+    cores = {name: (cpu1[name] - cpu0[name]) / seconds for name in cpu0}
+    loss, accuracy = map(float, FINAL.search(log).groups())
+    return {"examples_s": examples / seconds, "examples_cpu_s": examples / seconds / sum(cores.values()),
+            "cores": cores, "steps": steps, "measured": step1 - step0,
+            "seconds": seconds1 - seconds0, "loss": loss, "accuracy": accuracy, "load": machine()}
+
+
+def ratios(results: dict[str, list[dict]], key: str) -> list[str]:
+    """`NAME/single MEDIAN (rounds R1, R2)` of `key`, per round, for ps and mwms."""
+    out = []
+    for name in ("ps", "mwms"):
+        if "single" in results and name in results:
+            per_round = [b[key] / a[key] for a, b in zip(results["single"], results[name])]
+            out.append(f"{name}/single {statistics.median(per_round):.2f} "
+                       f"(rounds {', '.join(f'{r:.2f}' for r in per_round)})")
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--examples", type=int, default=96_000, help="training examples per run")
+    parser.add_argument("--rounds", type=int, default=2, help="times each setup runs, interleaved")
+    parser.add_argument("--batch-size", type=int, default=trainer_flags().get_default("batch_size"),
+                        help="per worker (and per process); default: the trainer's")
+    parser.add_argument("--threads", type=int, default=0, help="TRAINER_THREADS (0: the trainer's default)")
+    parser.add_argument("--only", choices=sorted(SETUPS), action="append", help="run only these setups")
+    parser.add_argument("--trainer-flag", action="append", default=[], help="extra trainer flag (repeatable)")
+    parser.add_argument("--data-dir", default=str(DATA_DIR))
+    parser.add_argument("--timeout", type=float, default=1200, help="per run")
+    args = parser.parse_args()
+    ensure_data(args.data_dir)
+    names = args.only or list(SETUPS)
+    results: dict[str, list[dict]] = {name: [] for name in names}
+    with tempfile.TemporaryDirectory(prefix="ps-vs-single-") as tmp:
+        for round_ in range(args.rounds):
+            for name in names:
+                result = run(name, args, Path(tmp) / f"{name}-{round_}")
+                results[name].append(result)
+                print(f"round {round_ + 1} {name}: {result['examples_s']:,.0f} examples/s, "
+                      f"{result['examples_cpu_s']:,.0f} examples/CPU-s on {sum(result['cores'].values()):.2f} cores "
+                      f"({', '.join(f'{n} {c:.2f}' for n, c in result['cores'].items())}) "
+                      f"({result['measured']} of {result['steps']} steps in {result['seconds']:.1f} s; "
+                      f"final test accuracy {result['accuracy']:.4f}, loss {result['loss']:.4f}; {result['load']})",
+                      flush=True)
+    rates = [f"{name} {statistics.median(r['examples_s'] for r in runs):,.0f}" for name, runs in results.items()]
+    per_cpu = ratios(results, "examples_cpu_s")
+    figures = [*rates, *ratios(results, "examples_s"), *(["per CPU-second: " + "; ".join(per_cpu)] if per_cpu else [])]
+    print(f"ps_vs_single: examples/s {'; '.join(figures)} — {args.examples:,} examples of real MNIST per run, "
+          f"batch {args.batch_size}/worker, medians of {args.rounds} interleaved rounds; {machine()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

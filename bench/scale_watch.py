@@ -1,0 +1,96 @@
+"""The launcher's view in bench/launcher_scale.py: a thread consuming
+`KubernetesBackend.events()` exactly as `launcher submit` does, noting when each event
+arrived (time.time(), the apiserver's clock on this machine); and the same for a
+`kubectl get pods -w` as a control."""
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+
+import _common  # noqa: F401  (puts the repository on sys.path)
+from scale_audit import JOB, Key, epoch
+
+from launcher.backends.k8s import KubernetesBackend
+from launcher.events import JobCondition, ReplicaPhase
+from tests.support.controlplane import ControlPlane
+from tests.support.tools import kubectl
+
+
+class LauncherView(threading.Thread):
+    def __init__(self, backend: KubernetesBackend, name: str, namespace: str, replicas: int):
+        super().__init__(name=f"view-{name}", daemon=True)  # daemon: a hung watch cannot block exit
+        self.backend, self.job, self.namespace, self.replicas = backend, name, namespace, replicas
+        self.seen: dict[Key, float] = {}  # first arrival of each (job, replica, phase/condition)
+        self.phases: dict[str, str] = {}  # replica id -> latest phase
+        self.running = 0  # replicas whose latest phase is Running
+        self.events = 0
+        self.start_lag = 0.0  # largest arrival - pod startTime (1-s resolution) of a Running event
+        self.all_running = threading.Event()
+        self.all_running_at = 0.0
+        self.done = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            for event in self.backend.events(self.job, self.namespace):
+                self._note(event, time.time())
+        except BaseException as exc:  # reported by the main thread
+            self.error = exc
+        finally:
+            self.done.set()
+
+    def _note(self, event: object, now: float) -> None:
+        self.events += 1
+        if isinstance(event, JobCondition) and event.status == "True":
+            self.seen.setdefault((self.job, JOB, event.type), now)
+        if not isinstance(event, ReplicaPhase):
+            return
+        self.seen.setdefault((self.job, event.replica, event.phase), now)
+        before, self.phases[event.replica] = self.phases.get(event.replica), event.phase
+        self.running += (event.phase == "Running") - (before == "Running")
+        if event.phase == "Running" and event.started:
+            self.start_lag = max(self.start_lag, now - epoch(event.started))
+        if not self.all_running.is_set() and self.running == self.replicas:
+            self.all_running_at = now
+            self.all_running.set()
+
+
+class KubectlView:
+    """A control: `kubectl get pods -w` (Go, its own process) on the same pods, each line
+    stamped when it arrives. If it trails the server as much as the launcher does, the lag
+    is the server's or the machine's, not the launcher's. Context manager; always reaped."""
+
+    def __init__(self, cp: ControlPlane, namespace: str, jobs: tuple[str, ...]):
+        self.cp, self.namespace, self.jobs = cp, namespace, jobs
+        self.seen: dict[Key, float] = {}
+        self._proc: subprocess.Popen | None = None
+        self._reader = threading.Thread(target=self._read, name="kubectl-view", daemon=True)
+
+    def __enter__(self) -> "KubectlView":
+        self._proc = subprocess.Popen(
+            [kubectl(), "get", "pods", "-n", self.namespace, "-w", "--no-headers",
+             "-o", "custom-columns=NAME:.metadata.name,PHASE:.status.phase"],
+            env=self.cp.env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True)
+        self._reader.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._proc.terminate()
+        try:
+            self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait(timeout=10)
+        self._reader.join(timeout=10)
+        self._proc.stdout.close()
+
+    def _read(self) -> None:
+        for line in self._proc.stdout:
+            now = time.time()
+            fields = line.split()  # NAME PHASE, one line per watch event (a deletion too: ignored,
+            if len(fields) != 2:  # as only the first line of each phase counts)
+                continue
+            job = next((j for j in self.jobs if fields[0].startswith(f"{j}-")), None)
+            if job is not None:
+                self.seen.setdefault((job, fields[0][len(job) + 1:], fields[1]), now)

@@ -1,0 +1,172 @@
+"""`submit` and `status -w` (real launcher processes, k8s backend) keep following a job while
+its watch streams are dropped and while the API server restarts (issue 7): every TFJob
+condition transition is printed exactly once, in order, and the exit code is the job's.
+
+The API server is the FAKE one of tests/support/apiserver.py (a test double: no control
+plane runs here), reached through `TcpRelay` (tests/support/faults.py), which can take it
+off the network and bring it back on the same address, as a restart looks to a client.
+A restart also forgets the watch cache (`compact()`): clients must relist, not resume.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+import urllib3
+import yaml
+
+from tests.support.cli_env import cli_env, schema_cache  # noqa: F401 (fixtures: the real CRD)
+from tests.support.faults import TcpRelay
+from tests.support.k8s_backend import Collector, poll_until, watches_open
+
+REPO = Path(__file__).resolve().parents[2]
+WAIT = 60.0
+PODS = ("mnist-chief-0", "mnist-ps-0", "mnist-worker-0", "mnist-worker-1")
+WATCHES = 6  # submit: events + logs feeds, status -w: events feed; a TFJob and a pod watch each
+OLD_LIMIT = 5  # failures in a row the launcher once gave up after (~6 s: less than a real restart)
+CONNECTS = 1 + urllib3.Retry.DEFAULT.total  # connection attempts per failed request (urllib3 retries)
+EXPECTED = ["Created", "Running", "Restarting", "Running", "Running=False", "Succeeded"]
+_CONDITION = re.compile(r"^mnist: (Created|Running|Restarting|Succeeded|Failed)(=False)? \(")
+
+
+@pytest.fixture
+def relay(fake_apiserver):
+    with TcpRelay(urlsplit(fake_apiserver.url).port) as relay:
+        yield relay
+
+
+@pytest.fixture
+def kubeconfig(fake_apiserver, relay, tmp_path) -> Path:
+    config = fake_apiserver.kubeconfig()
+    config["clusters"][0]["cluster"]["server"] = relay.url
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+class Launcher:
+    """`python -m launcher ARGS --backend k8s --kubeconfig K`, its stdout lines collected."""
+
+    def __init__(self, kubeconfig: Path, *args: str):
+        self.proc = subprocess.Popen([sys.executable, "-m", "launcher", *args, "--backend", "k8s",
+                                      "--kubeconfig", str(kubeconfig)], cwd=REPO, env=dict(os.environ),
+                                     text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.lines = Collector(iter(self.proc.stdout.readline, ""))
+
+    def wait_for(self, condition: str, count: int = 1) -> None:
+        self.lines.wait_for(lambda lines: conditions(lines).count(condition) >= count,
+                            f"{count} x {condition!r}", WAIT)
+
+    def finish(self) -> tuple[int, list[str], str]:
+        lines = self.lines.wait_done(WAIT)
+        return self.proc.wait(WAIT), [line.rstrip("\n") for line in lines], self.proc.stderr.read()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(WAIT)
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+
+
+@pytest.fixture
+def launch(kubeconfig):
+    started: list[Launcher] = []
+
+    def start(*args: str) -> Launcher:
+        started.append(Launcher(kubeconfig, *args))
+        return started[-1]
+
+    yield start
+    for launcher in started:
+        launcher.stop()
+
+
+def conditions(lines: list[str]) -> list[str]:
+    """The condition transitions printed (plain view lines "mnist: Type[=False] (...)")."""
+    return [m[1] + (m[2] or "") for m in map(_CONDITION.match, lines) if m]
+
+
+def run_job(operator, outage, followers: list[Launcher]) -> None:
+    """Drive the job from Created to Succeeded with a worker restart. `outage(change)` makes
+    `change` while the followers' connections are broken in some way (twice); it may add
+    followers."""
+    def start(*pods: str) -> None:
+        for pod in pods:
+            operator.start(pod)
+        operator.set_condition("mnist", "Running")
+
+    operator.create_pods("mnist")
+    for follower in followers:
+        follower.wait_for("Created")
+    outage(lambda: start(*PODS))
+    for follower in followers:
+        follower.wait_for("Running")
+    operator.crash("mnist-worker-1", code=137)
+    operator.set_condition("mnist", "Restarting")
+    for follower in followers:  # a state that comes and goes inside an outage with a relist is
+        follower.wait_for("Restarting")  # not seen by anyone (kubectl neither): not tested
+    outage(lambda: start("mnist-worker-1"))
+    for follower in followers:
+        follower.wait_for("Running", count=2)
+    for pod in PODS:
+        if "-ps-" not in pod:
+            operator.exit(pod, 0)
+    operator.set_condition("mnist", "Succeeded")
+
+
+def assert_followed(launcher: Launcher, expected: list[str] = EXPECTED) -> list[str]:
+    code, lines, err = launcher.finish()
+    assert code == 0, "\n".join(lines[-20:]) + err[-2000:]
+    assert conditions(lines) == expected, lines
+    return lines
+
+
+def test_submit_follows_through_dropped_watch_streams(launch, fake_apiserver, fake_operator):
+    submit = launch("submit", "--name", "mnist", "--workers", "2", "--ps", "1")
+    poll_until(lambda: watches_open(fake_apiserver), "the launcher's watches", WAIT)
+
+    def outage(change) -> None:
+        fake_apiserver.drop_watches(hold=True)  # every stream cut; changes happen while none is open
+        change()
+        fake_apiserver.release_watches()
+
+    run_job(fake_operator, outage, [submit])
+    lines = assert_followed(submit)
+    assert any(line.startswith("[worker-1] Running (restarts 1") for line in lines)
+    # one list per feed (events, logs), then only watches resumed from the last version seen
+    assert fake_apiserver.count("tfjobs", "list") == 2 and len(fake_apiserver.watches("tfjobs")) > 2
+
+
+def test_submit_and_status_w_follow_through_an_api_server_restart(launch, fake_apiserver, fake_operator, relay):
+    submit = launch("submit", "--name", "mnist", "--workers", "2", "--ps", "1")
+    poll_until(lambda: watches_open(fake_apiserver), "the launcher's watches", WAIT)
+    followers = [submit]
+    lists_before = fake_apiserver.count("tfjobs", "list")
+    outages = []
+
+    def outage(change) -> None:
+        if not outages:  # `status -w` joins the running job: it must not repeat what is past
+            followers.append(launch("status", "mnist", "-w"))
+            followers[1].wait_for("Created")
+        # each watch (2 per feed: submit's events and logs, status -w's events) in a stream
+        poll_until(lambda: fake_apiserver.open_watches == WATCHES, f"{WATCHES} open watches", WAIT)
+        refused = relay.rejected
+        relay.down()  # connections reset, new ones refused ...
+        # the second outage lasts until some watch failed more than OLD_LIMIT times in a row
+        attempts = 2 if not outages else OLD_LIMIT * CONNECTS * WATCHES + 1
+        poll_until(lambda: relay.rejected >= refused + attempts, f"{attempts} reconnection attempts", WAIT)
+        change()
+        fake_apiserver.compact()  # ... and the restarted server's watch cache starts empty
+        relay.up()
+        outages.append(relay.rejected - refused)
+
+    run_job(fake_operator, outage, followers)
+    for follower in followers:
+        assert_followed(follower)
+    assert fake_apiserver.count("tfjobs", "list") > lists_before  # 410 Gone after the restart: relisted

@@ -1,0 +1,83 @@
+"""Failures the trainer explains in one line instead of a traceback, with an exit code the
+restart policies understand (training-operator's ExitCode policy restarts codes 128-255
+and fails the job on 1-127; OnFailure restarts any non-zero code).
+
+    128  retryable. A parameter server was lost: the chief (the coordinator, which sees it
+         first) exits so that it is restarted; the restarted ps starts empty and the new
+         chief restores the latest checkpoint into it. Storage still unavailable after
+         TensorFlow's own retries (gfile retries 5xx/429 about 10 times, ~2-3 min) too.
+    1    permanent. Storage refused a request (403 Forbidden, 404, 400, ...): restarting
+         cannot help; the job should fail with this line as its message.
+
+Anything else is not explained here (the caller prints a traceback and exits 1).
+"""
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass
+
+EXIT_PERMANENT = 1
+EXIT_RETRYABLE = 128
+_PS_TASK = re.compile(r"/job:ps/replica:\d+/task:(\d+)")
+_GS_PATH = re.compile(r"gs://[^\s'\",;\]]+")
+_HTTP_CODE = re.compile(r"HTTP response code (\d+)")
+_BODY_MESSAGE = re.compile(r'"message":\s*"([^"]*)"')
+_NOISE = re.compile(r"\{\{function_node [^}]*\}\}\s*|\s*\[Op:[^\]]*\].*$|^\(\d+\) [A-Z_]+:\s*")
+_HEADERS = re.compile(r"^(Graph execution error:|\d+ root error\(s\) found\.)?$")
+
+
+@dataclass(frozen=True)
+class Failure:
+    code: int
+    line: str
+
+
+def explain(error: BaseException, job_dir: str) -> Failure | None:
+    """The one-line explanation of `error`, or None if it is not one of the above."""
+    tf = sys.modules.get("tensorflow")
+    if tf is None or not isinstance(error, tf.errors.OpError):
+        return None
+    return lost_ps(error, tf) or storage(error, job_dir, tf)
+
+
+def summary(error: BaseException, limit: int = 200) -> str:
+    """The first meaningful line of a TensorFlow error message."""
+    lines = (_NOISE.sub("", line.strip()) for line in str(error).splitlines())
+    text = next((line for line in lines if not _HEADERS.match(line)), "")
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def lost_ps(error: BaseException, tf) -> Failure | None:
+    tasks = sorted(set(_PS_TASK.findall(str(error))), key=int)
+    retryable = (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError)
+    if not tasks or not isinstance(error, retryable):
+        return None
+    names = ", ".join(f"ps/{task}" for task in tasks)
+    return Failure(EXIT_RETRYABLE,
+                   f"lost parameter server {names} ({type(error).__name__}: {summary(error)}); "
+                   f"exiting {EXIT_RETRYABLE} (retryable): the restarted chief resumes from the latest checkpoint")
+
+
+def storage_path(text: str, job_dir: str) -> str | None:
+    """The gs:// or job-dir path an error message names."""
+    match = _GS_PATH.search(text)
+    if match:
+        return match[0].rstrip(".")
+    match = re.search(re.escape(job_dir.rstrip("/")) + r"[^\s'\",;]*", text) if job_dir else None
+    return match[0] if match else None
+
+
+def storage(error: BaseException, job_dir: str, tf) -> Failure | None:
+    text = str(error)
+    path = storage_path(text, job_dir)
+    if path is None:
+        return None
+    http, message = _HTTP_CODE.search(text), _BODY_MESSAGE.search(text)
+    what = type(error).__name__ + (f", HTTP {http[1]}" if http else "")
+    detail = message[1] if message else summary(error, 120)
+    if isinstance(error, (tf.errors.AbortedError, tf.errors.UnavailableError, tf.errors.DeadlineExceededError)):
+        return Failure(EXIT_RETRYABLE, f"storage request for {path} failed ({what}) after TensorFlow's retries; "
+                                       f"exiting {EXIT_RETRYABLE} (retryable)")
+    return Failure(EXIT_PERMANENT, f"storage request for {path} failed ({what}): {detail}; restarting will "
+                                   "not help: check that the path exists and that the job may read and write it")
