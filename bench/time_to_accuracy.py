@@ -5,13 +5,14 @@ setup after the other with trainer defaults unless a flag below says otherwise.
 
 The reporting replica evaluates on the full test set every --eval-every-steps; the first
 Eval line at or above --target ends the run (its processes are then stopped). Seconds
-are wall time from starting the processes (TensorFlow start-up included). Prints the
-curves as `curve SETUP step=N seconds=T accuracy=A` lines, writes them as a PNG plot
-(--plot), then one result line:
+are wall time from starting the processes (TensorFlow start-up included). With --runs N
+the setups run N times, interleaved (ps single ps single ...), and the result gives the
+median and the slowest run of each. Prints the curves as `curve SETUP#RUN step=N
+seconds=T accuracy=A` lines, writes them as a PNG plot (--plot), then one result line:
 
-    time_to_accuracy: ps 99.05% after 1000 steps in 112.3 s; single 99.02% ... plot ...
+    time_to_accuracy: ps 99.05% after 800 steps in 90.3 s (median of 3; slowest 101.2 s); ...
 
-    .venv/bin/python bench/time_to_accuracy.py [--target 0.99] [--compare single|mwms]
+    .venv/bin/python bench/time_to_accuracy.py [--runs 3] [--target 0.99] [--compare single|mwms]
 """
 from __future__ import annotations
 
@@ -50,8 +51,9 @@ def watch(cluster: TrainerCluster, reporter: str, target: float, timeout: float,
     raise TimeoutError(f"{target:.2%} not reached within {timeout:g} s")
 
 
-def run(name: str, args: argparse.Namespace, flags: list[str], workdir: Path) -> list[tuple[int, float, float]]:
-    """Train setup `name` until the target accuracy; its curve, printed as it grows."""
+def run(name: str, number: int, args: argparse.Namespace, flags: list[str],
+        workdir: Path) -> list[tuple[int, float, float]]:
+    """Train setup `name` (run `number`) until the target accuracy; its curve, printed as it grows."""
     counts, reporter, _ = SETUPS[name]
     curve = []
     began = time.monotonic()
@@ -59,22 +61,27 @@ def run(name: str, args: argparse.Namespace, flags: list[str], workdir: Path) ->
                         env={"TRAINER_THREADS": str(args.threads)}, name=name) as cluster:
         for point in watch(cluster, reporter, args.target, args.timeout, began):
             curve.append(point)
-            print(f"curve {name} step={point[0]} seconds={point[1]:.1f} accuracy={point[2]:.4f}", flush=True)
+            print(f"curve {name}#{number} step={point[0]} seconds={point[1]:.1f} accuracy={point[2]:.4f}", flush=True)
     return curve
 
 
-def plot(curves: dict[str, list[tuple[int, float, float]]], target: float, title: list[str], path: str) -> None:
+def plot(curves: dict[str, list[list[tuple[int, float, float]]]], target: float, title: list[str],
+         path: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot
 
     figure, axes = pyplot.subplots(figsize=(8, 5))
-    for name, curve in curves.items():
-        axes.plot([p[1] for p in curve], [p[2] * 100 for p in curve], marker="o", label=LABELS[name])
+    colors = {"ps": "tab:blue", "single": "tab:orange", "mwms": "tab:green"}
+    for name, runs in curves.items():
+        for number, curve in enumerate(runs):
+            axes.plot([p[1] for p in curve], [p[2] * 100 for p in curve], marker="o", color=colors[name],
+                      alpha=1.0 if number == 0 else 0.5, label=LABELS[name] if number == 0 else None)
     axes.axhline(target * 100, color="grey", linestyle="--", linewidth=1, label=f"target {target:.1%}")
     axes.set(xlabel="seconds since start (wall, TensorFlow start-up included)", ylabel="test accuracy (%)",
-             title="\n".join(title), ylim=(max(90.0, min(p[2] * 100 for c in curves.values() for p in c) - 0.5), 100))
+             title="\n".join(title),
+             ylim=(max(90.0, min(p[2] * 100 for runs in curves.values() for c in runs for p in c) - 0.5), 100))
     axes.grid(True, alpha=0.3)
     axes.legend(loc="lower right")
     figure.tight_layout()
@@ -82,11 +89,20 @@ def plot(curves: dict[str, list[tuple[int, float, float]]], target: float, title
     pyplot.close(figure)
 
 
-def outcome(name: str, curve: list[tuple[int, float, float]], target: float) -> str:
-    step, seconds, accuracy = curve[-1]
+def outcome(name: str, runs: list[list[tuple[int, float, float]]], target: float) -> str:
+    """The median run by time (a run that missed the target counts as the slowest)."""
+    missed = [curve for curve in runs if curve[-1][2] < target]
+    reached = sorted((curve for curve in runs if curve[-1][2] >= target), key=lambda c: c[-1][1])
+    ordered = reached + missed
+    step, seconds, accuracy = ordered[(len(ordered) - 1) // 2][-1]
+    spread = ""
+    if len(runs) > 1:
+        slowest = f"slowest {reached[-1][-1][1]:.1f} s" if reached else "none reached it"
+        spread = f" (median of {len(runs)}; {slowest}{f', {len(missed)} missed' if missed and reached else ''})"
     if accuracy >= target:
-        return f"{name} {accuracy:.2%} after {step} steps in {seconds:.1f} s"
-    return f"{name} target missed (best {max(p[2] for p in curve):.2%}, {step} steps in {seconds:.1f} s)"
+        return f"{name} {accuracy:.2%} after {step} steps in {seconds:.1f} s{spread}"
+    best = max(p[2] for curve in runs for p in curve)
+    return f"{name} target missed (best {best:.2%}, {step} steps in {seconds:.1f} s){spread}"
 
 
 LABELS = {"ps": "1 chief + 1 ps + 2 workers (ParameterServerStrategy)", "single": "one process",
@@ -100,10 +116,12 @@ def main() -> int:
                         help="the setup to run after parameter-server training")
     parser.add_argument("--data-dir", default=str(DATA_DIR))
     parser.add_argument("--eval-every-steps", type=int, default=100)
-    parser.add_argument("--max-steps", type=int, default=20000, help="--train-steps of the trainer")
+    parser.add_argument("--max-steps", type=int, default=1000,
+                        help="--train-steps of the trainer: the length of its learning-rate schedule")
     parser.add_argument("--threads", type=int, default=0, help="TRAINER_THREADS (0: the trainer's default)")
     parser.add_argument("--trainer-flag", action="append", default=[],
                         help="extra trainer flag, e.g. --trainer-flag=--batch-size=128 (repeatable)")
+    parser.add_argument("--runs", type=int, default=1, help="times each setup runs, interleaved")
     parser.add_argument("--plot", default="time_to_accuracy.png", help="PNG file for the accuracy curves")
     parser.add_argument("--timeout", type=float, default=1800, help="per setup")
     args = parser.parse_args()
@@ -112,13 +130,14 @@ def main() -> int:
              "--eval-every-steps", str(args.eval_every_steps), "--checkpoint-every-steps", "0",
              "--log-every-steps", "500", *args.trainer_flag]
     names = ["ps"] + ([args.compare] if args.compare != "none" else [])
-    curves = {}
+    curves: dict[str, list] = {name: [] for name in names}
     with tempfile.TemporaryDirectory(prefix="tta-") as tmp:
-        for name in names:
-            curves[name] = run(name, args, flags, Path(tmp) / name)
+        for number in range(1, args.runs + 1):
+            for name in names:
+                curves[name].append(run(name, number, args, flags, Path(tmp) / f"{name}-{number}"))
     where = f"{machine()}; trainer flags: {' '.join(args.trainer_flag) or 'defaults'}"
     plot(curves, args.target, [f"MNIST CNN: time to {args.target:.1%} test accuracy", where], args.plot)
-    results = [outcome(name, curve, args.target) for name, curve in curves.items()]
+    results = [outcome(name, runs, args.target) for name, runs in curves.items()]
     print(f"time_to_accuracy: {'; '.join(results)} (wall from process start, full MNIST, evaluated every "
           f"{args.eval_every_steps} steps, target {args.target:.2%}); plot {args.plot}; {where}")
     return 0

@@ -24,6 +24,13 @@ def _positive(text: str) -> int:
     return value
 
 
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
 def _non_negative(text: str) -> int:
     value = int(text)
     if value < 0:
@@ -59,9 +66,13 @@ def parser() -> Parser:
     p.add_argument("--model", default="mnist", choices=sorted(MODELS), help="model to train")
     p.add_argument("--train-steps", type=_positive, default=2000, help="global training steps in total")
     p.add_argument("--batch-size", type=_positive, default=100, help="examples per worker per step")
-    p.add_argument("--learning-rate", type=float, default=1e-3, help="Adam learning rate")
-    p.add_argument("--learning-rate-decay", choices=("constant", "cosine"), default="constant",
-                   help="constant, or cosine decay from --learning-rate to 1%% of it over --train-steps")
+    p.add_argument("--learning-rate", type=_positive_float, default=3e-3, help="Adam learning rate (at the start)")
+    p.add_argument("--learning-rate-decay", choices=("constant", "cosine"), default="cosine",
+                   help="cosine: decay from --learning-rate to 1%% of it over --train-steps (the last "
+                        "steps then refine, so plan --train-steps for the accuracy you want); constant: none")
+    p.add_argument("--warmup-steps", type=_non_negative, default=100,
+                   help="raise the learning rate linearly from 0 over the first N steps (at most a "
+                        "quarter of --train-steps)")
     p.add_argument("--steps-per-execution", type=_positive, default=10,
                    help="training steps per scheduled tf.function call (cuts coordinator overhead)")
     p.add_argument("--log-every-steps", type=_positive, default=100, help="print a Train line every N steps")

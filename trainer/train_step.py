@@ -16,12 +16,23 @@ from trainer.evaluate import loss_and_hits
 COSINE_FLOOR = 0.01  # cosine decay ends at this fraction of --learning-rate
 
 
+def warmup_steps(args) -> int:
+    """--warmup-steps, at most a quarter of --train-steps."""
+    return min(args.warmup_steps, args.train_steps // 4)
+
+
 def learning_rate(args) -> float | keras.optimizers.schedules.LearningRateSchedule:
-    """--learning-rate, constant or decayed over --train-steps (--learning-rate-decay).
+    """--learning-rate after a linear warm-up from 0 (--warmup-steps), then constant or
+    decayed over the remaining --train-steps (--learning-rate-decay). Warm-up keeps Adam's
+    large first steps from throwing asynchronous (parameter-server) training off course.
     The schedule follows the optimizer's own step count, which lives with the variables."""
-    if args.learning_rate_decay == "cosine":
-        return keras.optimizers.schedules.CosineDecay(args.learning_rate, args.train_steps, alpha=COSINE_FLOOR)
-    return args.learning_rate
+    warmup = warmup_steps(args)
+    decay = args.train_steps - warmup
+    alpha = COSINE_FLOOR if args.learning_rate_decay == "cosine" else 1.0  # 1.0: no decay
+    if not warmup:
+        return keras.optimizers.schedules.CosineDecay(args.learning_rate, decay, alpha=alpha)
+    return keras.optimizers.schedules.CosineDecay(0.0, decay, alpha=alpha, warmup_target=args.learning_rate,
+                                                  warmup_steps=warmup)
 
 
 def build_optimizer(model: keras.Model, learning_rate) -> keras.optimizers.Optimizer:

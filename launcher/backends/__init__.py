@@ -16,7 +16,7 @@ from ..spec import SpecError
 from .base import Backend, BackendError
 
 KINDS = ("auto", "local", "k8s")
-LOCAL_NOTE = ("No Kubernetes cluster configured; running on this machine (local backend). "
+LOCAL_NOTE = ("No Kubernetes cluster configured; using this machine (local backend). "
               "Use --backend k8s to force the cluster.")
 SERVICE_ACCOUNT_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 

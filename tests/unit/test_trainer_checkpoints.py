@@ -45,4 +45,4 @@ def test_copy_and_placement_of_a_plain_model():
     for a, b in zip(source.weights, target.weights, strict=True):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     lines = variables.placement(source)
-    assert len(lines) == 8 and lines[4].startswith("Variable mnist/dense/kernel (3136, 1024) on ")
+    assert len(lines) == 8 and lines[4].startswith("Variable mnist/dense/kernel (3136, 256) on ")

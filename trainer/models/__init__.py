@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import importlib
 
-MODELS = {"mnist": "trainer.models.mnist"}  # name -> module with build() -> keras.Model
+MODELS = {  # name -> module with build() -> keras.Model
+    "mnist": "trainer.models.mnist",
+    "mnist-cloudml": "trainer.models.mnist_cloudml",
+}
 
 
 def build(name: str):
