@@ -54,7 +54,8 @@ def context(spec: JobSpec) -> dict:
         "env": [{"name": k, "value": v} for k, v in spec.env.items()],
         "port": TF_PORT,
         "pod_security_context": {"runAsNonRoot": True, "runAsUser": RUN_AS_USER,
-                                 "runAsGroup": RUN_AS_USER, "fsGroup": RUN_AS_USER},
+                                 "runAsGroup": RUN_AS_USER, "fsGroup": RUN_AS_USER,
+                                 "seccompProfile": {"type": "RuntimeDefault"}},
         "container_security_context": {"allowPrivilegeEscalation": False,
                                        "capabilities": {"drop": ["ALL"]}},
         "replicas": [

@@ -50,7 +50,7 @@ def test_every_object_lives_in_the_training_namespace():
     namespaced = [doc for doc in objects() if doc["kind"] != "Namespace"]
     assert namespaced and {doc["metadata"]["namespace"] for doc in namespaced} == {name}
     labels = namespace["metadata"]["labels"]
-    assert labels["pod-security.kubernetes.io/enforce"] in ("baseline", "restricted")
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
 
 
 def test_launcher_role_is_least_privilege():
@@ -115,12 +115,13 @@ def shipped_manifests(tmp_path) -> list[dict]:
     return objects() + [render(spec)] + chart
 
 
-def test_every_pod_runs_as_non_root_without_privilege_escalation(tmp_path):
+def test_every_pod_meets_pod_security_restricted(tmp_path):
     pods = [pod for doc in shipped_manifests(tmp_path) for pod in pod_specs(doc)]
     assert len(pods) >= 7  # 4 launcher replica types + 3 chart ones
     for pod in pods:
         assert pod["securityContext"]["runAsNonRoot"] is True
         assert pod["securityContext"]["runAsUser"] != 0
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
         for container in pod["containers"]:
             context = container["securityContext"]
             assert context["allowPrivilegeEscalation"] is False
