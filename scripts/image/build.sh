@@ -79,7 +79,7 @@ done
 if ((${#missing[@]})); then
   timed "apt-get install ${missing[*]}" \
     env DEBIAN_FRONTEND=noninteractive sh -c \
-    "apt-get update -q && apt-get install -y -q --no-install-recommends ${missing[*]} containers-common"
+    "apt-get update -q && apt-get install -y -q --no-install-recommends ${missing[*]}"
 fi
 runc_path="$(command -v runc)"
 [[ -s "$host_ca" ]] || die "no CA bundle at $host_ca (install ca-certificates)"
