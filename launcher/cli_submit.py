@@ -15,8 +15,6 @@ from .events import JobCondition
 from .spec import JobSpec, SpecError
 
 LOCAL_GPU_NOTE = "note: GPU settings are ignored by the local backend (replicas run on this machine's CPU)"
-SCHEMA_NOTE = ("note: TFJob CRD schema not found (set TFJOB_CRD to kubeflow.org_tfjobs.yaml); "
-               "skipping schema validation")
 
 
 def _note(line: str) -> None:
@@ -35,15 +33,31 @@ def _with_default_job_dir(spec: JobSpec, backend) -> JobSpec:
     return dataclasses.replace(spec, job_dir=job_dir) if job_dir else spec
 
 
-def rendered(spec: JobSpec) -> dict:
-    """The TFJob for `spec`, validated against the CRD schema and the operator's rules."""
+def rendered(spec: JobSpec, backend=None) -> dict:
+    """The TFJob for `spec`, validated against the CRD schema and the operator's rules:
+    $TFJOB_CRD when set, else the CRD installed where `backend` runs jobs, else the
+    packaged copy (see launcher.schemas)."""
     from .render import render
     from .validate import validate
 
     tfjob = render(spec)
-    if not validate(tfjob):
-        _note(SCHEMA_NOTE)
+    validate(tfjob, crd=installed_crd(backend))
     return tfjob
+
+
+def installed_crd(backend) -> dict | None:
+    """The cluster's TFJob CRD, or None to use $TFJOB_CRD / the packaged copy (with a note
+    when the cluster's could not be read)."""
+    from . import schemas
+    from .backends.base import CRDUnavailable
+
+    if backend is None or schemas.configured_path("tfjob"):
+        return None
+    try:
+        return backend.installed_crd(schemas.get("tfjob").crd_name)
+    except CRDUnavailable as exc:
+        _note(f"note: {exc}; validating with the packaged CRD of {schemas.describe('tfjob')}")
+        return None
 
 
 def manifest_text(tfjob: dict, output: str = "yaml") -> str:
@@ -92,7 +106,7 @@ def submit(args, trainer_args, factory) -> int:
         spec = _with_default_job_dir(spec, backend)
     if kind == "local" and uses_gpus(spec):
         _note(LOCAL_GPU_NOTE)
-    tfjob = rendered(spec)
+    tfjob = rendered(spec, backend)
     if args.dry_run:
         _out(manifest_text(tfjob))
         return EXIT_OK
