@@ -26,6 +26,14 @@ def _out(text: str) -> None:
     sys.stdout.flush()
 
 
+def refuse_local_volumes(spec: JobSpec) -> None:
+    """A PersistentVolumeClaim exists only on a cluster: the local backend refuses --volume."""
+    if spec.volumes:
+        raise SpecError("--volume", "PersistentVolumeClaims exist only on a cluster and the local backend cannot "
+                        "mount them; drop --volume (local replicas already share this machine's files: "
+                        "use --job-dir PATH) or use --backend k8s")
+
+
 def _with_default_job_dir(spec: JobSpec, backend) -> JobSpec:
     if spec.job_dir is not None:
         return spec
@@ -86,6 +94,7 @@ def write_values(spec: JobSpec, path: str) -> None:
 def render_command(args, trainer_args, factory) -> int:
     spec, notes = build_spec(args, trainer_args)
     if args.backend == "local":  # show what the local backend would run
+        refuse_local_volumes(spec)
         spec = _with_default_job_dir(spec, factory("local"))
     tfjob = rendered(spec)
     if args.values_out:
@@ -101,6 +110,8 @@ def submit(args, trainer_args, factory) -> int:
     for line in notes:
         _note(line)
     kind = resolve_kind(args.backend)
+    if kind == "local":
+        refuse_local_volumes(spec)
     backend = factory(kind) if (kind == "local" or not args.dry_run) else None
     if backend is not None:
         spec = _with_default_job_dir(spec, backend)

@@ -49,6 +49,8 @@ def context(spec: JobSpec) -> dict:
         "args": spec.container_args(),
         "env": [{"name": k, "value": v} for k, v in spec.env.items()],
         "port": TF_PORT,
+        "volumes": spec.pod_volumes(),
+        "volume_mounts": spec.volume_mounts(),
         "pod_security_context": {"runAsNonRoot": True, "runAsUser": RUN_AS_USER,
                                  "runAsGroup": RUN_AS_USER, "fsGroup": RUN_AS_USER,
                                  "seccompProfile": {"type": "RuntimeDefault"}},
