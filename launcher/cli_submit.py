@@ -26,6 +26,20 @@ def _out(text: str) -> None:
     sys.stdout.flush()
 
 
+TENSORFLOW_MISSING = ("the local backend runs the trainer on this machine and needs TensorFlow, which is not "
+                      "installed; pip install 'tfjob-launcher[local]', or submit to a cluster with --backend k8s")
+
+
+def require_tensorflow(spec: JobSpec) -> None:
+    """The local backend's replicas run `python -m trainer.task` with this interpreter: without
+    TensorFlow they would all crash, so stop before anything starts (checked without importing it).
+    A job with its own container command runs that instead and is not checked."""
+    import importlib.util
+
+    if not spec.command and importlib.util.find_spec("tensorflow") is None:
+        raise SpecError("--backend local", TENSORFLOW_MISSING)
+
+
 def refuse_local_volumes(spec: JobSpec) -> None:
     """A PersistentVolumeClaim exists only on a cluster: the local backend refuses --volume."""
     if spec.volumes:
@@ -112,6 +126,8 @@ def submit(args, trainer_args, factory) -> int:
     kind = resolve_kind(args.backend)
     if kind == "local":
         refuse_local_volumes(spec)
+        if not args.dry_run:
+            require_tensorflow(spec)
     backend = factory(kind) if (kind == "local" or not args.dry_run) else None
     if backend is not None:
         spec = _with_default_job_dir(spec, backend)

@@ -210,3 +210,24 @@ def test_unreadable_cluster_crd_falls_back_to_the_packaged_copy_with_a_note(cli)
             "validating with the packaged CRD of training-operator v1.9.4") in result.err
     bad = submit(cli, ClusterCRDBackend(name="k8s", error=CRDUnavailable("x")), "--workers", "1000000000000")
     assert bad.code == 2 and "int32" in bad.err
+
+
+def test_version_prints_the_distribution_version(cli):
+    from importlib import metadata
+
+    result = cli("--version")
+    assert (result.code, result.out) == (0, f"tfjob-launcher {metadata.version('tfjob-launcher')}\n")
+
+
+def test_local_submit_without_tensorflow_stops_before_anything_starts(cli, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tensorflow" else real(name, *a))
+    backend = FakeBackend(name="local")
+    result = submit(cli, backend)
+    assert (result.code, result.out) == (2, "") and backend.submitted == []
+    assert result.err == ("error: --backend local: the local backend runs the trainer on this machine and needs "
+                          "TensorFlow, which is not installed; pip install 'tfjob-launcher[local]', or submit to a "
+                          "cluster with --backend k8s\n")
+    assert submit(cli, FakeBackend(name="local"), "--dry-run").code == 0  # a dry run starts nothing: allowed
