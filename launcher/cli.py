@@ -77,6 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     delete = commands.add_parser("delete", help="delete a job and its replicas")
     delete.add_argument("name")
     delete.add_argument("--wait", action="store_true", help="return once it is gone")
+    delete.add_argument("--purge", action="store_true",
+                        help="local backend: also remove the outputs kept in the job's default job dir")
     for sub in (submit, render, status, logs, listing, delete):
         _common(sub)
     return parser
