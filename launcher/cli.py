@@ -39,12 +39,23 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(field, " ".join(detail.split()))
 
 
+def duration(text: str) -> float:
+    """argparse type: kubectl's --request-timeout form, a positive number of seconds or 30s, 2m, 1h."""
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([smh]?)", text.strip())
+    seconds = float(match[1]) * {"": 1, "s": 1, "m": 60, "h": 3600}[match[2]] if match else 0
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive duration; use e.g. 30s, 2m or 45")
+    return seconds
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", choices=KINDS, default="auto",
                         help="k8s (cluster), local (this machine) or auto (default: k8s when configured)")
     parser.add_argument("-n", "--namespace", default=None, help=f"namespace (default {DEFAULT_NAMESPACE})")
     parser.add_argument("--kubeconfig", help="kubeconfig file (implies --backend k8s; default $KUBECONFIG, ~/.kube/config)")
     parser.add_argument("--context", help="kubeconfig context (implies --backend k8s)")
+    parser.add_argument("--request-timeout", type=duration, metavar="DURATION",
+                        help="how long to wait for each answer of the API server, e.g. 30s, 2m (default 30s)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -57,8 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     submit = commands.add_parser("submit", help="run a training job and follow it")
     add_job_flags(submit)
-    submit.add_argument("--dry-run", action="store_true", help="print the TFJob; apply nothing")
-    submit.add_argument("--server-dry-run", action="store_true", help="let the backend validate it; apply nothing")
+    submit.add_argument("--dry-run", nargs="?", const="client", choices=("client", "server", "none"),
+                        help="apply nothing: client (the default of a bare --dry-run) prints the TFJob; server has "
+                             "the API server validate it and prints its answer (kubectl's form)")
+    submit.add_argument("--server-dry-run", action="store_true", help="the same as --dry-run=server")
     submit.add_argument("--detach", action="store_true", help="return once submitted")
     submit.add_argument("--replace", action="store_true", help="replace a job of the same name")
     render = commands.add_parser("render", help="print the TFJob for the same flags")
@@ -126,7 +139,8 @@ def _default_factory(args: argparse.Namespace) -> BackendFactory:
     def factory(kind: str):
         from .backends import get_backend
 
-        return get_backend(kind, kubeconfig=args.kubeconfig, context=args.context)
+        return get_backend(kind, kubeconfig=args.kubeconfig, context=args.context,
+                           request_timeout=args.request_timeout)
 
     return factory
 
@@ -157,7 +171,10 @@ def main(argv: list[str] | None = None, backend_factory: BackendFactory | None =
         if args.command is None:
             build_parser().print_help(sys.stderr)
             return EXIT_USAGE
-        if (args.kubeconfig or args.context) and args.backend == "auto":
+        if args.kubeconfig or args.context:
+            if args.backend == "local":
+                flag = "--kubeconfig" if args.kubeconfig else "--context"
+                raise SpecError(flag, "selects a cluster, which --backend local does not use; drop one of them")
             args.backend = "k8s"
         return _dispatch(args, trainer_args, backend_factory or _default_factory(args))
     except SpecError as exc:

@@ -119,25 +119,40 @@ def render_command(args, trainer_args, factory) -> int:
     return EXIT_OK
 
 
+def dry_run_mode(args) -> str | None:
+    """kubectl's --dry-run=client|server|none, with --server-dry-run as an alias of server."""
+    mode = None if args.dry_run == "none" else args.dry_run
+    if args.server_dry_run:
+        if mode == "client":
+            raise SpecError("--server-dry-run", "conflicts with --dry-run (client); use one: --dry-run=client "
+                            "prints the TFJob, --dry-run=server has the API server check it")
+        mode = "server"
+    if mode and (args.detach or args.replace):
+        flag = "--detach" if args.detach else "--replace"
+        raise SpecError(flag, f"a dry run submits nothing, so {flag} has no effect; drop one of them")
+    return mode
+
+
 def submit(args, trainer_args, factory) -> int:
+    dry_run = dry_run_mode(args)
     spec, notes = build_spec(args, trainer_args)
     for line in notes:
         _note(line)
     kind = resolve_kind(args.backend)
     if kind == "local":
         refuse_local_volumes(spec)
-        if not args.dry_run:
+        if not dry_run:
             require_tensorflow(spec)
-    backend = factory(kind) if (kind == "local" or not args.dry_run) else None
+    backend = factory(kind) if (kind == "local" or dry_run != "client") else None
     if backend is not None:
         spec = _with_default_job_dir(spec, backend)
     if kind == "local" and uses_gpus(spec):
         _note(LOCAL_GPU_NOTE)
     tfjob = rendered(spec, backend)
-    if args.dry_run:
+    if dry_run == "client":
         _out(manifest_text(tfjob))
         return EXIT_OK
-    if args.server_dry_run:
+    if dry_run == "server":
         _out(manifest_text(backend.dry_run(tfjob)))
         return EXIT_OK
     backend.submit(tfjob, replace=args.replace)

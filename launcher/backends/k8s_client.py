@@ -22,7 +22,7 @@ from .base import AlreadyExists, BackendError, CRDUnavailable, NotFound
 
 GROUP, VERSION, PLURAL = "kubeflow.org", "v1", "tfjobs"
 CONNECT_TIMEOUT = 10  # seconds to open a connection
-CALL_TIMEOUT = 60  # seconds to read the answer of a plain (non-streaming) call
+CALL_TIMEOUT = 30  # default seconds to wait for the answer of a plain (non-streaming) call (--request-timeout)
 LOCAL_HINT = "or use --backend local to run on this machine"
 _POOL_SIZE = 32  # log -f holds one connection per replica
 
@@ -71,6 +71,16 @@ def request_kind(method: str, url: str) -> str:
     return "/".join(segments) or "/"
 
 
+class NoReadTimeoutRetry(urllib3.Retry):
+    """urllib3's retries, except after a read timeout: a server that accepted the request
+    and did not answer in time would otherwise make the user wait several timeouts."""
+
+    def increment(self, method=None, url=None, response=None, error=None, _pool=None, _stacktrace=None):
+        if isinstance(error, urllib3.exceptions.ReadTimeoutError):
+            raise error
+        return super().increment(method, url, response, error, _pool, _stacktrace)
+
+
 class CountingApiClient(client.ApiClient):
     """The official ApiClient, counting every request it makes (plain, list, watch, log)."""
 
@@ -101,6 +111,7 @@ def load_configuration(kubeconfig: str | None = None, context: str | None = None
         raise BackendError(f"no usable Kubernetes configuration ({where}: {one_line(exc)}); "
                            f"set KUBECONFIG or --kubeconfig, {LOCAL_HINT}") from None
     cfg.connection_pool_maxsize = max(cfg.connection_pool_maxsize or 0, _POOL_SIZE)
+    cfg.retries = NoReadTimeoutRetry(total=urllib3.Retry.DEFAULT.total)
     return cfg
 
 
@@ -138,8 +149,16 @@ def is_missing_api(exc: ApiException) -> bool:
     return exc.status == 404 and not (status_of(exc).get("details") or {}).get("name")
 
 
+def timed_out(exc: Exception) -> bool:
+    reason = getattr(exc, "reason", None)
+    return any(isinstance(e, (urllib3.exceptions.ReadTimeoutError, TimeoutError)) for e in (exc, reason))
+
+
 def unreachable(host: str, exc: Exception) -> BackendError:
     reason = getattr(exc, "reason", None) or exc
+    if timed_out(exc):
+        return BackendError(f"the Kubernetes API server at {host} did not answer in time ({one_line(reason)}); "
+                            f"check that it is up (kubectl get --raw /readyz), raise --request-timeout, {LOCAL_HINT}")
     return BackendError(f"cannot reach the Kubernetes API server at {host} ({one_line(reason)}); "
                         f"check your kubeconfig context, {LOCAL_HINT}")
 
@@ -150,8 +169,9 @@ TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, OSError)
 class KubeApi:
     """The calls the backend makes, on JSON dicts, with errors turned into BackendError."""
 
-    def __init__(self, api_client: CountingApiClient):
+    def __init__(self, api_client: CountingApiClient, request_timeout: float = CALL_TIMEOUT):
         self.client = api_client
+        self.timeout = (min(CONNECT_TIMEOUT, request_timeout), request_timeout)  # (connect, read) of plain calls
         self.host = api_client.configuration.host
         self.core = client.CoreV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
@@ -178,7 +198,7 @@ class KubeApi:
         """The CustomResourceDefinition object; CRDUnavailable when missing or forbidden."""
         try:
             return read_json(self.extensions.read_custom_resource_definition(
-                crd_name, _preload_content=False, _request_timeout=(CONNECT_TIMEOUT, CALL_TIMEOUT)))
+                crd_name, _preload_content=False, _request_timeout=self.timeout))
         except ApiException as exc:
             why = {403: "not permitted to read it", 404: "not installed"}.get(exc.status, server_message(exc))
             raise CRDUnavailable(f"cannot read CRD {crd_name} from {self.host} ({why})") from None
@@ -190,21 +210,22 @@ class KubeApi:
         namespace = tfjob["metadata"].get("namespace", "default")
         return self.custom.create_namespaced_custom_object(
             GROUP, VERSION, namespace, PLURAL, tfjob, dry_run="All" if dry_run else None,
-            _request_timeout=(CONNECT_TIMEOUT, CALL_TIMEOUT))
+            _request_timeout=self.timeout)
 
     def get_tfjob(self, name: str, namespace: str) -> dict:
         """The TFJob; NotFound (with the name and namespace) when there is none."""
         with self.errors(f"reading tfjob {name}", not_found=absent(name, namespace)):
             return self.custom.get_namespaced_custom_object(
-                GROUP, VERSION, namespace, PLURAL, name, _request_timeout=(CONNECT_TIMEOUT, CALL_TIMEOUT))
+                GROUP, VERSION, namespace, PLURAL, name, _request_timeout=self.timeout)
 
     def delete_tfjob(self, name: str, namespace: str, propagation: str) -> dict:
         return self.custom.delete_namespaced_custom_object(
             GROUP, VERSION, namespace, PLURAL, name, propagation_policy=propagation,
-            _request_timeout=(CONNECT_TIMEOUT, CALL_TIMEOUT))
+            _request_timeout=self.timeout)
 
     def tfjobs(self, namespace: str | None, **params) -> urllib3.BaseHTTPResponse:
         """List or (watch=True) watch TFJobs; the raw response."""
+        params.setdefault("_request_timeout", self.timeout)
         if namespace is None:
             return self.custom.list_custom_object_for_all_namespaces(
                 GROUP, VERSION, PLURAL, _preload_content=False, **params)
@@ -214,12 +235,13 @@ class KubeApi:
     # ---- pods ---------------------------------------------------------------------
     def pods(self, namespace: str, **params) -> urllib3.BaseHTTPResponse:
         """List or (watch=True) watch pods; the raw response."""
+        params.setdefault("_request_timeout", self.timeout)
         return self.core.list_namespaced_pod(namespace, _preload_content=False, **params)
 
     def pod_log(self, name: str, namespace: str, container: str, follow: bool) -> urllib3.BaseHTTPResponse:
         """The current container instance's log (kubelet rules); streamed when `follow`
         (without a read timeout: a training step may print nothing for a long time)."""
-        timeout = {} if follow else {"_request_timeout": (CONNECT_TIMEOUT, CALL_TIMEOUT)}
+        timeout = {"_request_timeout": (self.timeout[0], None)} if follow else {"_request_timeout": self.timeout}
         return self.core.read_namespaced_pod_log(
             name, namespace, container=container, follow=follow, _preload_content=False, **timeout)
 

@@ -80,12 +80,41 @@ def test_dry_run_prints_and_never_touches_a_cluster(capsys):
     assert "kind: TFJob" in out and "name: mnist" in out
 
 
-def test_server_dry_run_asks_the_backend_and_applies_nothing(cli):
+@pytest.mark.parametrize("flags", [["--server-dry-run"], ["--dry-run=server"], ["--dry-run", "server"],
+                                   ["--dry-run=server", "--server-dry-run"]])
+def test_server_dry_run_asks_the_backend_and_applies_nothing(cli, flags):
     backend = FakeBackend(name="k8s")
-    result = submit(cli, backend, "--server-dry-run")
+    result = submit(cli, backend, *flags)
     assert result.code == 0
     assert len(backend.dry_runs) == 1 and backend.submitted == []
     assert "dryRun: true" in result.out
+
+
+def test_dry_run_client_is_the_bare_dry_run_and_none_submits(cli):
+    backend = FakeBackend(name="k8s")
+    client = submit(cli, backend, "--dry-run=client")
+    assert client.code == 0 and client.out == submit(cli, backend, "--dry-run").out
+    assert backend.dry_runs == [] and backend.submitted == []
+    assert submit(cli, backend, "--dry-run=none", "--detach").code == 0 and len(backend.submitted) == 1
+
+
+@pytest.mark.parametrize("flags, field", [
+    (["--dry-run", "--server-dry-run"], "--server-dry-run"),
+    (["--dry-run=client", "--server-dry-run"], "--server-dry-run"),
+    (["--dry-run=sever"], "--dry-run"),
+    (["--dry-run", "--detach"], "--detach"),
+    (["--server-dry-run", "--replace"], "--replace"),
+    (["--backend", "local", "--kubeconfig", "/tmp/kubeconfig"], "--kubeconfig"),
+    (["--backend", "local", "--context", "gke"], "--context"),
+    (["--request-timeout", "0"], "--request-timeout"),
+    (["--request-timeout", "soon"], "--request-timeout"),
+])
+def test_conflicting_or_bad_flags_are_refused(cli, flags, field):
+    backend = FakeBackend(name="k8s")
+    result = cli("submit", "--name", "mnist", *(["--backend", "k8s"] if "--backend" not in flags else []), *flags,
+                 backend=backend)
+    assert (result.code, result.out) == (2, "") and backend.submitted == [] and backend.dry_runs == []
+    assert result.err.startswith(f"error: {field}: ") and result.err.count("\n") == 1, result.err
 
 
 def test_existing_name_is_reported_and_replace_replaces(cli):
