@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from .spec import (CLEAN_POD_POLICIES, DEFAULT_IMAGE, DEFAULT_NAMESPACE, RESTART_POLICIES, ROLES,
-                   JobSpec, ReplicaSpec, RunPolicy, SpecError, Volume)
+                   JobSpec, ReplicaSpec, RunPolicy, SpecError, Volume, check_quantity)
 
 ROLE_FLAGS = {"chief": "Chief", "ps": "PS", "worker": "Worker", "evaluator": "Evaluator"}
 COUNT_FLAGS = {"Chief": "chief", "PS": "ps", "Worker": "workers", "Evaluator": "evaluator"}
@@ -90,18 +90,21 @@ def volumes(items: list[str]) -> tuple[Volume, ...]:
 
 
 def per_role(items: list[str], flag: str) -> dict[str, str]:
-    """["2", "ps=1"] -> {"Chief": "2", "Worker": "2", "Evaluator": "2", "PS": "1"}: bare values
-    apply to every replica type, ROLE=VALUE to one (later flags win)."""
-    values: dict[str, str] = {}
+    """["ps=1", "2"] -> {"Chief": "2", "Worker": "2", "Evaluator": "2", "PS": "1"}: a bare value
+    applies to every replica type, ROLE=VALUE to one and wins over a bare value whatever the
+    order; among values of the same kind the later flag wins."""
+    every: dict[str, str] = {}
+    one: dict[str, str] = {}
     for item in items:
         role, sep, value = item.partition("=")
         if not sep:
-            values.update({r: item for r in ROLES})
+            check_quantity(item, flag)
+            every = {r: item for r in ROLES}
             continue
         if role.lower() not in ROLE_FLAGS:
             raise SpecError(flag, f"unknown replica type {role!r}; use chief, ps, worker or evaluator (e.g. {flag} worker=2)")
-        values[ROLE_FLAGS[role.lower()]] = value
-    return values
+        one[ROLE_FLAGS[role.lower()]] = value
+    return {**every, **one}
 
 
 def default_name(trainer_args: tuple[str, ...] = (), now: _dt.datetime | None = None) -> str:

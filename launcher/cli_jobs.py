@@ -13,7 +13,9 @@ LIST_COLUMNS = ("NAME", "NAMESPACE", "PHASE", "REPLICAS", "AGE")
 
 
 def _backend(args, factory):
-    return factory(resolve_kind(args.backend))
+    """The backend, chosen without the "no cluster configured" note: submit says it once, and
+    status, logs, list and delete name the backend where it matters (status, --help)."""
+    return factory(resolve_kind(args.backend, note=lambda line: None))
 
 
 def _print(line: str = "") -> None:
@@ -98,7 +100,7 @@ def delete(args, factory) -> int:
         backend.delete(args.name, namespace, wait=args.wait)
         _print(f"tfjob {args.name} deleted" + ("" if args.wait else " (replicas are being removed)"))
         return EXIT_OK
-    kept = backend.delete(args.name, namespace, wait=args.wait, purge=args.purge)
+    kept = backend.delete(args.name, namespace, wait=args.wait, **({"purge": True} if args.purge else {}))
     _print(f"tfjob {args.name} deleted")
     if kept:
         _print(f"Kept its outputs (checkpoints, TensorBoard events, exported model) in {kept}; a new job named "

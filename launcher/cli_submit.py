@@ -15,6 +15,8 @@ from .events import JobCondition
 from .spec import JobSpec, SpecError
 
 LOCAL_GPU_NOTE = "note: GPU settings are ignored by the local backend (replicas run on this machine's CPU)"
+LOCAL_RESOURCES_NOTE = ("note: CPU and memory requests are ignored by the local backend "
+                        "(replicas share this machine's cores and memory)")
 
 
 def _note(line: str) -> None:
@@ -148,6 +150,8 @@ def submit(args, trainer_args, factory) -> int:
         spec = _with_default_job_dir(spec, backend)
     if kind == "local" and uses_gpus(spec):
         _note(LOCAL_GPU_NOTE)
+    if kind == "local" and any(r.cpu or r.memory for r in spec.replicas.values()):
+        _note(LOCAL_RESOURCES_NOTE)
     tfjob = rendered(spec, backend)
     if dry_run == "client":
         _out(manifest_text(tfjob))

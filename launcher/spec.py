@@ -21,6 +21,8 @@ TF_PORT = 2222
 ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
 GPU_RESOURCE = "nvidia.com/gpu"
 RUN_AS_USER = 1000
+STANDARD_LABEL_KEYS = ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component",
+                       "app.kubernetes.io/managed-by")
 
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -95,6 +97,9 @@ class ReplicaSpec:
             raise SpecError(f"--gpus-per-{flag}", f"{self.gpus!r} is invalid; use an integer >= 0")
         if self.gpus and role not in GPU_ROLES:
             raise SpecError(f"--gpus-per-{flag}", "GPUs are only for chief, worker and evaluator; ps run on CPU nodes")
+        if self.gpus and not self.count:
+            count_flag = {"Worker": "--workers N", "Chief": "--chief 1", "Evaluator": "--evaluator 1"}[role]
+            raise SpecError(f"--gpus-per-{flag}", f"the job has no {flag}; add {count_flag} or drop the flag")
         check_quantity(self.cpu, f"--cpu {flag}=")
         check_quantity(self.memory, f"--memory {flag}=")
 
@@ -130,11 +135,12 @@ class RunPolicy:
     def check(self) -> None:
         if self.clean_pod_policy not in CLEAN_POD_POLICIES:
             raise SpecError("--clean-pod-policy", f"{self.clean_pod_policy!r}; use one of {', '.join(CLEAN_POD_POLICIES)}")
-        for flag, value in (("--ttl-seconds", self.ttl_seconds_after_finished),
-                            ("--active-deadline-seconds", self.active_deadline_seconds),
-                            ("--backoff-limit", self.backoff_limit)):
-            if value is not None and (not isinstance(value, int) or value < 0):
-                raise SpecError(flag, f"{value!r} is invalid; use an integer >= 0")
+        for flag, value, low in (("--ttl-seconds", self.ttl_seconds_after_finished, 0),
+                                 ("--active-deadline-seconds", self.active_deadline_seconds, 1),
+                                 ("--backoff-limit", self.backoff_limit, 0)):
+            if value is not None and (not isinstance(value, int) or value < low):
+                hint = " (the CRD wants a positive number; leave it out for no deadline)" if low else ""
+                raise SpecError(flag, f"{value!r} is invalid; use an integer >= {low}{hint}")
 
 
 @dataclass(frozen=True)
@@ -184,6 +190,9 @@ class JobSpec:
         for key, value in self.labels.items():
             check_label_key(key, "--label")
             check_label_value(key, value, "--label")
+            if key in STANDARD_LABEL_KEYS:
+                raise SpecError("--label", f"{key} is set by the launcher (to {self.standard_labels()[key]!r}) "
+                                "and would be overwritten; drop it or use another key")
         for key in self.env:
             if not _ENV_NAME.fullmatch(key) or key == "TF_CONFIG":
                 raise SpecError("--env", f"{key!r} is not allowed as a variable name "
@@ -233,6 +242,9 @@ class JobSpec:
             raise SpecError("--workers", "a job needs a chief or at least one worker; use --workers N or --chief 1")
         if self.count("PS") and not self.count("Chief"):
             raise SpecError("--chief", "parameter-server training needs a chief as coordinator; use --chief 1")
+        if self.count("PS") and not self.count("Worker"):
+            raise SpecError("--workers", "parameter-server training needs at least one worker to run the steps; "
+                            "use --workers N (N >= 1), or --ps 0 for a single chief")
         if self.accelerator and not any(s.gpus for s in self.replicas.values()):
             raise SpecError("--accelerator", "no replica has GPUs; set GPUs too, e.g. --gpus-per-worker 1")
 

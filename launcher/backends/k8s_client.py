@@ -241,7 +241,7 @@ class KubeApi:
     def pod_log(self, name: str, namespace: str, container: str, follow: bool) -> urllib3.BaseHTTPResponse:
         """The current container instance's log (kubelet rules); streamed when `follow`
         (without a read timeout: a training step may print nothing for a long time)."""
-        timeout = {"_request_timeout": (self.timeout[0], None)} if follow else {"_request_timeout": self.timeout}
+        timeout = {} if follow else {"_request_timeout": self.timeout}
         return self.core.read_namespaced_pod_log(
             name, namespace, container=container, follow=follow, _preload_content=False, **timeout)
 

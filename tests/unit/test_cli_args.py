@@ -58,6 +58,12 @@ def test_cpu_and_memory_per_role_and_bare():
     assert {r: s.memory for r, s in spec.replicas.items()} == {"Chief": None, "PS": "8Gi", "Worker": None}
 
 
+@pytest.mark.parametrize("order", [("--cpu", "worker=4", "--cpu", "1"), ("--cpu", "1", "--cpu", "worker=4")])
+def test_a_per_role_value_wins_over_the_bare_value_in_any_order(order):
+    spec = spec_for("--name", "a", *order)
+    assert {r: s.cpu for r, s in spec.replicas.items()} == {"Chief": "1", "PS": "1", "Worker": "4"}
+
+
 def test_gpu_flags():
     spec = spec_for("--name", "a", "--gpus-per-worker", "2", "--gpus-per-chief", "1", "--accelerator", "nvidia-l4")
     assert (spec.replicas["Worker"].gpus, spec.replicas["Chief"].gpus, spec.replicas["PS"].gpus) == (2, 1, 0)

@@ -260,3 +260,23 @@ def test_local_submit_without_tensorflow_stops_before_anything_starts(cli, monke
                           "TensorFlow, which is not installed; pip install 'tfjob-launcher[local]', or submit to a "
                           "cluster with --backend k8s\n")
     assert submit(cli, FakeBackend(name="local"), "--dry-run").code == 0  # a dry run starts nothing: allowed
+
+
+def test_local_backend_notes_ignored_cpu_and_memory_requests(cli):
+    result = submit(cli, FakeBackend(name="local"), "--cpu", "worker=2", "--memory", "1Gi")
+    assert result.code == 0, result.err
+    assert ("note: CPU and memory requests are ignored by the local backend "
+            "(replicas share this machine's cores and memory)") in result.err.splitlines()
+    assert "CPU and memory" not in submit(cli, FakeBackend(name="local")).err
+
+
+def test_the_no_cluster_note_comes_with_submit_only(cli, monkeypatch, tmp_path):
+    from launcher.backends import LOCAL_NOTE
+
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    fake = FakeBackend(name="local", existing=("mnist",))
+    assert LOCAL_NOTE in cli("submit", "--name", "job", "--detach", backend=fake).err
+    for argv in (["status", "mnist"], ["list"], ["logs", "mnist"], ["delete", "mnist"]):
+        result = cli(*argv, backend=FakeBackend(name="local", existing=("mnist",)))
+        assert result.code == 0 and LOCAL_NOTE not in result.err, (argv, result.err)
