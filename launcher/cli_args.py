@@ -15,7 +15,7 @@ import datetime as _dt
 import re
 from dataclasses import dataclass
 
-from .spec import (CLEAN_POD_POLICIES, DEFAULT_IMAGE, DEFAULT_NAMESPACE, RESTART_POLICIES, ROLES,
+from .spec import (CLEAN_POD_POLICIES, DEFAULT_IMAGE, DEFAULT_NAMESPACE, END_OF_LIFE_ACCELERATORS, RESTART_POLICIES, ROLES,
                    JobSpec, ReplicaSpec, RunPolicy, SpecError, Volume, check_quantity)
 
 ROLE_FLAGS = {"chief": "Chief", "ps": "PS", "worker": "Worker", "evaluator": "Evaluator"}
@@ -57,7 +57,9 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
         gpus.add_argument(f"--gpus-per-{role}", type=non_negative_int, metavar="N",
                           help=argparse.SUPPRESS if role == "ps" else f"nvidia.com/gpu per {role}")
     gpus.add_argument("--accelerator", metavar="TYPE", help="GKE accelerator, e.g. nvidia-tesla-t4 (GPU replicas only)")
-    gpus.add_argument("--node-selector", action="append", default=[], metavar="K=V", help="node selector (repeatable)")
+    gpus.add_argument("--node-selector", action="append", default=[], metavar="[ROLE:]K=V",
+                      help="node selector of every replica, or of one replica type with ROLE: "
+                           "(e.g. worker:cloud.google.com/gke-nodepool=gpu); repeatable")
     policy = parser.add_argument_group("policies")
     policy.add_argument("--restart-policy", choices=RESTART_POLICIES, help="replica restart policy (default OnFailure)")
     policy.add_argument("--clean-pod-policy", choices=CLEAN_POD_POLICIES, help="pods to delete at the end (default Running)")
@@ -75,6 +77,24 @@ def key_values(items: list[str], flag: str) -> dict[str, str]:
             raise SpecError(flag, f"{item!r} is not KEY=VALUE; use e.g. {flag} key=value")
         pairs[key] = value
     return pairs
+
+
+def node_selectors(items: list[str]) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+    """["pool=a", "worker:gpu=yes"] -> ({"pool": "a"}, {"Worker": {"gpu": "yes"}}). Label keys
+    cannot contain ':', so a ROLE: prefix is unambiguous."""
+    every: list[str] = []
+    per: dict[str, list[str]] = {}
+    for item in items:
+        role, sep, rest = item.partition(":")
+        if sep and "=" not in role:
+            if role.lower() not in ROLE_FLAGS:
+                raise SpecError("--node-selector", f"unknown replica type {role!r} in {item!r}; use chief, ps, worker "
+                                "or evaluator (e.g. --node-selector worker:pool=gpu)")
+            per.setdefault(ROLE_FLAGS[role.lower()], []).append(rest)
+        else:
+            every.append(item)
+    return (key_values(every, "--node-selector"),
+            {role: key_values(values, "--node-selector") for role, values in per.items()})
 
 
 def volumes(items: list[str]) -> tuple[Volume, ...]:
@@ -180,6 +200,7 @@ def build_spec(args: argparse.Namespace, trainer_args: tuple[str, ...] = ()) -> 
     """Flags (+ config.yaml) -> a validated JobSpec and the notes to print."""
     settings = merge_settings(args, tuple(trainer_args))
     cpu, memory = per_role(args.cpu, "--cpu"), per_role(args.memory, "--memory")
+    every_selector, role_selectors = node_selectors(args.node_selector)
     replicas = {role: ReplicaSpec(count=settings.counts[role], gpus=settings.gpus.get(role, 0),
                                   cpu=cpu.get(role), memory=memory.get(role))
                 for role in ROLES if settings.counts[role] or settings.gpus.get(role)}
@@ -194,7 +215,8 @@ def build_spec(args: argparse.Namespace, trainer_args: tuple[str, ...] = ()) -> 
                              active_deadline_seconds=settings.active_deadline_seconds,
                              backoff_limit=args.backoff_limit),
         accelerator=settings.accelerator,
-        node_selector=key_values(args.node_selector, "--node-selector"),
+        node_selector=every_selector,
+        role_node_selectors=role_selectors,
         env=key_values(args.env, "--env"),
         labels=settings.labels,
         trainer_args=settings.trainer_args,
@@ -203,7 +225,11 @@ def build_spec(args: argparse.Namespace, trainer_args: tuple[str, ...] = ()) -> 
         command=settings.command,
         volumes=volumes(args.volume),
     )
-    return spec, settings.notes
+    notes = list(settings.notes)
+    if spec.accelerator in END_OF_LIFE_ACCELERATORS:
+        notes.append(f"note: {spec.accelerator} is end-of-life on GKE (no new node pools); "
+                     "consider --accelerator nvidia-tesla-t4 or nvidia-l4")
+    return spec, notes
 
 
 def uses_gpus(spec: JobSpec) -> bool:

@@ -36,7 +36,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .spec import SpecError
+from .spec import SpecError, check_accelerator
 
 FLAG = "--config"
 
@@ -152,6 +152,8 @@ def _apply_role_config(config: CloudMLConfig, prefix: str, role_config) -> None:
         count = _count(accel.get("count", 0), key, "acceleratorConfig", "count")
         if count and not accel.get("type"):
             raise SpecError(_where(key, "acceleratorConfig", "type"), "missing GPU type; set e.g. type: NVIDIA_TESLA_T4")
+        if accel.get("type"):
+            check_accelerator(accelerator_label(accel["type"]), _where(key, "acceleratorConfig", "type"))
         _set_gpus(config, ROLE_PREFIX[prefix], count, accelerator_label(accel.get("type", "")),
                   key, "acceleratorConfig")
     _apply_container(config, prefix, role_config)

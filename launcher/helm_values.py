@@ -37,6 +37,7 @@ def replica_values(spec: JobSpec, role: str) -> dict:
         values["gpus"] = replica.gpus if replica else 0
     values["cpu"] = (replica.cpu if replica else None) or ""
     values["memory"] = (replica.memory if replica else None) or ""
+    values["nodeSelector"] = dict(spec.role_node_selectors.get(role, {}))
     return values
 
 

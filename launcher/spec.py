@@ -5,6 +5,7 @@ values and the local backend all derive from it; see `render.py` and `helm_value
 """
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -19,6 +20,11 @@ DEFAULT_IMAGE = "tfjob-trainer:0.1.0"
 DEFAULT_NAMESPACE = "default"
 TF_PORT = 2222
 ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
+# GKE's `cloud.google.com/gke-accelerator` values for NVIDIA GPUs (gcloud --accelerator type=...).
+GKE_ACCELERATORS = ("nvidia-tesla-t4", "nvidia-l4", "nvidia-tesla-a100", "nvidia-a100-80gb", "nvidia-h100-80gb",
+                    "nvidia-h100-mega-80gb", "nvidia-h200-141gb", "nvidia-b200", "nvidia-tesla-v100",
+                    "nvidia-tesla-p100", "nvidia-tesla-p4", "nvidia-tesla-k80")
+END_OF_LIFE_ACCELERATORS = ("nvidia-tesla-k80",)
 GPU_RESOURCE = "nvidia.com/gpu"
 RUN_AS_USER = 1000
 STANDARD_LABEL_KEYS = ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component",
@@ -64,6 +70,20 @@ def check_label_value(key: str, value: str, field_name: str) -> None:
 def check_quantity(value: str | None, field_name: str) -> None:
     if value is not None and not _QUANTITY.fullmatch(value):
         raise SpecError(field_name, f"{value!r} is not a Kubernetes quantity; use e.g. 500m, 2, 4Gi")
+
+
+def check_accelerator(value: str, field_name: str = "--accelerator") -> None:
+    """A GKE accelerator name; a near miss (NVIDIA_TESLA_T4, nvidia-tesla-t1000) gets a suggestion."""
+    if value in GKE_ACCELERATORS:
+        return
+    spelled = value.strip().lower().replace("_", "-").replace(" ", "-")
+    near = [spelled] if spelled in GKE_ACCELERATORS else difflib.get_close_matches(spelled, GKE_ACCELERATORS, 3, 0.75)
+    best = difflib.SequenceMatcher(None, spelled, near[0]).ratio() if near else 0
+    near = [n for n in near if difflib.SequenceMatcher(None, spelled, n).ratio() > best - 0.02]
+    hint = (f"did you mean {near[0]}? " if len(near) == 1 else
+            f"did you mean one of {', '.join(near)}? " if near else "")
+    raise SpecError(field_name, f"{value!r} is not a GKE accelerator; {hint}use one of {', '.join(GKE_ACCELERATORS)} "
+                    f"(a newer GPU: --node-selector worker:{ACCELERATOR_LABEL}=VALUE)")
 
 
 def check_job_dir(job_dir: str | None) -> None:
@@ -155,6 +175,7 @@ class JobSpec:
     run_policy: RunPolicy = field(default_factory=RunPolicy)
     accelerator: str | None = None
     node_selector: Mapping[str, str] = field(default_factory=dict)
+    role_node_selectors: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # per role, over node_selector
     env: Mapping[str, str] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)
     trainer_args: tuple[str, ...] = ()
@@ -168,6 +189,8 @@ class JobSpec:
             {role: self.replicas[role] for role in ROLES if role in self.replicas}))
         for attr in ("node_selector", "env", "labels"):
             object.__setattr__(self, attr, _frozen(getattr(self, attr)))
+        object.__setattr__(self, "role_node_selectors", MappingProxyType(
+            {role: _frozen(sel) for role, sel in self.role_node_selectors.items() if sel}))
         object.__setattr__(self, "trainer_args", tuple(self.trainer_args))
         object.__setattr__(self, "command", tuple(self.command))
         object.__setattr__(self, "volumes", tuple(self.volumes))
@@ -183,10 +206,8 @@ class JobSpec:
         if not self.image or any(c.isspace() for c in self.image):
             raise SpecError("--image", f"{self.image!r} is not an image reference; use e.g. gcr.io/PROJECT/trainer:TAG")
         if self.accelerator is not None:
-            check_label_value(ACCELERATOR_LABEL, self.accelerator, "--accelerator")
-        for key, value in self.node_selector.items():
-            check_label_key(key, "--node-selector")
-            check_label_value(key, value, "--node-selector")
+            check_accelerator(self.accelerator)
+        self._check_node_selectors()
         for key, value in self.labels.items():
             check_label_key(key, "--label")
             check_label_value(key, value, "--label")
@@ -213,6 +234,20 @@ class JobSpec:
         if longest > MAX_NAME:
             raise SpecError("--name", f"{self.name!r} is too long: replica service names would reach {longest} "
                             f"characters (max {MAX_NAME}); use a shorter name")
+
+    def _check_node_selectors(self) -> None:
+        for role, selector in (("", self.node_selector), *self.role_node_selectors.items()):
+            if role and role not in ROLES:
+                raise SpecError("--node-selector", f"unknown replica type {role!r}; use chief, ps, worker or evaluator")
+            for key, value in selector.items():
+                check_label_key(key, "--node-selector")
+                check_label_value(key, value, "--node-selector")
+        for role, spec in self.replicas.items():
+            if spec.count and not spec.gpus and ACCELERATOR_LABEL in self.replica_node_selector(role):
+                flag = role.lower()
+                raise SpecError("--node-selector", f"{ACCELERATOR_LABEL} would put the {flag} replicas, which have no "
+                                "GPUs, on GPU nodes (tainted: they would never schedule); select the GPU pool per "
+                                f"role, e.g. --node-selector worker:{ACCELERATOR_LABEL}=..., or use --accelerator")
 
     def _check_volumes(self) -> None:
         claims: set[str] = set()
@@ -257,7 +292,8 @@ class JobSpec:
         return [role for role, spec in self.replicas.items() if spec.count > 0]
 
     def replica_node_selector(self, role: str) -> dict[str, str]:
-        selector = dict(self.node_selector)
+        """Every replica's selector, then this role's own, then the accelerator for GPU roles."""
+        selector = {**self.node_selector, **self.role_node_selectors.get(role, {})}
         if self.accelerator and self.replicas[role].gpus:
             selector[ACCELERATOR_LABEL] = self.accelerator
         return selector

@@ -110,3 +110,41 @@ def test_key_values_and_per_role_refuse_bad_items():
     with pytest.raises(SpecError, match="unknown replica type 'master'"):
         per_role(["master=2"], "--cpu")
     assert per_role(["PS=1"], "--cpu") == {"PS": "1"}
+
+
+def test_per_role_node_selectors_reach_only_their_role():
+    spec = spec_for("--name", "a", "--node-selector", "pool=cpu", "--node-selector", "worker:pool=gpu",
+                    "--node-selector", "worker:cloud.google.com/gke-accelerator=nvidia-b200",
+                    "--gpus-per-worker", "1")
+    assert spec.replica_node_selector("Worker") == {"pool": "gpu", "cloud.google.com/gke-accelerator": "nvidia-b200"}
+    assert spec.replica_node_selector("PS") == {"pool": "cpu"} == spec.replica_node_selector("Chief")
+
+
+@pytest.mark.parametrize("given, suggestion", [
+    ("NVIDIA_TESLA_T4", "did you mean nvidia-tesla-t4?"),
+    ("nvidia-tesla-t1000", "did you mean one of nvidia-tesla-v100, nvidia-tesla-p100, nvidia-tesla-a100?"),
+    ("nvidia-l4-24gb", "did you mean nvidia-l4?"),
+    ("nvidia-a100-80g", "did you mean nvidia-a100-80gb?"),
+])
+def test_accelerator_near_misses_get_a_suggestion(given, suggestion):
+    with pytest.raises(SpecError) as caught:
+        spec_for("--name", "a", "--gpus-per-worker", "1", "--accelerator", given)
+    assert caught.value.field == "--accelerator" and suggestion in str(caught.value)
+
+
+def test_an_end_of_life_accelerator_is_noted():
+    args = build_parser().parse_args(["render", "--name", "a", "--gpus-per-worker", "1",
+                                      "--accelerator", "nvidia-tesla-k80"])
+    spec, notes = build_spec(args)
+    assert spec.accelerator == "nvidia-tesla-k80"
+    assert notes == ["note: nvidia-tesla-k80 is end-of-life on GKE (no new node pools); "
+                     "consider --accelerator nvidia-tesla-t4 or nvidia-l4"]
+
+
+def test_a_config_accelerator_error_names_the_config_field(tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text("trainingInput:\n  scaleTier: CUSTOM\n  masterType: n1-standard-4\n  workerCount: 2\n"
+                      "  workerConfig: {acceleratorConfig: {count: 1, type: NVIDIA_TESLA_T1000}}\n")
+    with pytest.raises(SpecError) as caught:
+        spec_for("--name", "a", "--config", str(config))
+    assert caught.value.field == "--config trainingInput.workerConfig.acceleratorConfig.type"

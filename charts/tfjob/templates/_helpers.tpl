@@ -116,10 +116,11 @@ All labels as a JSON object: the user's `labels`, overridden by the standard one
 
 {{/*
 Node selector of one replica type as JSON (launcher: JobSpec.replica_node_selector):
-nodeSelector plus the accelerator label on GPU roles. Call with (dict "root" $ "replica" $r).
+nodeSelector, then the replica's own nodeSelector, then the accelerator label on GPU roles.
+Call with (dict "root" $ "replica" $r).
 */}}
 {{- define "tfjob.replicaNodeSelector" -}}
-{{- $selector := deepCopy (.root.Values.nodeSelector | default dict) }}
+{{- $selector := merge (deepCopy (.replica.nodeSelector | default dict)) (deepCopy (.root.Values.nodeSelector | default dict)) }}
 {{- if and .root.Values.accelerator (gt (include "tfjob.gpus" .replica | int) 0) }}
 {{- $_ := set $selector "cloud.google.com/gke-accelerator" .root.Values.accelerator }}
 {{- end }}
