@@ -204,7 +204,31 @@ def build_spec(args: argparse.Namespace, trainer_args: tuple[str, ...] = ()) -> 
     replicas = {role: ReplicaSpec(count=settings.counts[role], gpus=settings.gpus.get(role, 0),
                                   cpu=cpu.get(role), memory=memory.get(role))
                 for role in ROLES if settings.counts[role] or settings.gpus.get(role)}
-    spec = JobSpec(
+    try:
+        spec = _job_spec(args, settings, replicas, every_selector, role_selectors)
+    except SpecError as exc:
+        raise blamed_on_config(exc, args) from None
+    notes = list(settings.notes)
+    if spec.accelerator in END_OF_LIFE_ACCELERATORS:
+        notes.append(f"note: {spec.accelerator} is end-of-life on GKE (no new node pools); "
+                     "consider --accelerator nvidia-tesla-t4 or nvidia-l4")
+    return spec, notes
+
+
+def blamed_on_config(exc: SpecError, args: argparse.Namespace) -> SpecError:
+    """A rule broken by a value that came from --config, not from the flag the rule names:
+    name the file (the message still says which setting, and the flag that overrides it)."""
+    flag = exc.field.split()[0]
+    attr = flag.lstrip("-").replace("-", "_")
+    if not args.config or not flag.startswith("--") or not hasattr(args, attr) \
+            or getattr(args, attr) not in (None, []):
+        return exc
+    message = str(exc)[len(exc.field) + 2:]
+    return SpecError(f"--config {args.config}", f"{exc.field} from the file: {message}")
+
+
+def _job_spec(args, settings: Settings, replicas, every_selector, role_selectors) -> JobSpec:
+    return JobSpec(
         name=args.name if args.name is not None else default_name(settings.trainer_args),
         namespace=args.namespace or DEFAULT_NAMESPACE,
         replicas=replicas,
@@ -225,11 +249,6 @@ def build_spec(args: argparse.Namespace, trainer_args: tuple[str, ...] = ()) -> 
         command=settings.command,
         volumes=volumes(args.volume),
     )
-    notes = list(settings.notes)
-    if spec.accelerator in END_OF_LIFE_ACCELERATORS:
-        notes.append(f"note: {spec.accelerator} is end-of-life on GKE (no new node pools); "
-                     "consider --accelerator nvidia-tesla-t4 or nvidia-l4")
-    return spec, notes
 
 
 def uses_gpus(spec: JobSpec) -> bool:

@@ -148,3 +148,17 @@ def test_a_config_accelerator_error_names_the_config_field(tmp_path):
     with pytest.raises(SpecError) as caught:
         spec_for("--name", "a", "--config", str(config))
     assert caught.value.field == "--config trainingInput.workerConfig.acceleratorConfig.type"
+
+
+def test_a_rule_broken_by_the_config_file_names_the_file(tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text("trainingInput:\n  scaleTier: CUSTOM\n  masterType: n1-standard-4\n  workerCount: 0\n"
+                      "  parameterServerCount: 1\n")
+    with pytest.raises(SpecError) as caught:
+        spec_for("--name", "a", "--config", str(config))
+    assert caught.value.field == f"--config {config}"
+    assert str(caught.value).startswith(f"--config {config}: --workers from the file: parameter-server training")
+    with pytest.raises(SpecError) as flagged:  # the same rule broken by the flag names the flag
+        spec_for("--name", "a", "--config", str(config), "--workers", "0")
+    assert flagged.value.field == "--workers"
+    assert spec_for("--name", "a", "--config", str(config), "--workers", "2").count("Worker") == 2
