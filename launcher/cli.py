@@ -1,7 +1,8 @@
 """`python -m launcher submit|render|status|logs|list|delete`: parsing and dispatch.
 
 Exit codes: 0 success (for `submit` and `status -w`: the TFJob Succeeded); 1 the TFJob
-Failed, or the backend reported an error (no such job, name taken, cluster unreachable);
+Failed (`status` with or without -w), or the backend reported an error (no such job,
+name taken, cluster unreachable; `delete --ignore-not-found` exits 0 for a missing job);
 2 bad input (one line `error: <field>: <problem>; <fix>` on stderr, nothing applied,
 nothing on stdout); 130 interrupted with Ctrl-C.
 
@@ -83,13 +84,15 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("-w", "--watch", action="store_true", help="follow until the job ends")
     logs = commands.add_parser("logs", help="log lines of one replica or all")
     logs.add_argument("name")
-    logs.add_argument("--replica", help="chief-0, ps-0, worker-1, ... or all (default: chief-0, else worker-0)")
+    logs.add_argument("--replica", help="chief-0 (or gcloud's master-0), ps-0, worker-1, ... or all "
+                      "(default: chief-0, else worker-0)")
     logs.add_argument("-f", "--follow", action="store_true", help="follow across restarts until the job ends")
     listing = commands.add_parser("list", help="jobs in a namespace")
     listing.add_argument("-A", "--all-namespaces", action="store_true")
     delete = commands.add_parser("delete", help="delete a job and its replicas")
     delete.add_argument("name")
     delete.add_argument("--wait", action="store_true", help="return once it is gone")
+    delete.add_argument("--ignore-not-found", action="store_true", help="exit 0 when there is no such job (kubectl's flag)")
     delete.add_argument("--purge", action="store_true",
                         help="local backend: also remove the outputs kept in the job's default job dir")
     for sub in (submit, render, status, logs, listing, delete):
@@ -125,6 +128,13 @@ def namespace_of(args: argparse.Namespace) -> str:
     if not _DNS1123_LABEL.fullmatch(namespace) or len(namespace) > 63:
         raise SpecError("--namespace", f"{namespace!r} is not a valid namespace; use lowercase letters, digits, '-'")
     return namespace
+
+
+def replica_alias(replica: str | None) -> str | None:
+    """gcloud's name of the chief, master-N, is chief-N."""
+    if replica and replica.startswith("master-"):
+        return "chief-" + replica[len("master-"):]
+    return replica
 
 
 def check_replica(replica: str | None) -> None:

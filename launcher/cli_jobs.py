@@ -4,7 +4,8 @@ from __future__ import annotations
 import sys
 
 from .backends import resolve_kind
-from .cli import EXIT_FAILED, EXIT_OK, check_name, check_replica, namespace_of
+from .backends.base import NotFound
+from .cli import EXIT_FAILED, EXIT_OK, check_name, check_replica, namespace_of, replica_alias
 from .events import JobCondition, TERMINAL
 from .spec import SpecError
 from .view import JobView, age, format_rows, replica_rows
@@ -35,7 +36,7 @@ def status(args, factory) -> int:
         _print("  " + " ".join(part for part in parts if part))
     for line in format_rows(replica_rows(snapshot.replicas)):
         _print(line)
-    return EXIT_OK if not args.watch or snapshot.phase == "Succeeded" else EXIT_FAILED
+    return EXIT_FAILED if snapshot.phase == "Failed" or (args.watch and snapshot.phase != "Succeeded") else EXIT_OK
 
 
 def _watch(backend, snapshot) -> int:
@@ -63,6 +64,7 @@ def default_replica(backend, name: str, namespace: str) -> str | None:
 
 def logs(args, factory) -> int:
     check_name(args.name)
+    args.replica = replica_alias(args.replica)
     check_replica(args.replica)
     backend = _backend(args, factory)
     namespace = namespace_of(args)
@@ -90,6 +92,15 @@ def list_jobs(args, factory) -> int:
 
 
 def delete(args, factory) -> int:
+    try:
+        return _delete(args, factory)
+    except NotFound:
+        if args.ignore_not_found:
+            return EXIT_OK
+        raise
+
+
+def _delete(args, factory) -> int:
     check_name(args.name)
     namespace = namespace_of(args)
     backend = _backend(args, factory)
