@@ -23,6 +23,7 @@ from .spec import _DNS1035, _DNS1123_LABEL, DEFAULT_NAMESPACE, SpecError
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 _REPLICA = re.compile(r"(chief|ps|worker|evaluator)-\d+")
 PROG = "python -m launcher"
+OUTPUTS = ("yaml", "json", "name", "wide")
 
 
 class UsageError(SpecError):
@@ -73,6 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="apply nothing: client (the default of a bare --dry-run) prints the TFJob; server has "
                              "the API server validate it and prints its answer (kubectl's form)")
     submit.add_argument("--server-dry-run", action="store_true", help="the same as --dry-run=server")
+    submit.add_argument("-o", "--output", choices=("yaml", "json", "name"),
+                        help="how to print the TFJob of a dry run (default yaml), or, when submitting, "
+                             "name (tfjob.kubeflow.org/NAME created), yaml or json (the TFJob sent)")
     submit.add_argument("--detach", action="store_true", help="return once submitted")
     submit.add_argument("--replace", action="store_true", help="replace a job of the same name")
     render = commands.add_parser("render", help="print the TFJob for the same flags")
@@ -82,6 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
     status = commands.add_parser("status", help="conditions and replicas of a job")
     status.add_argument("name")
     status.add_argument("-w", "--watch", action="store_true", help="follow until the job ends")
+    status.add_argument("-o", "--output", choices=OUTPUTS, help="yaml, json (the status as data), name, wide; "
+                        "default: conditions and a replica table")
     logs = commands.add_parser("logs", help="log lines of one replica or all")
     logs.add_argument("name")
     logs.add_argument("--replica", help="chief-0 (or gcloud's master-0), ps-0, worker-1, ... or all "
@@ -89,6 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
     logs.add_argument("-f", "--follow", action="store_true", help="follow across restarts until the job ends")
     listing = commands.add_parser("list", help="jobs in a namespace")
     listing.add_argument("-A", "--all-namespaces", action="store_true")
+    listing.add_argument("-o", "--output", choices=OUTPUTS, help="yaml, json, name (tfjob.kubeflow.org/NAME), "
+                         "wide (with the creation time); default: a table")
     delete = commands.add_parser("delete", help="delete a job and its replicas")
     delete.add_argument("name")
     delete.add_argument("--wait", action="store_true", help="return once it is gone")

@@ -23,20 +23,54 @@ def _print(line: str = "") -> None:
     print(line, flush=True)
 
 
+RESOURCE = "tfjob.kubeflow.org"
+
+
+def _dump(data, output: str) -> None:
+    """-o json|yaml: the data as kubectl would print an object."""
+    import json
+
+    import yaml
+
+    text = json.dumps(data, indent=2) + "\n" if output == "json" else yaml.safe_dump(data, sort_keys=False)
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def status_data(snapshot) -> dict:
+    import dataclasses
+
+    return {"name": snapshot.name, "namespace": snapshot.namespace, "backend": snapshot.backend,
+            "phase": snapshot.phase, "created": snapshot.created,
+            "conditions": [dataclasses.asdict(c) for c in snapshot.conditions],
+            "replicas": [dataclasses.asdict(r) for r in snapshot.replicas]}
+
+
 def status(args, factory) -> int:
     check_name(args.name)
     backend = _backend(args, factory)
     namespace = namespace_of(args)
     snapshot = backend.status(args.name, namespace)
     if args.watch and snapshot.phase not in TERMINAL:
+        if args.output in ("json", "yaml", "name"):
+            from .spec import SpecError
+
+            raise SpecError("--output", f"-o {args.output} prints one snapshot; drop -w or -o")
         return _watch(backend, snapshot)
+    code = EXIT_FAILED if snapshot.phase == "Failed" or (args.watch and snapshot.phase != "Succeeded") else EXIT_OK
+    if args.output in ("json", "yaml"):
+        _dump(status_data(snapshot), args.output)
+        return code
+    if args.output == "name":
+        _print(f"{RESOURCE}/{snapshot.name}")
+        return code
     _print(f"TFJob {snapshot.name} (namespace {snapshot.namespace}, {backend.name} backend): {snapshot.phase}")
     for condition in snapshot.conditions:
         parts = (f"{condition.type}={condition.status}", condition.time, condition.reason, condition.message)
         _print("  " + " ".join(part for part in parts if part))
     for line in format_rows(replica_rows(snapshot.replicas)):
         _print(line)
-    return EXIT_FAILED if snapshot.phase == "Failed" or (args.watch and snapshot.phase != "Succeeded") else EXIT_OK
+    return code
 
 
 def _watch(backend, snapshot) -> int:
@@ -82,11 +116,22 @@ def logs(args, factory) -> int:
 def list_jobs(args, factory) -> int:
     backend = _backend(args, factory)
     namespace = None if args.all_namespaces else namespace_of(args)
+    jobs = backend.list(namespace)
+    if args.output in ("json", "yaml"):
+        import dataclasses
+
+        _dump({"items": [dataclasses.asdict(job) for job in jobs]}, args.output)
+        return EXIT_OK
+    if args.output == "name":
+        for job in jobs:
+            _print(f"{RESOURCE}/{job.name}")
+        return EXIT_OK
+    wide = args.output == "wide"
     rows = []
-    for job in backend.list(namespace):
+    for job in jobs:
         replicas = " ".join(f"{rtype.lower()}={count}" for rtype, count in job.replicas.items())
-        rows.append((job.name, job.namespace, job.phase, replicas, age(job.created)))
-    for line in format_rows(rows, LIST_COLUMNS):
+        rows.append((job.name, job.namespace, job.phase, replicas, age(job.created), *((job.created,) if wide else ())))
+    for line in format_rows(rows, LIST_COLUMNS + (("CREATED",) if wide else ())):
         _print(line)
     return EXIT_OK
 

@@ -153,14 +153,18 @@ def submit(args, trainer_args, factory) -> int:
     if kind == "local" and any(r.cpu or r.memory for r in spec.replicas.values()):
         _note(LOCAL_RESOURCES_NOTE)
     tfjob = rendered(spec, backend)
-    if dry_run == "client":
-        _out(manifest_text(tfjob))
-        return EXIT_OK
-    if dry_run == "server":
-        _out(manifest_text(backend.dry_run(tfjob)))
+    output = args.output or "yaml"
+    if dry_run:
+        answer = tfjob if dry_run == "client" else backend.dry_run(tfjob)
+        _out(f"tfjob.kubeflow.org/{spec.name} created (dry run)" if output == "name" else manifest_text(answer, output))
         return EXIT_OK
     backend.submit(tfjob, replace=args.replace)
-    _out(f"tfjob {spec.name} submitted (namespace {spec.namespace}, {backend.name} backend)")
+    if args.output == "name":
+        _out(f"tfjob.kubeflow.org/{spec.name} created")
+    elif args.output:
+        _out(manifest_text(tfjob, args.output))
+    else:
+        _out(f"tfjob {spec.name} submitted (namespace {spec.namespace}, {backend.name} backend)")
     hints = Hints(spec, args.backend, args.kubeconfig, args.context)
     if args.detach:
         _out(hints.follow())

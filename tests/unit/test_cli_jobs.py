@@ -132,3 +132,21 @@ def test_master_is_gclouds_name_of_the_chief(cli):
     result = cli("logs", "mnist", "--backend", "k8s", "--replica", "master-0", backend=fake)
     assert result.code == 0, result.err
     assert fake.log_requests == [("mnist", "chief-0", False)]
+
+
+def test_output_formats_of_status_and_list(cli):
+    import json
+
+    import yaml
+
+    as_json = json.loads(cli("status", "mnist", "--backend", "k8s", "-o", "json", backend=backend()).out)
+    assert as_json["name"] == "mnist" and as_json["phase"] == "Succeeded"
+    assert [c["type"] for c in as_json["conditions"]][-1] == "Succeeded"
+    assert {r["replica"] for r in as_json["replicas"]} >= {"chief-0", "worker-0"}
+    assert yaml.safe_load(cli("status", "mnist", "--backend", "k8s", "-o", "yaml", backend=backend()).out) == as_json
+    assert cli("status", "mnist", "--backend", "k8s", "-o", "name", backend=backend()).out == "tfjob.kubeflow.org/mnist\n"
+    assert cli("list", "--backend", "k8s", "-o", "name", backend=backend()).out == "tfjob.kubeflow.org/mnist\n"
+    items = json.loads(cli("list", "--backend", "k8s", "-o", "json", backend=backend()).out)["items"]
+    assert [item["name"] for item in items] == ["mnist"]
+    wide = cli("list", "--backend", "k8s", "-o", "wide", backend=backend()).out.splitlines()
+    assert wide[0].split() == ["NAME", "NAMESPACE", "PHASE", "REPLICAS", "AGE", "CREATED"]

@@ -280,3 +280,14 @@ def test_the_no_cluster_note_comes_with_submit_only(cli, monkeypatch, tmp_path):
     for argv in (["status", "mnist"], ["list"], ["logs", "mnist"], ["delete", "mnist"]):
         result = cli(*argv, backend=FakeBackend(name="local", existing=("mnist",)))
         assert result.code == 0 and LOCAL_NOTE not in result.err, (argv, result.err)
+
+
+def test_output_formats_of_submit(cli):
+    import json
+
+    backend = FakeBackend(name="k8s")
+    as_json = json.loads(submit(cli, backend, "--dry-run", "-o", "json").out)
+    assert as_json["kind"] == "TFJob" and as_json["metadata"]["name"] == "mnist"
+    assert submit(cli, backend, "--dry-run=server", "-o", "name").out == "tfjob.kubeflow.org/mnist created (dry run)\n"
+    named = submit(cli, backend, "--detach", "-o", "name")
+    assert named.code == 0 and named.out.splitlines()[0] == "tfjob.kubeflow.org/mnist created"
