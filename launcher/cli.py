@@ -93,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     logs.add_argument("--replica", help="chief-0 (or gcloud's master-0), ps-0, worker-1, ... or all "
                       "(default: chief-0, else worker-0)")
     logs.add_argument("-f", "--follow", action="store_true", help="follow across restarts until the job ends")
+    logs.add_argument("--tail", type=int, metavar="N", help="only the last N lines of each replica (not with -f)")
     listing = commands.add_parser("list", help="jobs in a namespace")
     listing.add_argument("-A", "--all-namespaces", action="store_true")
     listing.add_argument("-o", "--output", choices=OUTPUTS, help="yaml, json, name (tfjob.kubeflow.org/NAME), "

@@ -100,6 +100,10 @@ def logs(args, factory) -> int:
     check_name(args.name)
     args.replica = replica_alias(args.replica)
     check_replica(args.replica)
+    if args.tail is not None and (args.tail < 0 or args.follow):
+        from .spec import SpecError
+
+        raise SpecError("--tail", "use a number >= 0, without -f (to follow, run logs -f after logs --tail N)")
     backend = _backend(args, factory)
     namespace = namespace_of(args)
     replica = args.replica
@@ -107,10 +111,24 @@ def logs(args, factory) -> int:
         replica = default_replica(backend, args.name, namespace)
     elif replica == "all":
         replica = None
-    for line in backend.logs(args.name, namespace, replica, follow=args.follow):
+    lines = backend.logs(args.name, namespace, replica, follow=args.follow)
+    if args.tail is not None:
+        lines = last_lines(lines, args.tail)
+    for line in lines:
         sys.stdout.write(f"[{line.replica}] {line.line}\n")
         sys.stdout.flush()
     return EXIT_OK
+
+
+def last_lines(lines, count: int):
+    """The last `count` lines of each replica, replicas in their original order."""
+    from collections import deque
+
+    kept: dict[str, deque] = {}
+    for line in lines:
+        kept.setdefault(line.replica, deque(maxlen=count)).append(line)
+    for replica_lines in kept.values():
+        yield from replica_lines
 
 
 def list_jobs(args, factory) -> int:
