@@ -73,6 +73,14 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
     policy.add_argument("--ttl-seconds", type=non_negative_int, metavar="S", help="delete the TFJob S seconds after it ends")
     policy.add_argument("--active-deadline-seconds", type=non_negative_int, metavar="S", help="fail the job after S seconds")
     policy.add_argument("--backoff-limit", type=non_negative_int, metavar="N", help="retries before the job fails")
+    policy.add_argument("--success-policy", choices=("AllWorkers",),
+                        help="AllWorkers: the job succeeds when every worker has (default: when the chief has)")
+    sched = parser.add_argument_group("scheduling (GKE)")
+    sched.add_argument("--queue-name", metavar="QUEUE", help="Kueue LocalQueue: label the job for it and create it "
+                       "suspended, for Kueue to admit when the queue has quota")
+    sched.add_argument("--priority-class", metavar="NAME", help="PriorityClass of the pods")
+    sched.add_argument("--istio-sidecar", action="store_true", help="keep Istio's sidecar injection (by default the "
+                       "pods opt out: a sidecar keeps a finished TFJob Running)")
 
 
 def key_values(items: list[str], flag: str) -> dict[str, str]:
@@ -282,6 +290,10 @@ def _job_spec(args, settings: Settings, replicas, every_selector, role_selectors
         service_account=args.service_account,
         command=settings.command,
         volumes=volumes(args.volume),
+        success_policy=args.success_policy or "",
+        queue_name=args.queue_name,
+        priority_class=args.priority_class,
+        istio_sidecar=args.istio_sidecar,
     )
 
 

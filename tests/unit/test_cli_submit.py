@@ -291,3 +291,10 @@ def test_output_formats_of_submit(cli):
     assert submit(cli, backend, "--dry-run=server", "-o", "name").out == "tfjob.kubeflow.org/mnist created (dry run)\n"
     named = submit(cli, backend, "--detach", "-o", "name")
     assert named.code == 0 and named.out.splitlines()[0] == "tfjob.kubeflow.org/mnist created"
+
+
+def test_local_backend_notes_cluster_only_scheduling_flags(cli):
+    result = submit(cli, FakeBackend(name="local"), "--queue-name", "q", "--success-policy", "AllWorkers")
+    assert result.code == 0, result.err
+    assert ("note: --queue-name, --success-policy are ignored by the local backend (it starts every replica at once; "
+            "the chief decides success)") in result.err.splitlines()
