@@ -77,7 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("-o", "--output", choices=("yaml", "json", "name"),
                         help="how to print the TFJob of a dry run (default yaml), or, when submitting, "
                              "name (tfjob.kubeflow.org/NAME created), yaml or json (the TFJob sent)")
-    submit.add_argument("--detach", action="store_true", help="return once submitted")
+    submit.add_argument("--detach", "--async", action="store_true", help="return once submitted (--async: gcloud's name)")
+    submit.add_argument("--stream-logs", action="store_true",
+                        help="follow the job and its chief's logs until it ends: the default (gcloud's flag)")
     submit.add_argument("--replace", action="store_true", help="replace a job of the same name")
     render = commands.add_parser("render", help="print the TFJob for the same flags")
     add_job_flags(render)
