@@ -54,8 +54,8 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
     reps.add_argument("--ps", type=non_negative_int, metavar="N", help="parameter servers (default 1)")
     reps.add_argument("--chief", type=non_negative_int, metavar="0|1", help="chief replicas (default 1 when ps > 0, else 0)")
     reps.add_argument("--evaluator", type=non_negative_int, metavar="0|1", help="evaluator replicas (default 0)")
-    reps.add_argument("--cpu", action="append", default=[], metavar="[ROLE=]Q", help="CPU request, e.g. worker=2 (repeatable)")
-    reps.add_argument("--memory", action="append", default=[], metavar="[ROLE=]Q", help="memory request, e.g. ps=4Gi (repeatable)")
+    reps.add_argument("--cpu", action="append", default=[], metavar="[ROLE=]Q", help="CPU request: Q for every replica type, ROLE=Q for one (it wins over Q), e.g. worker=2; repeatable")
+    reps.add_argument("--memory", action="append", default=[], metavar="[ROLE=]Q", help="memory request, as --cpu, e.g. ps=4Gi; repeatable")
     gpus = parser.add_argument_group("GPUs")
     for role in ("worker", "chief", "evaluator", "ps"):
         gpus.add_argument(f"--gpus-per-{role}", type=non_negative_int, metavar="N",
