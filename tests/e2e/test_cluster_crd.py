@@ -35,3 +35,27 @@ def test_the_installed_crd_is_read_and_validates(backend):
 def test_a_crd_the_cluster_lacks_is_crd_unavailable(backend):
     with pytest.raises(CRDUnavailable, match="not installed"):
         backend.installed_crd("inferenceservices.serving.kserve.io")
+
+
+def test_the_real_apiserver_accepts_the_new_fields(control_plane):
+    """--volume, per-role node selectors, Kueue, priority class, success policy and the Istio
+    annotation, through the launcher CLI (validated with the cluster's CRD) and a server dry run."""
+    import yaml
+
+    from tests.e2e.launcher_process import run_launcher
+
+    with control_plane.namespace("e2e-fields") as namespace:
+        result = run_launcher(control_plane, "submit", "--backend", "k8s", "-n", namespace, "--name", "fields",
+                              "--workers", "2", "--ps", "1", "--dry-run=server",
+                              "--volume", "runs:/mnt/runs", "--volume", "data:/mnt/data:ro",
+                              "--node-selector", "ps:pool=cpu", "--queue-name", "team-a",
+                              "--priority-class", "high", "--success-policy", "AllWorkers")
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "cannot read CRD" not in result.stderr  # validated with the cluster's own CRD
+        stored = yaml.safe_load(result.stdout)
+        assert stored["spec"]["successPolicy"] == "AllWorkers" and stored["spec"]["runPolicy"]["suspend"] is True
+        ps = stored["spec"]["tfReplicaSpecs"]["PS"]["template"]
+        assert ps["spec"]["nodeSelector"] == {"pool": "cpu"} and ps["spec"]["priorityClassName"] == "high"
+        assert ps["spec"]["volumes"][1] == {"name": "pvc-1", "persistentVolumeClaim": {"claimName": "data"}}
+        assert ps["metadata"]["annotations"] == {"sidecar.istio.io/inject": "false"}
+        assert control_plane.kubectl_json("get", "tfjobs", "-n", namespace)["items"] == []
