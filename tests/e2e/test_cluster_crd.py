@@ -38,8 +38,8 @@ def test_a_crd_the_cluster_lacks_is_crd_unavailable(backend):
 
 
 def test_the_real_apiserver_accepts_the_new_fields(control_plane):
-    """--volume, per-role node selectors, Kueue, priority class, success policy and the Istio
-    annotation, through the launcher CLI (validated with the cluster's CRD) and a server dry run."""
+    """--volume, per-role node selectors, Kueue, priority class, success policy, gang scheduling
+    and the Istio annotation, through the launcher CLI (validated with the cluster's CRD) and a server dry run."""
     import yaml
 
     from tests.e2e.launcher_process import run_launcher
@@ -49,11 +49,14 @@ def test_the_real_apiserver_accepts_the_new_fields(control_plane):
                               "--workers", "2", "--ps", "1", "--dry-run=server",
                               "--volume", "runs:/mnt/runs", "--volume", "data:/mnt/data:ro",
                               "--node-selector", "ps:pool=cpu", "--queue-name", "team-a",
-                              "--priority-class", "high", "--success-policy", "AllWorkers")
+                              "--priority-class", "high", "--success-policy", "AllWorkers",
+                              "--gang", "--gang-timeout-seconds", "300")
         assert result.returncode == 0, result.stdout + result.stderr
         assert "cannot read CRD" not in result.stderr  # validated with the cluster's own CRD
         stored = yaml.safe_load(result.stdout)
         assert stored["spec"]["successPolicy"] == "AllWorkers" and stored["spec"]["runPolicy"]["suspend"] is True
+        assert stored["spec"]["runPolicy"]["schedulingPolicy"] == {"minAvailable": 4, "priorityClass": "high",
+                                                                   "scheduleTimeoutSeconds": 300}
         ps = stored["spec"]["tfReplicaSpecs"]["PS"]["template"]
         assert ps["spec"]["nodeSelector"] == {"pool": "cpu"} and ps["spec"]["priorityClassName"] == "high"
         assert ps["spec"]["volumes"][1] == {"name": "pvc-1", "persistentVolumeClaim": {"claimName": "data"}}
