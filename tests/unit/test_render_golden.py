@@ -55,6 +55,9 @@ CASES = {
                   "--restart-policy", "ExitCode", "--clean-pod-policy", "All", "--ttl-seconds", "3600",
                   "--active-deadline-seconds", "7200", "--backoff-limit", "3", "--env", "LOG_LEVEL=debug",
                   "--label", "team=ml", "--service-account", "trainer"],
+    "volumes": ["--name", "mnist-pvc", "--workers", "2", "--ps", "1", "--job-dir", "/mnt/runs/mnist-pvc",
+                "--volume", "training-runs:/mnt/runs", "--volume", "mnist.data:/mnt/data/:ro",
+                "--", "--data-dir", "/mnt/data/mnist"],
     "cloudml_standard_1": ["--name", "census", "--config", "{STANDARD_1}"],
     "cloudml_custom": ["--name", "custom-job", "--config", "{CUSTOM}"],
 }
@@ -108,3 +111,34 @@ def test_cloudml_tiers_become_replica_counts():
               for case in ("cloudml_standard_1", "cloudml_custom")}
     assert counts["cloudml_standard_1"] == {"Chief": 1, "PS": 3, "Worker": 4}
     assert counts["cloudml_custom"] == {"Chief": 1, "PS": 2, "Worker": 3, "Evaluator": 1}
+
+
+def test_volumes_are_mounted_in_every_replica():
+    manifest = yaml.safe_load((GOLDEN / "volumes.yaml").read_text())
+    for replica in manifest["spec"]["tfReplicaSpecs"].values():
+        pod = replica["template"]["spec"]
+        assert pod["volumes"] == [{"name": "pvc-0", "persistentVolumeClaim": {"claimName": "training-runs"}},
+                                  {"name": "pvc-1", "persistentVolumeClaim": {"claimName": "mnist.data"}}]
+        assert pod["containers"][0]["volumeMounts"] == [
+            {"name": "pvc-0", "mountPath": "/mnt/runs", "readOnly": False},
+            {"name": "pvc-1", "mountPath": "/mnt/data/", "readOnly": True}]
+
+
+def test_gke_scheduling_flags_reach_the_tfjob(cli):
+    result = cli("render", "--name", "queued", "--success-policy", "AllWorkers", "--queue-name", "team-a",
+                 "--priority-class", "high-priority", "--gang", "--gang-timeout-seconds", "300")
+    assert result.code == 0, result.err
+    tfjob = result.manifest()
+    assert tfjob["spec"]["successPolicy"] == "AllWorkers"
+    assert tfjob["spec"]["runPolicy"]["suspend"] is True
+    assert tfjob["spec"]["runPolicy"]["schedulingPolicy"] == {"minAvailable": 4, "priorityClass": "high-priority",
+                                                              "scheduleTimeoutSeconds": 300}
+    assert tfjob["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    for replica in tfjob["spec"]["tfReplicaSpecs"].values():
+        template = replica["template"]
+        assert "kueue.x-k8s.io/queue-name" not in template["metadata"]["labels"]
+        assert template["metadata"]["annotations"] == {"sidecar.istio.io/inject": "false"}
+        assert template["spec"]["priorityClassName"] == "high-priority"
+    assert validate(tfjob, crd=CRD) is True
+    with_sidecar = cli("render", "--name", "mesh", "--istio-sidecar").manifest()
+    assert all("annotations" not in r["template"]["metadata"] for r in with_sidecar["spec"]["tfReplicaSpecs"].values())

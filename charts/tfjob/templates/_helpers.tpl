@@ -55,6 +55,15 @@ All labels as a JSON object: the user's `labels`, overridden by the standard one
 {{- toJson $labels }}
 {{- end }}
 
+{{/* The TFJob's own labels (launcher: JobSpec.job_labels): the pods' plus Kueue's queue label. */}}
+{{- define "tfjob.jobLabels" -}}
+{{- $labels := include "tfjob.labels" . | fromJson }}
+{{- with .Values.queueName }}
+{{- $_ := set $labels "kueue.x-k8s.io/queue-name" . }}
+{{- end }}
+{{- toJson $labels }}
+{{- end }}
+
 {{/* The ServiceAccount the pods run as; empty means the namespace default. */}}
 {{- define "tfjob.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create }}
@@ -82,7 +91,8 @@ All labels as a JSON object: the user's `labels`, overridden by the standard one
 {{- $ref }}
 {{- end }}
 
-{{/* runPolicy as JSON (launcher: render.run_policy): unset integers are left out. */}}
+{{/* runPolicy as JSON (launcher: render.run_policy): unset integers are left out; a job for a
+Kueue queue is created suspended. */}}
 {{- define "tfjob.runPolicy" -}}
 {{- $policy := dict "cleanPodPolicy" .Values.runPolicy.cleanPodPolicy }}
 {{- range $key := list "ttlSecondsAfterFinished" "activeDeadlineSeconds" "backoffLimit" }}
@@ -90,6 +100,23 @@ All labels as a JSON object: the user's `labels`, overridden by the standard one
 {{- if not (kindIs "invalid" $value) }}
 {{- $_ := set $policy $key (int64 $value) }}
 {{- end }}
+{{- end }}
+{{- if .Values.queueName }}
+{{- $_ := set $policy "suspend" true }}
+{{- end }}
+{{- if .Values.gang.enabled }}
+{{- $total := 0 }}
+{{- range $role := list "chief" "ps" "worker" "evaluator" }}
+{{- $total = add $total (int (index $.Values.replicas $role).count) }}
+{{- end }}
+{{- $gang := dict "minAvailable" (int64 $total) }}
+{{- with .Values.priorityClassName }}
+{{- $_ := set $gang "priorityClass" . }}
+{{- end }}
+{{- if not (kindIs "invalid" .Values.gang.timeoutSeconds) }}
+{{- $_ := set $gang "scheduleTimeoutSeconds" (int64 .Values.gang.timeoutSeconds) }}
+{{- end }}
+{{- $_ := set $policy "schedulingPolicy" $gang }}
 {{- end }}
 {{- toJson $policy }}
 {{- end }}
@@ -116,10 +143,11 @@ All labels as a JSON object: the user's `labels`, overridden by the standard one
 
 {{/*
 Node selector of one replica type as JSON (launcher: JobSpec.replica_node_selector):
-nodeSelector plus the accelerator label on GPU roles. Call with (dict "root" $ "replica" $r).
+nodeSelector, then the replica's own nodeSelector, then the accelerator label on GPU roles.
+Call with (dict "root" $ "replica" $r).
 */}}
 {{- define "tfjob.replicaNodeSelector" -}}
-{{- $selector := deepCopy (.root.Values.nodeSelector | default dict) }}
+{{- $selector := merge (deepCopy (.replica.nodeSelector | default dict)) (deepCopy (.root.Values.nodeSelector | default dict)) }}
 {{- if and .root.Values.accelerator (gt (include "tfjob.gpus" .replica | int) 0) }}
 {{- $_ := set $selector "cloud.google.com/gke-accelerator" .root.Values.accelerator }}
 {{- end }}
@@ -147,7 +175,7 @@ nodeSelector plus the accelerator label on GPU roles. Call with (dict "root" $ "
 {{- end }}
 
 {{/*
-Rules that span several values (launcher: JobSpec._check_replicas / _check_names).
+Rules that span several values (launcher: JobSpec._check_replicas / _check_names / _check_volumes).
 Per-value rules live in values.schema.json. Each failure names the value and the fix.
 */}}
 {{- define "tfjob.validate" -}}
@@ -159,6 +187,9 @@ Per-value rules live in values.schema.json. Each failure names the value and the
 {{- end }}
 {{- if and (gt (int $r.ps.count) 0) (eq $chief 0) }}
 {{- fail "replicas.chief.count: parameter-server training needs a chief as coordinator; set replicas.chief.count: 1" }}
+{{- end }}
+{{- if and (gt (int $r.ps.count) 0) (eq $workers 0) }}
+{{- fail "replicas.worker.count: parameter-server training needs at least one worker to run the steps; set replicas.worker.count >= 1 or replicas.ps.count: 0" }}
 {{- end }}
 {{- if .Values.accelerator }}
 {{- $gpus := 0 }}
@@ -181,5 +212,18 @@ Per-value rules live in values.schema.json. Each failure names the value and the
 {{- fail (printf "jobName: %q is too long: replica service name %q has %d characters (max 63); set a shorter jobName" $name $replica (len $replica)) }}
 {{- end }}
 {{- end }}
+{{- end }}
+{{- $claims := dict }}
+{{- $paths := dict }}
+{{- range $i, $volume := .Values.volumes }}
+{{- if hasKey $claims $volume.claimName }}
+{{- fail (printf "volumes[%d].claimName: claim %q is given twice; mount each claim once" $i $volume.claimName) }}
+{{- end }}
+{{- $path := trimSuffix "/" $volume.mountPath }}
+{{- if hasKey $paths $path }}
+{{- fail (printf "volumes[%d].mountPath: %q is used twice; give each claim its own directory" $i $volume.mountPath) }}
+{{- end }}
+{{- $_ := set $claims $volume.claimName true }}
+{{- $_ := set $paths $path true }}
 {{- end }}
 {{- end }}
