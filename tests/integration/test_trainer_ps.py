@@ -82,6 +82,19 @@ def test_variables_partition_across_two_ps_and_the_evaluator_follows(mnist_dir, 
         assert "Eval step 40: loss" in evaluator and "Chief marked the job done" in evaluator
     assert list((job / "evaluator").glob("events.out.tfevents.*"))
 
+    # the 2-ps checkpoint restores whole into 1 ps: weights and Adam's state (m, v, iterations)
+    probe = run_module("tests.support.restore_probe", [str(job), "--model", "mnist", "--ps", "1"])
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    report = json.loads(probe.stdout.splitlines()[-1])
+    assert report["checkpoint"].endswith("/checkpoints/ckpt-40")
+    restored = report["variables"]
+    assert {"model/mnist.dense.kernel", "optimizer/mnist.dense.kernel.momentum",
+            "optimizer/mnist.dense.kernel.velocity", "optimizer/iteration", "step"} <= restored.keys()
+    assert [key for key, v in restored.items() if not v["equal"]] == []
+    slots = [key for key in restored if key.endswith((".momentum", ".velocity"))]
+    assert len(slots) == 16 and all(restored[key]["nonzero"] for key in slots)  # trained, not zeros
+    assert restored["optimizer/iteration"]["value"] >= 40 and restored["step"]["value"] == 40
+
 
 def test_servers_exit_1_when_the_chief_is_gone_for_good(mnist_dir, tmp_path):  # noqa: F811
     env = {"TRAINER_ORPHAN_SECONDS": "3"}
