@@ -82,7 +82,9 @@ def dataset(data_dir: str, split: str, batch_size: int, training: bool, seed: in
     """Shuffled, repeated batches for training; one ordered pass for evaluation.
 
     `shard=(count, index)` keeps one input pipeline's share: whole files when there are
-    enough of them, else every count-th record.
+    enough of them, else every count-th record of one fixed order of all records (the
+    files read in turn, deterministically), so that across the pipelines each record is
+    read once per epoch.
     """
     paths = files(data_dir, split)
     count, index = shard
@@ -90,10 +92,10 @@ def dataset(data_dir: str, split: str, batch_size: int, training: bool, seed: in
     ds = tf.data.Dataset.from_tensor_slices(paths)
     if by_file:
         ds = ds.shard(count, index)
-    if training:
-        ds = ds.shuffle(len(paths), seed=seed)
+        if training:
+            ds = ds.shuffle(len(paths), seed=seed)
     ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=min(4, len(paths)),
-                       num_parallel_calls=tf.data.AUTOTUNE, deterministic=not training)
+                       num_parallel_calls=tf.data.AUTOTUNE, deterministic=not training or not by_file)
     if not by_file:
         ds = ds.shard(count, index)
     if training:
