@@ -11,6 +11,7 @@ its own log file; `stop()` (also on context exit) kills and reaps whatever still
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -89,10 +90,37 @@ def run_module(module: str, args: list[str], env: dict[str, str] | None = None,
                           capture_output=True, text=True, timeout=timeout)
 
 
-def spawn(args: list[str], log_path: Path, env: dict[str, str]) -> subprocess.Popen:
-    with open(log_path, "wb") as log:
-        return subprocess.Popen([sys.executable, "-m", "trainer.task", *args], cwd=ROOT, env=env,
+def spawn(args: list[str], log_path: Path, env: dict[str, str], prefix: list[str] | None = None,
+          append: bool = False) -> subprocess.Popen:
+    """`python -m trainer.task ARGS`, behind `prefix` (e.g. ["nice", "-n", "19"]) if given."""
+    with open(log_path, "ab" if append else "wb") as log:
+        return subprocess.Popen([*(prefix or []), sys.executable, "-m", "trainer.task", *args], cwd=ROOT, env=env,
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+_EVALUATE_EXPORT = """
+import json, sys
+import numpy as np
+import tensorflow as tf
+from trainer import data
+serve = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
+hits = count = 0
+for images, labels in data.dataset(sys.argv[2], "test", 500, training=False):
+    classes = serve(image=tf.reshape(images, [-1, 784]))["classes"].numpy()
+    hits += int(np.sum(classes == labels.numpy()))
+    count += len(labels)
+print(json.dumps({"accuracy": hits / count, "count": count}))
+"""
+
+
+def evaluate_export(export: str, data_dir: str, env: dict[str, str] | None = None) -> tuple[float, int]:
+    """(accuracy, examples) of the SavedModel's serving_default on the test split of
+    `data_dir`, in a subprocess (the test process stays free of TensorFlow)."""
+    done = subprocess.run([sys.executable, "-c", _EVALUATE_EXPORT, export, data_dir], cwd=ROOT,
+                          env=trainer_env(env), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.splitlines()[-1])
+    return result["accuracy"], result["count"]
 
 
 @dataclass
@@ -100,11 +128,14 @@ class Replica:
     name: str  # e.g. "worker-1"
     process: subprocess.Popen
     log_path: Path
+    rtype: str = ""  # as in the TFJob: Chief, PS, Worker, Evaluator
+    index: int = 0
 
 
 class TrainerCluster:
     def __init__(self, counts: dict[str, int], args: list[str], workdir: Path,
-                 env: dict[str, str] | None = None, name: str = "local"):
+                 env: dict[str, str] | None = None, name: str = "local",
+                 prefixes: dict[str, list[str]] | None = None):
         spec = JobSpec(name=name, replicas={role: ReplicaSpec(count) for role, count in counts.items()})
         self.tfjob = render(spec)
         self.args = list(args)
@@ -114,6 +145,7 @@ class TrainerCluster:
         ports = {(rtype.lower(), index): free_port() for rtype, index in replicas(self.tfjob)}
         self.address = lambda rt, index: f"{LOCAL}:{ports[(rt, index)]}"
         self.replicas: dict[str, Replica] = {}
+        self.prefixes = prefixes or {}  # replica name -> command prefix (e.g. nice, taskset)
 
     def tf_config(self, rtype: str, index: int) -> str | None:
         return tf_config(self.tfjob, rtype, index, self.address)
@@ -126,8 +158,20 @@ class TrainerCluster:
             if config is not None:
                 env["TF_CONFIG"] = config
             log_path = self.workdir / f"{name}.log"
-            self.replicas[name] = Replica(name, spawn(self.args, log_path, env), log_path)
+            process = spawn(self.args, log_path, env, self.prefixes.get(name))
+            self.replicas[name] = Replica(name, process, log_path, rtype, index)
         return self
+
+    def restart(self, name: str, args: list[str] | None = None) -> None:
+        """Start replica `name` again once it has exited (its log grows on), as the
+        operator restarts a pod: same TF_CONFIG and address; `args` replace the flags."""
+        replica = self.replicas[name]
+        assert replica.process.poll() is not None, f"{name} still runs"
+        env = dict(self.env)
+        config = self.tf_config(replica.rtype, replica.index)
+        if config is not None:
+            env["TF_CONFIG"] = config
+        replica.process = spawn(args or self.args, replica.log_path, env, self.prefixes.get(name), append=True)
 
     def wait_for_line(self, name: str, text: str, timeout: float) -> None:
         """Until `text` appears in the log of `name` (bounded; fails early if it exits)."""
