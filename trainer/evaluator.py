@@ -23,7 +23,7 @@ import time
 
 import tensorflow as tf
 
-from trainer import checkpoints, lifecycle, models, paths, progress, variables
+from trainer import checkpoints, data, lifecycle, models, paths, progress, variables
 from trainer.cluster import Cluster
 from trainer.evaluate import Evaluation
 
@@ -63,7 +63,7 @@ class SideCar:
         self.directory = paths.checkpoints(args.job_dir)
         self.parts = {"model": variables.named(model.weights)}
         self.ckpt = tf.train.Checkpoint(**self.parts)
-        self.evaluation = Evaluation(model, args.data_dir, args.eval_batch_size, args.threads)
+        self.evaluation = Evaluation(model, data.source(args), args.eval_batch_size, args.threads)
         self.scalars = progress.Scalars(args.job_dir, "evaluator")
         self.last_step = self._evaluated()
         self.attempts: dict[str, int] = {}
@@ -100,8 +100,7 @@ class SideCar:
             try:
                 checkpoints.restore_check(path, self.parts, self.job_dir, self.model_name)
                 self.ckpt.restore(path).expect_partial()
-            except (tf.errors.NotFoundError, tf.errors.DataLossError, tf.errors.UnavailableError,
-                    tf.errors.AbortedError) as error:
+            except tf.errors.OpError as error:  # NotFound, DataLoss, storage errors; the reader's own
                 self.attempts[path] = attempt = self.attempts.get(path, 0) + 1
                 if attempt < READ_ATTEMPTS:
                     print(f"Could not read {path} ({type(error).__name__}); retrying "
