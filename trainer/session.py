@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import keras
 import tensorflow as tf
 
-from trainer import checkpoints, evaluator, export, models, progress, train_step, variables
+from trainer import checkpoints, data, evaluator, export, models, progress, train_step, variables
 from trainer.cluster import Cluster
 from trainer.evaluate import Evaluation
 
@@ -54,7 +54,7 @@ class Session:
     def evaluation(self) -> Evaluation:
         """A plain copy of the model and the test set, made on first use (chief only)."""
         if self._evaluation is None:
-            self._evaluation = Evaluation(models.build(self.args.model), self.args.data_dir,
+            self._evaluation = Evaluation(models.build(self.args.model), data.source(self.args),
                                           self.args.eval_batch_size, self.args.threads)
         return self._evaluation
 

@@ -51,8 +51,8 @@ def ensure_data(args: argparse.Namespace) -> None:
     from trainer import data
 
     try:
-        data.files(args.data_dir, "train")
-        data.files(args.data_dir, "test")
+        data.files(data.source(args), "train")
+        data.files(data.source(args), "test")
     except data.DataError:
         if not args.prepare_data:
             raise

@@ -29,7 +29,7 @@ def worker_dataset_fn(args: argparse.Namespace):
     runs on the worker's own pools, sized by the worker's threads (runtime.start_server)."""
 
     def dataset_fn():
-        return data.dataset(args.data_dir, "train", args.batch_size, training=True, threads=0)
+        return data.dataset(data.source(args), "train", args.batch_size, training=True, threads=0)
 
     return dataset_fn
 
