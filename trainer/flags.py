@@ -89,6 +89,9 @@ def parser() -> Parser:
     p.add_argument("--log-every-steps", type=_positive, default=100, help="print a Train line every N steps")
     p.add_argument("--eval-every-steps", type=_non_negative, default=500,
                    help="evaluate on the test set every N steps (0: only at the end)")
+    p.add_argument("--histogram-every-steps", type=_non_negative, default=500,
+                   help="write weight histograms to TensorBoard (train/) every N steps (0: never); the "
+                        "learning rate goes with every Train line, the model graph once")
     p.add_argument("--checkpoint-every-steps", type=_non_negative, default=500,
                    help="save a checkpoint every N steps (0: only at the end)")
     p.add_argument("--eval-batch-size", type=_positive, default=500, help="batch size of evaluation")

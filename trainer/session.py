@@ -32,6 +32,7 @@ class Session:
     saved_at: int | None = field(init=False)  # step of the last checkpoint written or restored
     _evaluation: Evaluation | None = field(init=False, default=None)
     evaluator_seen: bool = field(init=False, default=False)
+    graph_written: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
         chief = self.cluster.is_chief
@@ -42,11 +43,11 @@ class Session:
         self.saver = checkpoints.Checkpointer(self.args.job_dir, parts, self.args.model, writer=chief)
         restored = self.saver.restore()
         self.start = int(self.step.numpy())
-        if chief:
+        if chief or restored:  # every MultiWorkerMirrored worker says what it restored
             print(f"Restored {restored} at step {self.start}" if restored
                   else f"No checkpoint in {self.saver.directory}; starting at step 0")
         self.progress = progress.Progress(self.args.job_dir, self.cluster.name, self.args.train_steps,
-                                          self.start, enabled=chief)
+                                          self.start, scalars=chief)
         self.saved_at = self.start if restored else None
 
     # ---- actions -----------------------------------------------------------------
@@ -61,6 +62,20 @@ class Session:
     def evaluate(self) -> tuple[float, float]:
         variables.copy(self.model, self.evaluation.model)
         return self.evaluation.evaluate()
+
+    def learning_rate(self) -> float:
+        """The optimizer's current learning rate (its schedule at its own step count)."""
+        return float(tf.convert_to_tensor(self.optimizer.learning_rate))
+
+    def write_graph(self) -> None:
+        """The model's forward graph for TensorBoard, once (chief only)."""
+        if self.graph_written or not self.cluster.is_chief:
+            return
+        model = self.evaluation.model
+        spec = tf.TensorSpec([None, *model.input_shape[1:]], tf.float32)
+        self.progress.train.graph(tf.function(lambda images: model(images, training=False))
+                                  .get_concrete_function(spec).graph)
+        self.graph_written = True
 
     def _note_evaluator(self) -> None:
         if not self.evaluator_seen:
@@ -78,7 +93,10 @@ class Session:
         """Log, evaluate and checkpoint when `after` crosses the configured intervals."""
         args = self.args
         if crossed(before, after, args.log_every_steps) or after >= args.train_steps:
-            self.progress.report_train(after)
+            self.progress.report_train(after, learning_rate=self.learning_rate())
+            self.write_graph()
+        if crossed(before, after, args.histogram_every_steps) and self.cluster.is_chief:
+            self.progress.train.histograms(after, {v.path: variables.read(v) for v in self.model.weights})
         if crossed(before, after, args.eval_every_steps) and after < args.train_steps and self.cluster.is_chief:
             if evaluator.alive(args.job_dir):  # a side-car evaluator does it; dispatch goes on
                 self._note_evaluator()

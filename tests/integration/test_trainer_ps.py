@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.trainer_cluster import (TrainerCluster, export_path, final_metrics, mnist_dir,  # noqa: F401
-                                           progress, run_module)
+from tests.support.trainer_cluster import (TEST_SLICE, TrainerCluster, evaluate_export, export_path,  # noqa: F401
+                                           final_metrics, mnist_dir, progress, run_module)
 
 pytestmark = pytest.mark.slow
 WAIT_S = 540
@@ -49,6 +49,10 @@ def test_chief_ps_and_two_workers_train_and_all_exit_0(mnist_dir, tmp_path):  # 
 
     export = Path(export_path(chief))
     assert export.parent == job / "export" and (export / "saved_model.pb").is_file()
+    # the exported model is the trained one: its test accuracy is the chief's final Eval line
+    exported_accuracy, examples = evaluate_export(str(export), mnist_dir)
+    assert examples == TEST_SLICE and abs(exported_accuracy - accuracy) <= 0.00005 + 1e-9, (exported_accuracy, accuracy)
+    assert f"Eval step 200: loss {final_metrics(chief)[1]:.4f}, accuracy {accuracy:.4f}" in chief
     assert (job / "checkpoints" / "ckpt-200.index").is_file()
     assert list((job / "train").glob("events.out.tfevents.*")) and list((job / "eval").glob("events.out.tfevents.*"))
     assert json.loads((job / "done.json").read_text())["step"] == 200

@@ -90,11 +90,10 @@ def run_module(module: str, args: list[str], env: dict[str, str] | None = None,
                           capture_output=True, text=True, timeout=timeout)
 
 
-def spawn(args: list[str], log_path: Path, env: dict[str, str], prefix: list[str] | None = None,
-          append: bool = False) -> subprocess.Popen:
-    """`python -m trainer.task ARGS`, behind `prefix` (e.g. ["nice", "-n", "19"]) if given."""
+def spawn(args: list[str], log_path: Path, env: dict[str, str], append: bool = False) -> subprocess.Popen:
+    """`python -m trainer.task ARGS`, its output to `log_path` (appended to: a restart)."""
     with open(log_path, "ab" if append else "wb") as log:
-        return subprocess.Popen([*(prefix or []), sys.executable, "-m", "trainer.task", *args], cwd=ROOT, env=env,
+        return subprocess.Popen([sys.executable, "-m", "trainer.task", *args], cwd=ROOT, env=env,
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
@@ -111,6 +110,29 @@ for images, labels in data.dataset(sys.argv[2], "test", 500, training=False):
     count += len(labels)
 print(json.dumps({"accuracy": hits / count, "count": count}))
 """
+
+
+_SUMMARIES = """
+import json, sys
+import tensorflow as tf
+tags, graph = {}, False
+for path in tf.io.gfile.glob(sys.argv[1] + "/events.out.tfevents.*"):
+    for event in tf.compat.v1.train.summary_iterator(path):
+        graph = graph or bool(event.graph_def)
+        for value in event.summary.value:
+            kind = value.metadata.plugin_data.plugin_name or "scalars"
+            tags.setdefault(kind, {}).setdefault(value.tag, []).append(event.step)
+print(json.dumps({"graph": graph, **tags}))
+"""
+
+
+def summaries(directory: str) -> dict:
+    """What TensorBoard finds in `directory`'s event files: {"graph": bool, "scalars":
+    {tag: [steps]}, "histograms": {tag: [steps]}} (read in a subprocess)."""
+    done = subprocess.run([sys.executable, "-c", _SUMMARIES, directory], cwd=ROOT, env=trainer_env(),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.splitlines()[-1])
 
 
 def evaluate_export(export: str, data_dir: str, env: dict[str, str] | None = None) -> tuple[float, int]:
@@ -134,8 +156,7 @@ class Replica:
 
 class TrainerCluster:
     def __init__(self, counts: dict[str, int], args: list[str], workdir: Path,
-                 env: dict[str, str] | None = None, name: str = "local",
-                 prefixes: dict[str, list[str]] | None = None):
+                 env: dict[str, str] | None = None, name: str = "local"):
         spec = JobSpec(name=name, replicas={role: ReplicaSpec(count) for role, count in counts.items()})
         self.tfjob = render(spec)
         self.args = list(args)
@@ -145,7 +166,6 @@ class TrainerCluster:
         ports = {(rtype.lower(), index): free_port() for rtype, index in replicas(self.tfjob)}
         self.address = lambda rt, index: f"{LOCAL}:{ports[(rt, index)]}"
         self.replicas: dict[str, Replica] = {}
-        self.prefixes = prefixes or {}  # replica name -> command prefix (e.g. nice, taskset)
 
     def tf_config(self, rtype: str, index: int) -> str | None:
         return tf_config(self.tfjob, rtype, index, self.address)
@@ -158,7 +178,7 @@ class TrainerCluster:
             if config is not None:
                 env["TF_CONFIG"] = config
             log_path = self.workdir / f"{name}.log"
-            process = spawn(self.args, log_path, env, self.prefixes.get(name))
+            process = spawn(self.args, log_path, env)
             self.replicas[name] = Replica(name, process, log_path, rtype, index)
         return self
 
@@ -171,7 +191,7 @@ class TrainerCluster:
         config = self.tf_config(replica.rtype, replica.index)
         if config is not None:
             env["TF_CONFIG"] = config
-        replica.process = spawn(args or self.args, replica.log_path, env, self.prefixes.get(name), append=True)
+        replica.process = spawn(args or self.args, replica.log_path, env, append=True)
 
     def wait_for_line(self, name: str, text: str, timeout: float) -> None:
         """Until `text` appears in the log of `name` (bounded; fails early if it exits)."""

@@ -38,3 +38,10 @@ def test_other_invalid_arguments_are_not_a_lost_ps():
     assert failures.explain(plain, JOB_DIR) is None  # not from a ps over gRPC: a traceback, exit 1
     shape = tf.errors.InvalidArgumentError(None, None, "Incompatible shapes: [16,10] vs. [32,10]" + FROM_PS)
     assert failures.explain(shape, JOB_DIR) is None
+
+
+def test_a_lost_mirrored_peer_is_retryable():
+    message = ("Collective ops is aborted by: cluster check alive failed, /job:worker/replica:0/task:1 is down\n"
+               "The error could be from a previous operation. Restart your program to reset. [Op:CollectiveReduceV2]")
+    failure = failures.explain(tf.errors.UnavailableError(None, None, message), JOB_DIR)
+    assert failure.code == 128 and failure.line.startswith("lost peer worker/1 (UnavailableError: Collective ops")
