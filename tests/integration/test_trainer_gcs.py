@@ -44,10 +44,11 @@ def test_ps_job_reads_and_writes_gcs(gcs, tmp_path):
     marker = gcs.client().bucket("trainer-gcs-test").blob("jobs/mnist-ps/done.json").download_as_text()
     assert json.loads(marker) | {"step": 30, "export": export} == json.loads(marker)
 
-    request = tmp_path / "request.json"
-    made = run_module("trainer.make_request", ["--data-dir", data_dir, "--count", "2", "--out", str(request)], gcs.env)
+    request = f"{bucket}/requests/request.json"  # make_request writes gs:// too
+    made = run_module("trainer.make_request", ["--data-dir", data_dir, "--count", "2", "--out", request], gcs.env)
     assert made.returncode == 0, made.stderr[-2000:]
-    done = run_module("trainer.predict", ["--model-dir", export, "--json-instances", str(request)], gcs.env)
+    assert gcs.list(f"{bucket}/requests") == ["requests/request.json"]
+    done = run_module("trainer.predict", ["--model-dir", export, "--json-instances", request], gcs.env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert len(done.stdout.splitlines()) == 3
 
