@@ -133,6 +133,9 @@ def crossed(before: int, after: int, every: int) -> bool:
     return every > 0 and after // every > before // every
 
 
+WAKE_S = 0.5
+
+
 class Stopped(Exception):
     """The chief stopped on SIGTERM after saving a checkpoint at the step it had reached."""
 
@@ -141,8 +144,9 @@ class Stopped(Exception):
 
 class StopRequest:
     """Notes SIGTERM (pod deletion, a spot VM's preemption: Kubernetes then grants 30 s by
-    default) so that the loop saves a checkpoint and stops at its next result instead of
-    dying mid-interval. Only in the main thread, and not under MultiWorkerMirrored, whose
+    default) so that the loop saves a checkpoint and stops at once instead of dying
+    mid-interval (the variables must still be reachable: a ps deleted at the same moment
+    takes them along, and the last periodic checkpoint stands). Only in the main thread, and not under MultiWorkerMirrored, whose
     checkpoints every worker must write together."""
 
     def __init__(self, enabled: bool = True):
@@ -174,7 +178,8 @@ def run(session: Session, launch, in_flight: int, count: bool = False) -> tuple[
     count: the calls do not count their steps (see train_step.make_train_fn), so set the
     global step to the steps of the calls fetched so far, the only writer of it; a
     checkpoint then holds exactly the step it is numbered by.
-    On SIGTERM: save a checkpoint at the step reached and raise Stopped.
+    On SIGTERM: within WAKE_S, save a checkpoint at the step reached (the results it
+    has; calls still out are redone after the restart) and raise Stopped.
     Returns the final step and the export path (None on non-chief workers)."""
     args = session.args
     scheduled = done = session.start
@@ -187,7 +192,8 @@ def run(session: Session, launch, in_flight: int, count: bool = False) -> tuple[
                     n = min(args.steps_per_execution, args.train_steps - scheduled)
                     pending[fetcher.submit(launch(n).fetch)] = n
                     scheduled += n
-                finished, _ = futures.wait(pending, return_when=futures.FIRST_COMPLETED)
+                # a bounded wait: SIGTERM is acted on within WAKE_S, without waiting for a result
+                finished, _ = futures.wait(pending, timeout=WAKE_S, return_when=futures.FIRST_COMPLETED)
                 for future in finished:
                     n = pending.pop(future)
                     loss, accuracy = future.result()
