@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 
 import numpy as np
 import tensorflow as tf
@@ -60,45 +61,94 @@ def write(out: str, train_limit: int | None = None, test_limit: int | None = Non
 
 
 # ---- reading -----------------------------------------------------------------------
-def files(data_dir: str, split: str) -> list[str]:
-    pattern = f"{data_dir.rstrip('/')}/{split}-*.tfrecord"
-    found = tf.io.gfile.glob(pattern) if tf.io.gfile.exists(data_dir) else []
+@dataclass(frozen=True)
+class Source:
+    """Where the records of each split are: `data_dir`'s train-*/test-* shards (as written
+    above), or file patterns (--train_data_paths / --eval_data_paths of the Cloud ML
+    samples; local or gs://). Files ending .gz or .gzip are read as GZIP TFRecords.
+    `image_feature`: the bytes feature holding the 784 pixels (`image_raw` in the TF
+    MNIST tutorials' train.tfrecords)."""
+
+    data_dir: str
+    train_paths: tuple[str, ...] = ()
+    eval_paths: tuple[str, ...] = ()
+    image_feature: str = "image"
+
+    def given(self, split: str) -> tuple[str, ...]:
+        return self.train_paths if split == "train" else self.eval_paths
+
+    def patterns(self, split: str) -> tuple[str, ...]:
+        root = self.data_dir.rstrip("/")
+        return self.given(split) or tuple(f"{root}/{split}-*.tfrecord{ext}" for ext in ("", ".gz"))
+
+
+def source(args) -> Source:
+    """The Source of parsed trainer flags."""
+    return Source(args.data_dir, tuple(args.train_data_paths or ()), tuple(args.eval_data_paths or ()),
+                  args.image_feature)
+
+
+def _source(data: str | Source) -> Source:
+    return data if isinstance(data, Source) else Source(data)
+
+
+def files(data: str | Source, split: str) -> list[str]:
+    src = _source(data)
+    if src.given(split):
+        found = sorted({path for pattern in src.given(split) for path in tf.io.gfile.glob(pattern)})
+        if not found:
+            flag = "--train_data_paths" if split == "train" else "--eval_data_paths"
+            raise DataError(f"{flag}: no files match {', '.join(src.given(split))}; give existing TFRecord "
+                            "files or patterns (local or gs://)")
+        return found
+    found = ([path for pattern in src.patterns(split) for path in tf.io.gfile.glob(pattern)]
+             if tf.io.gfile.exists(src.data_dir) else [])
     if not found:
-        raise DataError(f"--data-dir: no MNIST {split} records at {data_dir}; "
-                        f"create them with: python -m trainer.data --out {data_dir}")
+        raise DataError(f"--data-dir: no MNIST {split} records at {src.data_dir}; "
+                        f"create them with: python -m trainer.data --out {src.data_dir}")
     return sorted(found)
 
 
-def parse(records: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+def records(path: tf.Tensor) -> tf.data.Dataset:
+    """The records of one TFRecord file, GZIP-compressed if its name ends .gz or .gzip."""
+    gzip = tf.strings.regex_full_match(path, r".*\.(gz|gzip)")
+    return tf.data.TFRecordDataset(path, compression_type=tf.where(gzip, "GZIP", ""))
+
+
+def parse(records: tf.Tensor, image_feature: str = "image") -> tuple[tf.Tensor, tf.Tensor]:
     """A batch of serialized Examples -> (float images [B,28,28,1] in [0,1], int64 labels [B])."""
-    parsed = tf.io.parse_example(records, FEATURES)
-    images = tf.io.decode_raw(parsed["image"], tf.uint8)
+    parsed = tf.io.parse_example(records, {image_feature: FEATURES["image"], "label": FEATURES["label"]})
+    images = tf.io.decode_raw(parsed[image_feature], tf.uint8)
     images = tf.reshape(tf.cast(images, tf.float32) / 255.0, [-1, 28, 28, 1])
     return images, parsed["label"]
 
 
-def dataset(data_dir: str, split: str, batch_size: int, training: bool, seed: int | None = None,
+def dataset(data: str | Source, split: str, batch_size: int, training: bool, seed: int | None = None,
             threads: int = 0, shard: tuple[int, int] = (1, 0)) -> tf.data.Dataset:
     """Shuffled, repeated batches for training; one ordered pass for evaluation.
 
     `shard=(count, index)` keeps one input pipeline's share: whole files when there are
-    enough of them, else every count-th record.
+    enough of them, else every count-th record of one fixed order of all records (the
+    files read in turn, deterministically), so that across the pipelines each record is
+    read once per epoch.
     """
-    paths = files(data_dir, split)
+    src = _source(data)
+    paths = files(src, split)
     count, index = shard
     by_file = len(paths) >= count
     ds = tf.data.Dataset.from_tensor_slices(paths)
     if by_file:
         ds = ds.shard(count, index)
-    if training:
-        ds = ds.shuffle(len(paths), seed=seed)
-    ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=min(4, len(paths)),
-                       num_parallel_calls=tf.data.AUTOTUNE, deterministic=not training)
+        if training:
+            ds = ds.shuffle(len(paths), seed=seed)
+    ds = ds.interleave(records, cycle_length=min(4, len(paths)),
+                       num_parallel_calls=tf.data.AUTOTUNE, deterministic=not training or not by_file)
     if not by_file:
         ds = ds.shard(count, index)
     if training:
         ds = ds.shuffle(10_000, seed=seed).repeat()
-    ds = ds.batch(batch_size, drop_remainder=training).map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+    ds = ds.batch(batch_size, drop_remainder=training).map(lambda batch: parse(batch, src.image_feature),
+                                                           num_parallel_calls=tf.data.AUTOTUNE)
     if threads:
         options = tf.data.Options()
         options.threading.private_threadpool_size = threads

@@ -22,9 +22,9 @@ def loss_and_hits(model: keras.Model, images: tf.Tensor, labels: tf.Tensor, trai
 class Evaluation:
     """evaluate() -> (mean loss, accuracy) of `model` over the whole test split."""
 
-    def __init__(self, model: keras.Model, data_dir: str, batch_size: int, threads: int = 0):
+    def __init__(self, model: keras.Model, source: str | data.Source, batch_size: int, threads: int = 0):
         self.model = model
-        self.dataset = data.dataset(data_dir, "test", batch_size, training=False, threads=threads)
+        self.dataset = data.dataset(source, "test", batch_size, training=False, threads=threads)
         self._batch = tf.function(self._sums, reduce_retracing=True)
 
     def _sums(self, images, labels):

@@ -1,60 +1,140 @@
-"""The side-car evaluator: evaluates each new checkpoint in JOB_DIR/checkpoints.
+"""The side-car evaluator: evaluates every checkpoint in JOB_DIR/checkpoints, once, in order.
 
 It is not part of the coordinator's cluster (training-operator leaves it out of
-TF_CONFIG's cluster; a coordinator that sees it hangs). It restores every new checkpoint
-into a plain model, prints `Eval step N: ...`, writes JOB_DIR/evaluator/ events, and exits
-when the chief's done marker appears (after evaluating the last checkpoint) or when the
-chief is gone for good (lifecycle.py).
+TF_CONFIG's cluster; a coordinator that sees it hangs). Each poll it lists the kept
+checkpoints (the `checkpoint` state file) and evaluates, oldest first, each one newer
+than the last it evaluated: it restores the weights into a plain model (refusing a
+checkpoint of another model, exit 2), prints `Eval step N: ...`, writes
+JOB_DIR/evaluator/ events and records the step in JOB_DIR/evaluator/evaluated.json, so
+that after a restart of its own it goes on after that step instead of repeating points.
+A checkpoint it fails to read (being written, or a storage hiccup) is retried at the
+next poll, up to READ_ATTEMPTS times; one deleted meanwhile by the chief (it keeps the
+newest 5) drops out of the list.
+
+While it runs it refreshes JOB_DIR/evaluator/alive.json: the chief then leaves the
+periodic evaluation to it (session.py). It exits when the chief's done marker appears
+(after evaluating the last checkpoint) or when the chief is gone for good (lifecycle.py).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import time
 
 import tensorflow as tf
 
-from trainer import checkpoints, lifecycle, models, paths, progress
+from trainer import checkpoints, data, lifecycle, models, paths, progress, variables
 from trainer.cluster import Cluster
 from trainer.evaluate import Evaluation
+
+READ_ATTEMPTS = 3
+ALIVE_EVERY_S = 30.0  # at most this long between heartbeats
+ALIVE_FOR_S = 120.0  # the chief counts on an evaluator whose heartbeat is this recent
+
+
+def state_path(job_dir: str) -> str:
+    return paths.join(paths.events(job_dir, "evaluator"), "evaluated.json")
+
+
+def alive_path(job_dir: str) -> str:
+    return paths.join(paths.events(job_dir, "evaluator"), "alive.json")
+
+
+def alive(job_dir: str, now: float | None = None) -> bool:
+    """Whether a side-car evaluator has refreshed its heartbeat within ALIVE_FOR_S."""
+    try:
+        with tf.io.gfile.GFile(alive_path(job_dir)) as handle:
+            beat = float(json.loads(handle.read())["time"])
+    except (tf.errors.OpError, ValueError, KeyError, TypeError):
+        return False
+    return (now if now is not None else time.time()) - beat < ALIVE_FOR_S
+
+
+def _write(path: str, content: dict) -> None:
+    tf.io.gfile.makedirs(path.rsplit("/", 1)[0])
+    with tf.io.gfile.GFile(path, "w") as handle:
+        handle.write(json.dumps(content))
 
 
 class SideCar:
     def __init__(self, args: argparse.Namespace):
         model = models.build(args.model)
+        self.job_dir, self.model_name = args.job_dir, args.model
         self.directory = paths.checkpoints(args.job_dir)
-        self.ckpt = checkpoints.checkpoint(model)
-        self.evaluation = Evaluation(model, args.data_dir, args.eval_batch_size, args.threads)
+        self.parts = {"model": variables.named(model.weights)}
+        self.ckpt = tf.train.Checkpoint(**self.parts)
+        self.evaluation = Evaluation(model, data.source(args), args.eval_batch_size, args.threads)
         self.scalars = progress.Scalars(args.job_dir, "evaluator")
-        self.last: str | None = None
+        self.last_step = self._evaluated()
+        self.attempts: dict[str, int] = {}
+        self.beat = 0.0
 
-    def evaluate_latest(self) -> bool:
-        """Evaluate the newest checkpoint if not done yet; False if there was none new."""
-        latest = tf.train.latest_checkpoint(self.directory)
-        if latest is None or latest == self.last:
-            return False
-        self.last = latest
+    def _evaluated(self) -> int:
+        """The last step evaluated by an earlier run of this evaluator (-1: none)."""
         try:
-            self.ckpt.restore(latest).expect_partial()
-        except (tf.errors.NotFoundError, tf.errors.DataLossError) as error:
-            print(f"Skipped {latest}: {type(error).__name__} (deleted or being written)")
+            with tf.io.gfile.GFile(state_path(self.job_dir)) as handle:
+                return int(json.loads(handle.read())["step"])
+        except tf.errors.NotFoundError:
+            return -1
+
+    def heartbeat(self) -> None:
+        now = time.time()
+        if now - self.beat >= ALIVE_EVERY_S:
+            _write(alive_path(self.job_dir), {"time": now})
+            self.beat = now
+
+    def pending(self) -> list[str]:
+        """Kept checkpoints newer than the last one evaluated, oldest first."""
+        try:
+            state = tf.train.get_checkpoint_state(self.directory)
+        except tf.errors.OpError as error:  # the state file being replaced, or storage
+            print(f"Could not list {self.directory} ({type(error).__name__}); retrying")
+            return []
+        found = list(state.all_model_checkpoint_paths) if state else []
+        return sorted((p for p in found if checkpoints.step_of(p) > self.last_step), key=checkpoints.step_of)
+
+    def evaluate_next(self) -> bool:
+        """Evaluate the oldest pending checkpoint; False when there is none to do now."""
+        for path in self.pending():
+            step = checkpoints.step_of(path)
+            try:
+                checkpoints.restore_check(path, self.parts, self.job_dir, self.model_name)
+                self.ckpt.restore(path).expect_partial()
+            except tf.errors.OpError as error:  # NotFound, DataLoss, storage errors; the reader's own
+                self.attempts[path] = attempt = self.attempts.get(path, 0) + 1
+                if attempt < READ_ATTEMPTS:
+                    print(f"Could not read {path} ({type(error).__name__}); retrying "
+                          f"(attempt {attempt} of {READ_ATTEMPTS})")
+                    return False
+                print(f"Skipped {path}: {type(error).__name__} after {attempt} attempts")
+                self._done(step)
+                continue
+            loss, accuracy = self.evaluation.evaluate()
+            print(progress.eval_line(step, loss, accuracy))
+            self.scalars.write(step, loss=loss, accuracy=accuracy)
+            self._done(step)
             return True
-        step = checkpoints.step_of(latest)
-        loss, accuracy = self.evaluation.evaluate()
-        print(progress.eval_line(step, loss, accuracy))
-        self.scalars.write(step, loss=loss, accuracy=accuracy)
-        return True
+        return False
+
+    def _done(self, step: int) -> None:
+        self.last_step = step
+        _write(state_path(self.job_dir), {"step": step})
 
 
 def run(args: argparse.Namespace, cluster: Cluster) -> int:
     watch = lifecycle.Watch(args.job_dir, cluster.chief_address, args.poll_seconds, args.orphan_seconds)
     sidecar = SideCar(args)
-    print(f"Evaluator watching {sidecar.directory}")
+    print(f"Evaluator watching {sidecar.directory}"
+          + (f"; evaluated up to step {sidecar.last_step} before" if sidecar.last_step >= 0 else ""))
     while True:
-        if sidecar.evaluate_latest():
+        sidecar.heartbeat()
+        if sidecar.evaluate_next():
             continue
         outcome = watch.check()
         if outcome is not None:
-            sidecar.evaluate_latest()
+            while sidecar.pending():  # the rest, read failures retried (bounded: READ_ATTEMPTS)
+                if not sidecar.evaluate_next():
+                    time.sleep(args.poll_seconds)
             print(lifecycle.message(outcome, watch))
             return lifecycle.EXIT_CODES[outcome]
         time.sleep(args.poll_seconds)

@@ -4,8 +4,14 @@ and fails the job on 1-127; OnFailure restarts any non-zero code).
 
     128  retryable. A parameter server was lost: the chief (the coordinator, which sees it
          first) exits so that it is restarted; the restarted ps starts empty and the new
-         chief restores the latest checkpoint into it. Storage still unavailable after
+         chief restores the latest checkpoint into it. A ps that restarted so fast at the
+         same address that no RPC failed shows up as InvalidArgument "unknown device" or
+         "Unable to find the relevant tensor remote_handle" from /job:ps: the same loss
+         (ClusterCoordinator's own _is_ps_failure reads it so). Storage still unavailable after
          TensorFlow's own retries (gfile retries 5xx/429 about 10 times, ~2-3 min) too.
+         A MultiWorkerMirrored peer was lost (its collectives fail, or TensorFlow's health
+         check aborts them): every worker exits so that all restart together and resume
+         from the latest checkpoint, the same for all of them.
     1    permanent. Storage refused a request (403 Forbidden, 404, 400, ...): restarting
          cannot help; the job should fail with this line as its message.
 
@@ -20,6 +26,9 @@ from dataclasses import dataclass
 EXIT_PERMANENT = 1
 EXIT_RETRYABLE = 128
 _PS_TASK = re.compile(r"/job:ps/replica:\d+/task:(\d+)")
+_PEER_TASK = re.compile(r"/job:(worker|chief)/replica:\d+/task:(\d+)")
+_FROM_PS = "GRPC error information from remote target /job:ps"
+_PS_RESTARTED = ("unknown device", "unable to find the relevant tensor remote_handle")
 _GS_PATH = re.compile(r"gs://[^\s'\",;\]]+")
 _HTTP_CODE = re.compile(r"HTTP response code (\d+)")
 _BODY_MESSAGE = re.compile(r'"message":\s*"([^"]*)"')
@@ -36,9 +45,10 @@ class Failure:
 def explain(error: BaseException, job_dir: str) -> Failure | None:
     """The one-line explanation of `error`, or None if it is not one of the above."""
     tf = sys.modules.get("tensorflow")
+    error = getattr(error, "original_exception", None) or error  # ClosureInputError, ClosureAbortedError
     if tf is None or not isinstance(error, tf.errors.OpError):
         return None
-    return lost_ps(error, tf) or storage(error, job_dir, tf)
+    return lost_ps(error, tf) or storage(error, job_dir, tf) or lost_peer(error, tf)
 
 
 def summary(error: BaseException, limit: int = 200) -> str:
@@ -48,15 +58,34 @@ def summary(error: BaseException, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
+def ps_restarted(error: BaseException, tf) -> bool:
+    """A ps replaced at the same address between two RPCs (see the module doc)."""
+    text = str(error)
+    return (isinstance(error, tf.errors.InvalidArgumentError) and _FROM_PS in text
+            and any(sign in text.lower() for sign in _PS_RESTARTED))
+
+
 def lost_ps(error: BaseException, tf) -> Failure | None:
     tasks = sorted(set(_PS_TASK.findall(str(error))), key=int)
     retryable = (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError)
-    if not tasks or not isinstance(error, retryable):
+    if not tasks or not (isinstance(error, retryable) or ps_restarted(error, tf)):
         return None
     names = ", ".join(f"ps/{task}" for task in tasks)
     return Failure(EXIT_RETRYABLE,
                    f"lost parameter server {names} ({type(error).__name__}: {summary(error)}); "
                    f"exiting {EXIT_RETRYABLE} (retryable): the restarted chief resumes from the latest checkpoint")
+
+
+def lost_peer(error: BaseException, tf) -> Failure | None:
+    """A worker (or chief) of MultiWorkerMirrored training gone: retryable."""
+    peers = sorted({f"{job}/{task}" for job, task in _PEER_TASK.findall(str(error))})
+    retryable = (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError,
+                 tf.errors.DeadlineExceededError)
+    if not peers or not isinstance(error, retryable):
+        return None
+    return Failure(EXIT_RETRYABLE,
+                   f"lost peer {', '.join(peers)} ({type(error).__name__}: {summary(error)}); exiting "
+                   f"{EXIT_RETRYABLE} (retryable): restarted, the workers resume from the latest checkpoint")
 
 
 def storage_path(text: str, job_dir: str) -> str | None:

@@ -54,17 +54,28 @@ def parser() -> Parser:
                     "workers without ps = MultiWorkerMirrored, evaluator = side-car evaluation of checkpoints; "
                     "no TF_CONFIG = one process.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--job-dir", default=os.environ.get("JOB_DIR", os.path.join("runs", "mnist")),
+    p.add_argument("--job-dir", "--job_dir", "--output_path", "--model_dir", dest="job_dir",
+                   default=os.environ.get("JOB_DIR", os.path.join("runs", "mnist")),
                    help="local dir or gs:// URL for checkpoints, TensorBoard events (train/, eval/) and "
-                        "export/<timestamp>/; a restart resumes from its latest checkpoint (env JOB_DIR)")
-    p.add_argument("--data-dir", default=default_data_dir(),
-                   help="dir or gs:// URL with train-*.tfrecord and test-*.tfrecord written by "
-                        "`python -m trainer.data --out DIR` (env MNIST_DATA_DIR)")
+                        "export/<version>/; a restart resumes from its latest checkpoint (env JOB_DIR; the "
+                        "Cloud ML samples' spellings are accepted)")
+    p.add_argument("--data-dir", "--data_dir", dest="data_dir", default=default_data_dir(),
+                   help="dir or gs:// URL with train-*.tfrecord and test-*.tfrecord (or .tfrecord.gz) "
+                        "written by `python -m trainer.data --out DIR` (env MNIST_DATA_DIR)")
+    p.add_argument("--train_data_paths", "--train-data-paths", dest="train_data_paths", nargs="+",
+                   metavar="PATTERN", help="training TFRecord files or patterns (local or gs://; .gz/.gzip "
+                   "files read as GZIP) instead of --data-dir's train-* shards; commas also separate")
+    p.add_argument("--eval_data_paths", "--eval-data-paths", dest="eval_data_paths", nargs="+",
+                   metavar="PATTERN", help="test TFRecord files or patterns for evaluation, as --train_data_paths")
+    p.add_argument("--image-feature", "--image_feature", dest="image_feature", default="image",
+                   help="name of the tf.train.Example bytes feature with the 784 uint8 pixels; `image_raw` "
+                        "reads the train.tfrecords of the TensorFlow MNIST tutorials (labels: `label`)")
     p.add_argument("--prepare-data", action="store_true",
                    help="when --data-dir has no records, write MNIST there first (each replica that reads "
                         "data does it: for a pod's own disk, e.g. on kind, where no bucket is shared)")
     p.add_argument("--model", default="mnist", choices=sorted(MODELS), help="model to train")
-    p.add_argument("--train-steps", type=_positive, default=2000, help="global training steps in total")
+    p.add_argument("--train-steps", "--train_steps", "--max_steps", "--max-steps", dest="train_steps",
+                   type=_positive, default=2000, help="global training steps in total")
     p.add_argument("--batch-size", type=_positive, default=100, help="examples per worker per step")
     p.add_argument("--learning-rate", type=_positive_float, default=3e-3, help="Adam learning rate (at the start)")
     p.add_argument("--learning-rate-decay", choices=("constant", "cosine"), default="cosine",
@@ -78,6 +89,9 @@ def parser() -> Parser:
     p.add_argument("--log-every-steps", type=_positive, default=100, help="print a Train line every N steps")
     p.add_argument("--eval-every-steps", type=_non_negative, default=500,
                    help="evaluate on the test set every N steps (0: only at the end)")
+    p.add_argument("--histogram-every-steps", type=_non_negative, default=500,
+                   help="write weight histograms to TensorBoard (train/) every N steps (0: never); the "
+                        "learning rate goes with every Train line, the model graph once")
     p.add_argument("--checkpoint-every-steps", type=_non_negative, default=500,
                    help="save a checkpoint every N steps (0: only at the end)")
     p.add_argument("--eval-batch-size", type=_positive, default=500, help="batch size of evaluation")
@@ -94,5 +108,14 @@ def parser() -> Parser:
     return p
 
 
+def _split(patterns: list[str] | None) -> list[str] | None:
+    """`a,b c` -> [a, b, c]: the samples pass one comma-separated value or several."""
+    if patterns is None:
+        return None
+    return [part for pattern in patterns for part in pattern.split(",") if part]
+
+
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    return parser().parse_args(argv)
+    args = parser().parse_args(argv)
+    args.train_data_paths, args.eval_data_paths = _split(args.train_data_paths), _split(args.eval_data_paths)
+    return args

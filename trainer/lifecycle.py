@@ -10,11 +10,17 @@ parameter-server training) serve forever once started. So:
    A marker left by an earlier run of the same job dir does not count.
 3. If the chief's address refuses connections for --orphan-seconds in a row (the chief is
    gone for good, or never came), they exit: 0 if a done marker exists, else 1.
+
+A poll that storage answers with a transient error (after TensorFlow's own retries:
+unavailable, deadline, aborted, internal, resource exhausted) is retried at the next poll,
+up to STORAGE_RETRIES polls in a row; only then does the error end the task (exit 128 by
+failures.py). A ps restarted for nothing loses every variable since the last checkpoint.
 """
 from __future__ import annotations
 
 import json
 import socket
+import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -25,6 +31,9 @@ from trainer import paths
 
 DONE, ORPHANED_AFTER_DONE, ORPHANED = "done", "orphaned-after-done", "orphaned"
 EXIT_CODES = {DONE: 0, ORPHANED_AFTER_DONE: 0, ORPHANED: 1}
+STORAGE_RETRIES = 10
+TRANSIENT = (tf.errors.UnavailableError, tf.errors.DeadlineExceededError, tf.errors.AbortedError,
+             tf.errors.InternalError, tf.errors.ResourceExhaustedError, tf.errors.UnknownError)
 
 
 def write_done(job_dir: str, step: int, export_path: str | None) -> str:
@@ -67,13 +76,36 @@ class Watch:
     poll_seconds: float = 5.0
     orphan_seconds: float = 900.0
 
+    storage_retries: int = STORAGE_RETRIES
+
     def __post_init__(self) -> None:
-        self.baseline = read_done(self.job_dir)
+        self.failures = 0  # polls in a row that storage failed
+        self.baseline = self._read(retry_until_read=True)
         self.last_seen = time.monotonic()
+
+    def _read(self, retry_until_read: bool = False) -> str | None:
+        """The marker; on a transient storage error, None (unknown) until storage_retries
+        polls in a row have failed, then the error. `retry_until_read`: keep polling here
+        (bounded the same way) for a value, e.g. the baseline that later polls compare to."""
+        while True:
+            try:
+                marker = read_done(self.job_dir)
+            except TRANSIENT as error:
+                self.failures += 1
+                if self.failures > self.storage_retries:
+                    raise
+                print(f"Could not read {paths.done_marker(self.job_dir)} ({type(error).__name__}); retrying "
+                      f"in {self.poll_seconds:g} s ({self.failures} of {self.storage_retries})", file=sys.stderr)
+                if not retry_until_read:
+                    return None
+                time.sleep(self.poll_seconds)
+                continue
+            self.failures = 0
+            return marker
 
     def check(self) -> str | None:
         """DONE, ORPHANED(_AFTER_DONE) or None (keep going). Never blocks beyond a probe."""
-        marker = read_done(self.job_dir)
+        marker = self._read()
         if marker is not None and marker != self.baseline:
             return DONE
         if reachable(self.chief):

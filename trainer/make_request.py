@@ -11,6 +11,8 @@ import argparse
 import json
 import sys
 
+import tensorflow as tf
+
 from trainer import data
 from trainer.paths import default_data_dir
 
@@ -32,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", default=default_data_dir(), help="dir or gs:// URL with test-*.tfrecord")
     parser.add_argument("--count", type=int, default=3, help="number of test images")
-    parser.add_argument("--out", default="request.json", help="file to write (- for stdout)")
+    parser.add_argument("--out", default="request.json", help="file to write, local or gs:// (- for stdout)")
     parser.add_argument("--no-keys", dest="keys", action="store_false", help="leave out the `key` field")
     args = parser.parse_args(argv)
     try:
@@ -44,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out == "-":
         sys.stdout.write(text)
     else:
-        with open(args.out, "w") as handle:
+        with tf.io.gfile.GFile(args.out, "w") as handle:  # a local path or gs://
             handle.write(text)
         print(f"Wrote {len(rows)} instances to {args.out} (true labels: {' '.join(map(str, labels))})")
     return 0

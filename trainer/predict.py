@@ -57,7 +57,10 @@ def instance(line: str, number: int) -> tuple[np.ndarray, int | None]:
         return image(value, number), None
     if "image" not in value:
         raise RequestError(f"--json-instances line {number}: no \"image\" field")
-    return image(value["image"], number), value.get("key")
+    key = value.get("key")
+    if key is not None and (isinstance(key, bool) or not isinstance(key, int)):
+        raise RequestError(f"--json-instances line {number}: key must be an integer, got {json.dumps(key)}")
+    return image(value["image"], number), key
 
 
 def read_instances(path: str) -> tuple[np.ndarray, np.ndarray | None]:
@@ -68,15 +71,29 @@ def read_instances(path: str) -> tuple[np.ndarray, np.ndarray | None]:
         raise RequestError(f"--json-instances: {path} holds no instances")
     keys = [key for _, key in rows]
     keyed = all(key is not None for key in keys)
+    if not keyed and any(key is not None for key in keys):
+        missing = [str(number) for number, key in enumerate(keys, 1) if key is None]
+        raise RequestError(f"--json-instances: line(s) {', '.join(missing[:5])} have no \"key\" while others do; "
+                           "give every instance a key, or none")
     return np.stack([pixels for pixels, _ in rows]), (np.asarray(keys, dtype=np.int64) if keyed else None)
 
 
-def predict(model_dir: str, images: np.ndarray, keys: np.ndarray | None) -> dict[str, np.ndarray]:
+def predict(model_dir: str, images: np.ndarray, keys: np.ndarray | None,
+            signature: str | None = None) -> dict[str, np.ndarray]:
+    """Outputs of `signature` (default: `keyed` with keys, else serving_default)."""
     loaded = tf.saved_model.load(resolve(model_dir))
-    if keys is None:
-        outputs = loaded.signatures["serving_default"](image=tf.constant(images))
-    else:
-        outputs = loaded.signatures[KEYED](image=tf.constant(images), key=tf.constant(keys))
+    name = signature or ("serving_default" if keys is None else KEYED)
+    if name not in loaded.signatures:
+        raise RequestError(f"--signature-name: the SavedModel has no signature {name!r}; it has "
+                           f"{', '.join(sorted(loaded.signatures))}")
+    function = loaded.signatures[name]
+    inputs = set(function.structured_input_signature[1])
+    feed = {"image": tf.constant(images)}
+    if "key" in inputs:
+        if keys is None:
+            raise RequestError(f"--signature-name {name}: it takes a \"key\" on every instance; add keys")
+        feed["key"] = tf.constant(keys)
+    outputs = function(**feed)
     return {name: value.numpy() for name, value in outputs.items()}
 
 
@@ -94,10 +111,13 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model-dir", required=True, help="export dir (or gs:// URL) of the SavedModel")
     parser.add_argument("--json-instances", required=True, help="file with one JSON instance per line")
+    parser.add_argument("--signature-name", default=None,
+                        help=f"signature to call (default: {KEYED} when every instance has a key, else "
+                             "serving_default), as `gcloud ai-platform predict --signature-name`")
     args = parser.parse_args(argv)
     try:
         images, keys = read_instances(args.json_instances)
-        outputs = predict(args.model_dir, images, keys)
+        outputs = predict(args.model_dir, images, keys, args.signature_name)
     except (RequestError, tf.errors.NotFoundError) as error:
         print(f"trainer.predict: {error}", file=sys.stderr)
         return 2

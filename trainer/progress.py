@@ -39,20 +39,40 @@ class Scalars:
         self.directory = paths.events(job_dir, name)
         self._writer = None
 
-    def write(self, step: int, **values: float) -> None:
+    @property
+    def writer(self):
         if self._writer is None:
             self._writer = tf.summary.create_file_writer(self.directory)
-        with self._writer.as_default():
+        return self._writer
+
+    def write(self, step: int, **values: float) -> None:
+        with self.writer.as_default():
             for tag, value in values.items():
                 tf.summary.scalar(tag, value, step=step)
-        self._writer.flush()
+        self.writer.flush()
+
+    def histograms(self, step: int, tensors: dict[str, tf.Tensor]) -> None:
+        """One histogram per tensor (TensorBoard's Histograms and Distributions tabs)."""
+        with self.writer.as_default():
+            for tag, value in tensors.items():
+                tf.summary.histogram(tag, value, step=step)
+        self.writer.flush()
+
+    def graph(self, graph: tf.Graph) -> None:
+        """The graph for TensorBoard's Graphs tab."""
+        with self.writer.as_default():
+            tf.summary.graph(graph)
+        self.writer.flush()
 
 
 class Progress:
-    """Averages training metrics between Train lines and reports them (chief only)."""
+    """Averages training metrics between Train lines and reports them. `scalars`: also
+    write them for TensorBoard (the chief only: other MultiWorkerMirrored workers print
+    their own `Train [worker/N]` lines but leave train/ to the chief)."""
 
-    def __init__(self, job_dir: str, name: str, total: int, start: int, enabled: bool = True):
-        self.name, self.total, self.enabled = name, total, enabled
+    def __init__(self, job_dir: str, name: str, total: int, start: int, enabled: bool = True,
+                 scalars: bool = True):
+        self.name, self.total, self.enabled, self.scalars = name, total, enabled, scalars
         self.train = Scalars(job_dir, "train")
         self.eval = Scalars(job_dir, "eval")
         self.began = self.mark = time.monotonic()
@@ -66,14 +86,16 @@ class Progress:
         self.acc_sum += accuracy * steps
         self.steps += steps
 
-    def report_train(self, step: int) -> None:
+    def report_train(self, step: int, **extra: float) -> None:
+        """The Train line and its scalars (plus `extra` ones, e.g. learning_rate)."""
         now = time.monotonic()
         if not self.enabled or not self.steps:
             return
         loss, accuracy = self.loss_sum / self.steps, self.acc_sum / self.steps
         rate = (step - self.mark_step) / max(now - self.mark, 1e-9)
         print(train_line(self.name, step, self.total, loss, accuracy, now - self.began, rate))
-        self.train.write(step, loss=loss, accuracy=accuracy, global_steps_per_sec=rate)
+        if self.scalars:
+            self.train.write(step, loss=loss, accuracy=accuracy, global_steps_per_sec=rate, **extra)
         self.mark, self.mark_step = now, step
         self.loss_sum = self.acc_sum = 0.0
         self.steps = 0

@@ -6,13 +6,15 @@ how a call is dispatched) stays in train_ps.py / train_sync.py.
 from __future__ import annotations
 
 import argparse
-import collections
+import signal
+import threading
+from concurrent import futures
 from dataclasses import dataclass, field
 
 import keras
 import tensorflow as tf
 
-from trainer import checkpoints, export, models, progress, train_step, variables
+from trainer import checkpoints, data, evaluator, export, models, progress, train_step, variables
 from trainer.cluster import Cluster
 from trainer.evaluate import Evaluation
 
@@ -29,21 +31,23 @@ class Session:
     start: int = field(init=False)  # the global step this run began at
     saved_at: int | None = field(init=False)  # step of the last checkpoint written or restored
     _evaluation: Evaluation | None = field(init=False, default=None)
+    evaluator_seen: bool = field(init=False, default=False)
+    graph_written: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
         chief = self.cluster.is_chief
         if chief:
             for line in variables.placement(self.model):
                 print(line)
-        ckpt = checkpoints.checkpoint(self.model, self.optimizer, self.step)
-        self.saver = checkpoints.Checkpointer(self.args.job_dir, ckpt, writer=chief)
+        parts = checkpoints.groups(self.model, self.optimizer, self.step)
+        self.saver = checkpoints.Checkpointer(self.args.job_dir, parts, self.args.model, writer=chief)
         restored = self.saver.restore()
         self.start = int(self.step.numpy())
-        if chief:
+        if chief or restored:  # every MultiWorkerMirrored worker says what it restored
             print(f"Restored {restored} at step {self.start}" if restored
                   else f"No checkpoint in {self.saver.directory}; starting at step 0")
         self.progress = progress.Progress(self.args.job_dir, self.cluster.name, self.args.train_steps,
-                                          self.start, enabled=chief)
+                                          self.start, scalars=chief)
         self.saved_at = self.start if restored else None
 
     # ---- actions -----------------------------------------------------------------
@@ -51,13 +55,33 @@ class Session:
     def evaluation(self) -> Evaluation:
         """A plain copy of the model and the test set, made on first use (chief only)."""
         if self._evaluation is None:
-            self._evaluation = Evaluation(models.build(self.args.model), self.args.data_dir,
+            self._evaluation = Evaluation(models.build(self.args.model), data.source(self.args),
                                           self.args.eval_batch_size, self.args.threads)
         return self._evaluation
 
     def evaluate(self) -> tuple[float, float]:
         variables.copy(self.model, self.evaluation.model)
         return self.evaluation.evaluate()
+
+    def learning_rate(self) -> float:
+        """The optimizer's current learning rate (its schedule at its own step count)."""
+        return float(tf.convert_to_tensor(self.optimizer.learning_rate))
+
+    def write_graph(self) -> None:
+        """The model's forward graph for TensorBoard, once (chief only)."""
+        if self.graph_written or not self.cluster.is_chief:
+            return
+        model = self.evaluation.model
+        spec = tf.TensorSpec([None, *model.input_shape[1:]], tf.float32)
+        self.progress.train.graph(tf.function(lambda images: model(images, training=False))
+                                  .get_concrete_function(spec).graph)
+        self.graph_written = True
+
+    def _note_evaluator(self) -> None:
+        if not self.evaluator_seen:
+            print(f"Side-car evaluator running ({evaluator.alive_path(self.args.job_dir)}); "
+                  "leaving the periodic evaluation to it")
+            self.evaluator_seen = True
 
     def save(self) -> None:
         step = int(self.step.numpy())
@@ -69,9 +93,15 @@ class Session:
         """Log, evaluate and checkpoint when `after` crosses the configured intervals."""
         args = self.args
         if crossed(before, after, args.log_every_steps) or after >= args.train_steps:
-            self.progress.report_train(after)
+            self.progress.report_train(after, learning_rate=self.learning_rate())
+            self.write_graph()
+        if crossed(before, after, args.histogram_every_steps) and self.cluster.is_chief:
+            self.progress.train.histograms(after, {v.path: variables.read(v) for v in self.model.weights})
         if crossed(before, after, args.eval_every_steps) and after < args.train_steps and self.cluster.is_chief:
-            self.progress.report_eval(after, *self.evaluate())
+            if evaluator.alive(args.job_dir):  # a side-car evaluator does it; dispatch goes on
+                self._note_evaluator()
+            else:
+                self.progress.report_eval(after, *self.evaluate())
         if crossed(before, after, args.checkpoint_every_steps) and after < args.train_steps:
             self.save()
 
@@ -103,27 +133,80 @@ def crossed(before: int, after: int, every: int) -> bool:
     return every > 0 and after // every > before // every
 
 
+WAKE_S = 0.5
+
+
+class Stopped(Exception):
+    """The chief stopped on SIGTERM after saving a checkpoint at the step it had reached."""
+
+    code = 128 + signal.SIGTERM  # 143: retryable for training-operator's ExitCode policy
+
+
+class StopRequest:
+    """Notes SIGTERM (pod deletion, a spot VM's preemption: Kubernetes then grants 30 s by
+    default) so that the loop saves a checkpoint and stops at once instead of dying
+    mid-interval (the variables must still be reachable: a ps deleted at the same moment
+    takes them along, and the last periodic checkpoint stands). Only in the main thread, and not under MultiWorkerMirrored, whose
+    checkpoints every worker must write together."""
+
+    def __init__(self, enabled: bool = True):
+        self.enabled = enabled and threading.current_thread() is threading.main_thread()
+        self.signum: int | None = None
+        self._previous = None
+
+    def __enter__(self) -> "StopRequest":
+        if self.enabled:
+            self._previous = signal.signal(signal.SIGTERM, self._note)
+        return self
+
+    def _note(self, signum, frame) -> None:
+        self.signum = signum
+
+    def __exit__(self, *exc) -> None:
+        if self.enabled:
+            signal.signal(signal.SIGTERM, self._previous)
+
+    @property
+    def requested(self) -> bool:
+        return self.signum is not None
+
+
 def run(session: Session, launch, in_flight: int, count: bool = False) -> tuple[int, str | None]:
     """Dispatch `launch(n)` calls (each returns a handle whose fetch() gives (loss, accuracy))
-    until --train-steps, keeping at most `in_flight` pending; then finish.
+    until --train-steps, keeping at most `in_flight` pending, and take their results in the
+    order they complete (one slow worker holds up only its own call); then finish.
     count: the calls do not count their steps (see train_step.make_train_fn), so set the
     global step to the steps of the calls fetched so far, the only writer of it; a
     checkpoint then holds exactly the step it is numbered by.
+    On SIGTERM: within WAKE_S, save a checkpoint at the step reached (the results it
+    has; calls still out are redone after the restart) and raise Stopped.
     Returns the final step and the export path (None on non-chief workers)."""
     args = session.args
     scheduled = done = session.start
-    pending: collections.deque = collections.deque()
-    while done < args.train_steps:
-        while scheduled < args.train_steps and len(pending) < in_flight:
-            n = min(args.steps_per_execution, args.train_steps - scheduled)
-            pending.append((n, launch(n)))
-            scheduled += n
-        n, handle = pending.popleft()
-        loss, accuracy = handle.fetch()
-        session.progress.add(n, float(loss), float(accuracy))
-        done += n
-        if count:
-            session.step.assign(done)
-        session.at(done - n, done)
+    pending: dict[futures.Future, int] = {}
+    fetcher = futures.ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix="fetch")
+    try:
+        with StopRequest(enabled=session.cluster.mode != "sync") as stop:
+            while done < args.train_steps and not stop.requested:
+                while scheduled < args.train_steps and len(pending) < in_flight:
+                    n = min(args.steps_per_execution, args.train_steps - scheduled)
+                    pending[fetcher.submit(launch(n).fetch)] = n
+                    scheduled += n
+                # a bounded wait: SIGTERM is acted on within WAKE_S, without waiting for a result
+                finished, _ = futures.wait(pending, timeout=WAKE_S, return_when=futures.FIRST_COMPLETED)
+                for future in finished:
+                    n = pending.pop(future)
+                    loss, accuracy = future.result()
+                    session.progress.add(n, float(loss), float(accuracy))
+                    done += n
+                    if count:
+                        session.step.assign(done)
+                    session.at(done - n, done)
+    finally:
+        fetcher.shutdown(wait=False, cancel_futures=True)
+    if stop.requested:
+        session.save()
+        raise Stopped(f"SIGTERM: saved checkpoint at step {int(session.step.numpy())} in "
+                      f"{session.saver.directory}; exiting {Stopped.code} (retryable): a restart resumes there")
     path = session.finish()
     return int(session.step.numpy()), path

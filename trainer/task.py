@@ -9,8 +9,9 @@
 
 Servers (ps, and workers of parameter-server training) exit 0 once the chief has written
 its done marker, or when the chief has been unreachable for --orphan-seconds
-(lifecycle.py). Exit codes: 0 done, 1 failed, 2 bad TF_CONFIG, flags or data dir,
-128 retryable (a parameter server was lost, or storage stayed unavailable): see failures.py.
+(lifecycle.py). Exit codes: 0 done, 1 failed, 2 bad TF_CONFIG, flags, data dir or a
+checkpoint of another model, 128 retryable (a parameter server was lost, or storage stayed
+unavailable: see failures.py), 143 after SIGTERM (the chief saved a checkpoint first).
 """
 from __future__ import annotations
 
@@ -50,8 +51,8 @@ def ensure_data(args: argparse.Namespace) -> None:
     from trainer import data
 
     try:
-        data.files(args.data_dir, "train")
-        data.files(args.data_dir, "test")
+        data.files(data.source(args), "train")
+        data.files(data.source(args), "test")
     except data.DataError:
         if not args.prepare_data:
             raise
@@ -77,13 +78,17 @@ def serve(args: argparse.Namespace, cluster: Cluster) -> int:
 def train(args: argparse.Namespace, cluster: Cluster) -> int:
     """Train; the chief then writes the done marker, its very last act, so that servers
     only leave once nothing needs them any more."""
-    from trainer import lifecycle
+    from trainer import lifecycle, session
 
     if cluster.mode == "ps":
         from trainer import train_ps as trainer
     else:
         from trainer import train_sync as trainer
-    step, export_path = trainer.run(args, cluster)
+    try:
+        step, export_path = trainer.run(args, cluster)
+    except session.Stopped as stopped:
+        print(f"trainer: {stopped}", file=sys.stderr)
+        return stopped.code
     print(f"Finished {cluster.name} at step {step}")
     if cluster.is_chief:
         lifecycle.write_done(args.job_dir, step, export_path)
@@ -92,7 +97,7 @@ def train(args: argparse.Namespace, cluster: Cluster) -> int:
 
 def compute(args: argparse.Namespace, cluster: Cluster) -> int:
     """Chief, MultiWorkerMirrored worker or evaluator: check the data, then run."""
-    from trainer import data, runtime
+    from trainer import checkpoints, data, runtime
 
     try:
         ensure_data(args)
@@ -100,11 +105,14 @@ def compute(args: argparse.Namespace, cluster: Cluster) -> int:
         return fail(str(error))
     args.threads = runtime.threads_for(args.threads, cluster)  # 0: sized for this machine
     runtime.limit_threads(args.threads)
-    if cluster.role == "evaluator":
-        from trainer import evaluator
+    try:
+        if cluster.role == "evaluator":
+            from trainer import evaluator
 
-        return evaluator.run(args, cluster)
-    return train(args, cluster)
+            return evaluator.run(args, cluster)
+        return train(args, cluster)
+    except checkpoints.MismatchError as error:
+        return fail(str(error))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,15 +23,22 @@ def strategy_for(cluster: Cluster) -> tf.distribute.ParameterServerStrategy:
     return tf.distribute.ParameterServerStrategy(runtime.resolver(cluster), variable_partitioner=partitioner)
 
 
+def worker_dataset_fn(args: argparse.Namespace):
+    """The input pipeline each worker runs. Built on the coordinator but run by each worker:
+    no private thread pool (whose size would be the coordinator's --threads), so tf.data
+    runs on the worker's own pools, sized by the worker's threads (runtime.start_server)."""
+
+    def dataset_fn():
+        return data.dataset(data.source(args), "train", args.batch_size, training=True, threads=0)
+
+    return dataset_fn
+
+
 def run(args: argparse.Namespace, cluster: Cluster) -> tuple[int, str | None]:
     strategy = strategy_for(cluster)
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     state = session.start(args, cluster, strategy)
-
-    def dataset_fn():
-        return data.dataset(args.data_dir, "train", args.batch_size, training=True, threads=args.threads)
-
-    iterator = iter(coordinator.create_per_worker_dataset(dataset_fn))
+    iterator = iter(coordinator.create_per_worker_dataset(worker_dataset_fn(args)))
     train = train_step.make_train_fn(strategy, state, count_steps=False)
 
     def launch(n: int):

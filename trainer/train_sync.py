@@ -36,7 +36,7 @@ def run(args: argparse.Namespace, cluster: Cluster) -> tuple[int, str | None]:
     state = session.start(args, cluster, strategy)
 
     def dataset_fn(context: tf.distribute.InputContext):
-        return data.dataset(args.data_dir, "train", args.batch_size, training=True, threads=args.threads,
+        return data.dataset(data.source(args), "train", args.batch_size, training=True, threads=args.threads,
                             shard=(context.num_input_pipelines, context.input_pipeline_id))
 
     iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))

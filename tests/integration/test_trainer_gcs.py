@@ -3,10 +3,14 @@ built-in GCS filesystem and the `gcs` emulator fixture (tests/support/gcs.py).""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
-from tests.support.trainer_cluster import TrainerCluster, export_path, final_metrics, run_module, write_mnist
+from tests.support.tls_proxy import Fault
+from tests.support.trainer_cluster import (ROOT, TrainerCluster, export_path, final_metrics, run_module, trainer_env,
+                                           write_mnist)
 
 pytestmark = pytest.mark.slow
 WAIT_S = 540
@@ -40,9 +44,58 @@ def test_ps_job_reads_and_writes_gcs(gcs, tmp_path):
     marker = gcs.client().bucket("trainer-gcs-test").blob("jobs/mnist-ps/done.json").download_as_text()
     assert json.loads(marker) | {"step": 30, "export": export} == json.loads(marker)
 
-    request = tmp_path / "request.json"
-    made = run_module("trainer.make_request", ["--data-dir", data_dir, "--count", "2", "--out", str(request)], gcs.env)
+    request = f"{bucket}/requests/request.json"  # make_request writes gs:// too
+    made = run_module("trainer.make_request", ["--data-dir", data_dir, "--count", "2", "--out", request], gcs.env)
     assert made.returncode == 0, made.stderr[-2000:]
-    done = run_module("trainer.predict", ["--model-dir", export, "--json-instances", str(request)], gcs.env)
+    assert gcs.list(f"{bucket}/requests") == ["requests/request.json"]
+    done = run_module("trainer.predict", ["--model-dir", export, "--json-instances", request], gcs.env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert len(done.stdout.splitlines()) == 3
+
+
+_WATCH = """
+import json, sys
+import tensorflow as tf
+from trainer import lifecycle
+job_dir, retries = sys.argv[1], int(sys.argv[2])
+lifecycle.write_done(job_dir, step=1, export_path=None)  # an earlier run's marker: the baseline
+watch = lifecycle.Watch(job_dir, None, poll_seconds=0.05, orphan_seconds=60, storage_retries=retries)
+print("ready", flush=True)
+sys.stdin.readline()  # the test injects its faults meanwhile
+lifecycle.write_done(job_dir, step=2, export_path=None)  # the chief finishes (an upload: POST)
+try:
+    print(json.dumps({"outcome": watch.wait()}))
+except tf.errors.OpError as error:
+    print(json.dumps({"error": type(error).__name__}))
+"""
+
+
+def watch_through_faults(gcs, job_dir: str, retries: int, fault: Fault) -> tuple[dict, str]:
+    """Run lifecycle.Watch in a subprocess against `job_dir`, `fault` injected between its
+    first read and its polls; (its result, its stderr)."""
+    env = trainer_env({**gcs.env, "GCS_RETRY_CONFIG_MAX_RETRIES": "1", "GCS_RETRY_CONFIG_INIT_DELAY_TIME_US": "1000"})
+    with subprocess.Popen([sys.executable, "-c", _WATCH, job_dir, str(retries)], cwd=ROOT, env=env, text=True,
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
+        try:
+            assert process.stdout.readline().strip() == "ready", process.stderr.read()[-2000:]
+            gcs.proxy.inject(fault)
+            out, err = process.communicate("go\n", timeout=300)
+        finally:
+            if process.poll() is None:
+                process.kill()
+            gcs.proxy.clear_faults()
+    assert process.returncode == 0, err[-2000:]
+    return json.loads(out.splitlines()[-1]), err
+
+
+def test_done_marker_polling_rides_out_transient_storage_errors(gcs):
+    job_dir = gcs.make_bucket("trainer-watch-test") + "/jobs/watch"
+    fault = Fault(503, ("GET",), "jobs/watch/done.json", times=6)  # 3 polls fail (1 try + 1 TF retry each)
+    result, err = watch_through_faults(gcs, job_dir, 10, fault)
+    assert result == {"outcome": "done"} and fault.hits == 6
+    retries = [line for line in err.splitlines() if line.startswith(f"Could not read {job_dir}/done.json")]
+    assert len(retries) == 3 and retries[0].endswith("retrying in 0.05 s (1 of 10)"), err[-2000:]
+
+    # storage that stays down ends the wait after the bounded retries, with TF's error
+    result, err = watch_through_faults(gcs, job_dir, 2, Fault(503, ("GET",), "jobs/watch/done.json", times=None))
+    assert result == {"error": "AbortedError"} and "(2 of 2)" in err

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.trainer_cluster import (TrainerCluster, export_path, final_metrics, mnist_dir,  # noqa: F401
-                                           progress, run_module)
+from tests.support.trainer_cluster import (TEST_SLICE, TrainerCluster, evaluate_export, export_path,  # noqa: F401
+                                           final_metrics, mnist_dir, progress, run_module)
 
 pytestmark = pytest.mark.slow
 WAIT_S = 540
@@ -49,6 +49,10 @@ def test_chief_ps_and_two_workers_train_and_all_exit_0(mnist_dir, tmp_path):  # 
 
     export = Path(export_path(chief))
     assert export.parent == job / "export" and (export / "saved_model.pb").is_file()
+    # the exported model is the trained one: its test accuracy is the chief's final Eval line
+    exported_accuracy, examples = evaluate_export(str(export), mnist_dir)
+    assert examples == TEST_SLICE and abs(exported_accuracy - accuracy) <= 0.00005 + 1e-9, (exported_accuracy, accuracy)
+    assert f"Eval step 200: loss {final_metrics(chief)[1]:.4f}, accuracy {accuracy:.4f}" in chief
     assert (job / "checkpoints" / "ckpt-200.index").is_file()
     assert list((job / "train").glob("events.out.tfevents.*")) and list((job / "eval").glob("events.out.tfevents.*"))
     assert json.loads((job / "done.json").read_text())["step"] == 200
@@ -79,8 +83,22 @@ def test_variables_partition_across_two_ps_and_the_evaluator_follows(mnist_dir, 
         assert {d.split("/device")[0] for devices in variables.values() for d in devices} == \
             {"/job:ps/replica:0/task:0", "/job:ps/replica:0/task:1"}
         evaluator = cluster.log("evaluator-0")
-        assert "Eval step 40: loss" in evaluator and "Chief marked the job done" in evaluator
+        assert re.findall(r"^Eval step (\d+): loss", evaluator, re.M) == ["20", "40"]  # each once, in order
+        assert "Chief marked the job done" in evaluator
     assert list((job / "evaluator").glob("events.out.tfevents.*"))
+
+    # the 2-ps checkpoint restores whole into 1 ps: weights and Adam's state (m, v, iterations)
+    probe = run_module("tests.support.restore_probe", [str(job), "--model", "mnist", "--ps", "1"])
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    report = json.loads(probe.stdout.splitlines()[-1])
+    assert report["checkpoint"].endswith("/checkpoints/ckpt-40")
+    restored = report["variables"]
+    assert {"model/mnist.dense.kernel", "optimizer/mnist.dense.kernel.momentum",
+            "optimizer/mnist.dense.kernel.velocity", "optimizer/iteration", "step"} <= restored.keys()
+    assert [key for key, v in restored.items() if not v["equal"]] == []
+    slots = [key for key in restored if key.endswith((".momentum", ".velocity"))]
+    assert len(slots) == 16 and all(restored[key]["nonzero"] for key in slots)  # trained, not zeros
+    assert restored["optimizer/iteration"]["value"] >= 40 and restored["step"]["value"] == 40
 
 
 def test_servers_exit_1_when_the_chief_is_gone_for_good(mnist_dir, tmp_path):  # noqa: F811

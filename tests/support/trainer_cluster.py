@@ -11,6 +11,7 @@ its own log file; `stop()` (also on context exit) kills and reaps whatever still
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -89,10 +90,59 @@ def run_module(module: str, args: list[str], env: dict[str, str] | None = None,
                           capture_output=True, text=True, timeout=timeout)
 
 
-def spawn(args: list[str], log_path: Path, env: dict[str, str]) -> subprocess.Popen:
-    with open(log_path, "wb") as log:
+def spawn(args: list[str], log_path: Path, env: dict[str, str], append: bool = False) -> subprocess.Popen:
+    """`python -m trainer.task ARGS`, its output to `log_path` (appended to: a restart)."""
+    with open(log_path, "ab" if append else "wb") as log:
         return subprocess.Popen([sys.executable, "-m", "trainer.task", *args], cwd=ROOT, env=env,
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+_EVALUATE_EXPORT = """
+import json, sys
+import numpy as np
+import tensorflow as tf
+from trainer import data
+serve = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
+hits = count = 0
+for images, labels in data.dataset(sys.argv[2], "test", 500, training=False):
+    classes = serve(image=tf.reshape(images, [-1, 784]))["classes"].numpy()
+    hits += int(np.sum(classes == labels.numpy()))
+    count += len(labels)
+print(json.dumps({"accuracy": hits / count, "count": count}))
+"""
+
+
+_SUMMARIES = """
+import json, sys
+import tensorflow as tf
+tags, graph = {}, False
+for path in tf.io.gfile.glob(sys.argv[1] + "/events.out.tfevents.*"):
+    for event in tf.compat.v1.train.summary_iterator(path):
+        graph = graph or bool(event.graph_def)
+        for value in event.summary.value:
+            kind = value.metadata.plugin_data.plugin_name or "scalars"
+            tags.setdefault(kind, {}).setdefault(value.tag, []).append(event.step)
+print(json.dumps({"graph": graph, **tags}))
+"""
+
+
+def summaries(directory: str) -> dict:
+    """What TensorBoard finds in `directory`'s event files: {"graph": bool, "scalars":
+    {tag: [steps]}, "histograms": {tag: [steps]}} (read in a subprocess)."""
+    done = subprocess.run([sys.executable, "-c", _SUMMARIES, directory], cwd=ROOT, env=trainer_env(),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def evaluate_export(export: str, data_dir: str, env: dict[str, str] | None = None) -> tuple[float, int]:
+    """(accuracy, examples) of the SavedModel's serving_default on the test split of
+    `data_dir`, in a subprocess (the test process stays free of TensorFlow)."""
+    done = subprocess.run([sys.executable, "-c", _EVALUATE_EXPORT, export, data_dir], cwd=ROOT,
+                          env=trainer_env(env), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.splitlines()[-1])
+    return result["accuracy"], result["count"]
 
 
 @dataclass
@@ -100,6 +150,8 @@ class Replica:
     name: str  # e.g. "worker-1"
     process: subprocess.Popen
     log_path: Path
+    rtype: str = ""  # as in the TFJob: Chief, PS, Worker, Evaluator
+    index: int = 0
 
 
 class TrainerCluster:
@@ -126,8 +178,20 @@ class TrainerCluster:
             if config is not None:
                 env["TF_CONFIG"] = config
             log_path = self.workdir / f"{name}.log"
-            self.replicas[name] = Replica(name, spawn(self.args, log_path, env), log_path)
+            process = spawn(self.args, log_path, env)
+            self.replicas[name] = Replica(name, process, log_path, rtype, index)
         return self
+
+    def restart(self, name: str, args: list[str] | None = None) -> None:
+        """Start replica `name` again once it has exited (its log grows on), as the
+        operator restarts a pod: same TF_CONFIG and address; `args` replace the flags."""
+        replica = self.replicas[name]
+        assert replica.process.poll() is not None, f"{name} still runs"
+        env = dict(self.env)
+        config = self.tf_config(replica.rtype, replica.index)
+        if config is not None:
+            env["TF_CONFIG"] = config
+        replica.process = spawn(args or self.args, replica.log_path, env, append=True)
 
     def wait_for_line(self, name: str, text: str, timeout: float) -> None:
         """Until `text` appears in the log of `name` (bounded; fails early if it exits)."""

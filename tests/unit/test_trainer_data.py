@@ -70,3 +70,45 @@ def test_missing_records_tell_how_to_make_them(tmp_path):
     message = str(error.value)
     assert "\n" not in message and message.startswith("--data-dir")
     assert f"python -m trainer.data --out {tmp_path / 'nowhere'}" in message
+
+
+def test_sixteen_training_pipelines_over_fewer_files_read_each_record_once_per_epoch(tmp_path):
+    count = 64
+    images = np.zeros((count, 28, 28), np.uint8)
+    images[:, 0, 0] = np.arange(count)  # each record's identity in its first pixel
+    data.write_split(str(tmp_path), "train", images, np.zeros(count, np.uint8))  # 8 files of 8
+    seen = []
+    for index in range(16):
+        ds = data.dataset(str(tmp_path), "train", batch_size=1, training=True, shard=(16, index))
+        epoch = [int(round(float(b[0][0, 0, 0, 0]) * 255)) for b in ds.take(count // 16)]
+        seen += epoch
+    assert sorted(seen) == list(range(count))  # all 64, none twice
+
+
+def test_worker_pipeline_of_parameter_server_training_has_no_coordinator_sized_pool(tmp_path):
+    from trainer import flags, train_ps
+
+    images, labels = synthetic(10)
+    data.write_split(str(tmp_path), "train", images, labels)
+    args = flags.parse(["--data-dir", str(tmp_path), "--threads", "1", "--batch-size", "2"])
+    ds = train_ps.worker_dataset_fn(args)()
+    assert not ds.options().threading.private_threadpool_size  # the worker's own pools, not 1
+
+
+def test_file_patterns_with_gzip_records_and_the_image_raw_feature(tmp_path):
+    import tensorflow as tf
+
+    images, labels = synthetic(6)
+    with tf.io.TFRecordWriter(str(tmp_path / "train.tfr.gz"), options="GZIP") as writer:  # seed 001's .tfr.gz
+        for image, label in zip(images[:4], labels[:4]):
+            feature = {"image_raw": tf.train.Feature(bytes_list=tf.train.BytesList(value=[image.tobytes()])),
+                       "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)]))}
+            writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+    data.write_split(str(tmp_path), "test", images[4:], labels[4:])  # plain, the trainer's own layout
+    source = data.Source(str(tmp_path / "unused"), train_paths=(str(tmp_path / "train*.gz"),),
+                         eval_paths=(str(tmp_path / "test-*"),), image_feature="image_raw")
+    [batch] = list(data.dataset(source, "train", batch_size=4, training=False))
+    np.testing.assert_allclose(batch[0].numpy()[..., 0], images[:4] / 255.0, rtol=1e-6)
+    assert sorted(batch[1].numpy().tolist()) == sorted(labels[:4].tolist())
+    with pytest.raises(data.DataError, match=r"^--train_data_paths: no files match /nowhere/\*\.tfr"):
+        data.files(data.Source("d", train_paths=("/nowhere/*.tfr",)), "train")

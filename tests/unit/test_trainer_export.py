@@ -72,3 +72,28 @@ def test_missing_model_is_refused(tmp_path, capsys):
     request.write_text(json.dumps([0.0] * 784) + "\n")
     assert predict.main(["--model-dir", str(tmp_path), "--json-instances", str(request)]) == 2
     assert "--model-dir: no SavedModel at" in capsys.readouterr().err
+
+
+def test_signature_name_picks_the_signature(exported, tmp_path, capsys):
+    request = tmp_path / "request.json"
+    request.write_text(json.dumps({"image": [0.0] * 784, "key": 5}) + "\n")
+    args = ["--model-dir", exported, "--json-instances", str(request)]
+    assert predict.main([*args, "--signature-name", "serving_default"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].startswith("0    ")  # serving_default numbers the rows
+    assert predict.main([*args, "--signature-name", "keyed"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].startswith("5    ")
+    assert predict.main([*args, "--signature-name", "predict"]) == 2
+    assert "--signature-name: the SavedModel has no signature 'predict'; it has keyed, serving_default" in \
+        capsys.readouterr().err
+
+
+@pytest.mark.parametrize("lines, expected", [
+    ([{"image": [0.0] * 784, "key": "a7"}], 'line 1: key must be an integer, got "a7"'),
+    ([{"image": [0.0] * 784, "key": 1}, {"image": [0.0] * 784}], 'line(s) 2 have no "key" while others do'),
+])
+def test_string_keys_and_keys_on_some_lines_are_refused(exported, tmp_path, capsys, lines, expected):
+    request = tmp_path / "request.json"
+    request.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert predict.main(["--model-dir", exported, "--json-instances", str(request)]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and err.count("\n") == 1

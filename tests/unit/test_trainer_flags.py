@@ -24,7 +24,7 @@ def test_environment_defaults(monkeypatch):
 
 
 @pytest.mark.parametrize("argv, expected", [
-    (["--train-steps", "0"], "--train-steps: must be > 0"),
+    (["--train-steps", "0"], "--train-steps/--train_steps/--max_steps/--max-steps: must be > 0"),
     (["--model", "resnet"], "invalid choice: 'resnet'"),
     (["--eval-every-steps", "-1"], "must be >= 0"),
     (["--learning-rate", "0"], "--learning-rate: must be > 0"),
@@ -36,3 +36,26 @@ def test_bad_flags_exit_2_with_one_line(argv, expected, capsys):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and expected in err
+
+
+@pytest.mark.parametrize("argv, field, value", [
+    (["--train_steps", "7"], "train_steps", 7),
+    (["--max_steps", "8"], "train_steps", 8),
+    (["--job_dir", "gs://b/j"], "job_dir", "gs://b/j"),
+    (["--output_path", "gs://b/o"], "job_dir", "gs://b/o"),
+    (["--model_dir", "/tmp/m"], "job_dir", "/tmp/m"),
+    (["--data_dir", "gs://b/d"], "data_dir", "gs://b/d"),
+    (["--train_data_paths", "gs://b/train*.tfr.gz,gs://b/more*", "x.tfrecord"], "train_data_paths",
+     ["gs://b/train*.tfr.gz", "gs://b/more*", "x.tfrecord"]),
+    (["--eval_data_paths", "gs://b/eval*"], "eval_data_paths", ["gs://b/eval*"]),
+])
+def test_cloud_ml_sample_spellings(argv, field, value):
+    assert getattr(flags.parse(argv), field) == value
+
+
+def test_each_spelling_has_one_help_entry():
+    text = flags.parser().format_help()
+    assert "--job-dir JOB_DIR, --job_dir JOB_DIR, --output_path JOB_DIR, --model_dir JOB_DIR" in text
+    options = text.split("options:", 1)[1]  # past the usage line
+    assert options.count("--max_steps") == 1 and options.count("--data_dir") == 1
+    assert "--train-steps TRAIN_STEPS, --train_steps TRAIN_STEPS, --max_steps TRAIN_STEPS" in options

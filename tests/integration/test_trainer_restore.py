@@ -1,0 +1,87 @@
+"""Restarts that restore everything or refuse, with real trainer processes (real MNIST slice).
+
+- A job dir trained by one model and restarted with another: the chief and the evaluator
+  refuse with one line naming the job dir (exit 2), nothing written.
+- SIGTERM to the chief of a parameter-server job (pod deletion, spot preemption): it
+  saves a checkpoint at the step it reached and exits 143; restarted, it resumes there
+  while the ps and the worker kept serving.
+"""
+from __future__ import annotations
+
+import json
+import re
+import signal
+import socket
+from pathlib import Path
+
+import pytest
+
+from tests.support.trainer_cluster import (LOCAL, TrainerCluster, final_metrics, mnist_dir,  # noqa: F401
+                                           progress, run_module)
+
+pytestmark = pytest.mark.slow
+WAIT_S = 540
+_STOPPED = re.compile(r"^trainer: SIGTERM: saved checkpoint at step (\d+) in (\S+); exiting 143", re.M)
+
+
+def args(job_dir: Path, data_dir: str, steps: int, model: str = "mnist", every: int = 0) -> list[str]:
+    return ["--job-dir", str(job_dir), "--data-dir", data_dir, "--model", model, "--train-steps", str(steps),
+            "--batch-size", "16", "--steps-per-execution", "5", "--log-every-steps", "10",
+            "--eval-every-steps", "0", "--checkpoint-every-steps", str(every)]
+
+
+def closed_address() -> str:
+    with socket.socket() as sock:
+        sock.bind((LOCAL, 0))
+        return f"{LOCAL}:{sock.getsockname()[1]}"
+
+
+def trainer_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("trainer:")]
+
+
+def test_a_job_dir_of_another_model_is_refused_by_chief_and_evaluator(mnist_dir, tmp_path):  # noqa: F811
+    job = tmp_path / "job"
+    first = run_module("trainer.task", args(job, mnist_dir, 10, "mnist"), timeout=WAIT_S)
+    assert first.returncode == 0, first.stderr[-2000:]
+    exports = sorted(p.name for p in (job / "export").iterdir())
+
+    again = run_module("trainer.task", args(job, mnist_dir, 20, "mnist-cloudml"), timeout=WAIT_S)
+    assert again.returncode == 2, again.stdout[-2000:] + again.stderr[-2000:]
+    [line] = trainer_lines(again.stderr)
+    assert line.startswith(f"trainer: --job-dir {job}: checkpoint ckpt-10 does not match --model mnist-cloudml "
+                           "(it lacks model/mnist_cloudml.conv1.bias")
+    assert "use a new --job-dir, or the --model the checkpoint was trained with" in line
+    assert "Restored" not in again.stdout and progress(again.stdout) == []
+    assert sorted(p.name for p in (job / "checkpoints").glob("*.index")) == ["ckpt-10.index"]
+    assert sorted(p.name for p in (job / "export").iterdir()) == exports
+
+    config = json.dumps({"cluster": {"chief": [closed_address()]}, "task": {"type": "evaluator", "index": 0}})
+    evaluator = run_module("trainer.task", args(job, mnist_dir, 20, "mnist-cloudml"),
+                           {"TF_CONFIG": config, "TRAINER_ORPHAN_SECONDS": "60"}, timeout=WAIT_S)
+    assert evaluator.returncode == 2, evaluator.stdout[-2000:] + evaluator.stderr[-2000:]
+    [line] = trainer_lines(evaluator.stderr)
+    assert line.startswith(f"trainer: --job-dir {job}: checkpoint ckpt-10 does not match --model mnist-cloudml")
+    assert "Eval step" not in evaluator.stdout
+
+
+def test_sigterm_makes_the_chief_save_and_a_restart_resumes_there(mnist_dir, tmp_path):  # noqa: F811
+    job = tmp_path / "job"
+    with TrainerCluster({"Chief": 1, "PS": 1, "Worker": 1}, args(job, mnist_dir, 100000), tmp_path) as cluster:
+        cluster.wait_for_line("chief-0", "Train [chief/0] step 20 of", WAIT_S)
+        cluster.replicas["chief-0"].process.send_signal(signal.SIGTERM)
+        assert cluster.wait(120, names=["chief-0"]) == {"chief-0": 143}, cluster.tails()
+        log = cluster.log("chief-0")
+        step = int(_STOPPED.search(log)[1])
+        reached = progress(log)[-1].step
+        assert step >= reached >= 20  # every step it had results for is in the checkpoint
+        assert (job / "checkpoints" / f"ckpt-{step}.index").is_file()
+        assert not (job / "export").exists() and not (job / "done.json").exists()
+
+        cluster.restart("chief-0", args(job, mnist_dir, step + 20))
+        codes = cluster.wait(WAIT_S)
+        assert set(codes.values()) == {0}, cluster.tails()
+        second = cluster.log("chief-0").split("Starting chief/0 ")[-1]
+    assert f"Restored {job}/checkpoints/ckpt-{step} at step {step}" in second
+    assert [p.step for p in progress(second)][0] > step
+    assert final_metrics(second)[0] == step + 20

@@ -1,0 +1,71 @@
+"""Restore a job dir's latest checkpoint the way the chief does, into a parameter-server
+layout of --ps tasks, and report every restored variable against the stored value:
+
+    python -m tests.support.restore_probe JOB_DIR --model mnist --ps 1
+
+The ps and worker servers are real `tf.distribute.Server`s, started in this process (as
+TensorFlow's own create_in_process_cluster does); the model, optimizer and checkpoint
+code are the trainer's. Prints one JSON object:
+
+    {"checkpoint": PATH, "variables": {KEY: {"equal": bool, "nonzero": bool, "shards": N, "value": first}}}
+
+`shards`: over how many ps tasks the restored variable lies here. Run it in a subprocess
+(the test process stays free of TensorFlow).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+import tensorflow as tf
+
+from trainer import checkpoints, flags, models, train_ps, train_step
+from trainer.cluster import Cluster
+from tests.support.trainer_cluster import LOCAL, free_port
+
+SERVERS: list[tf.distribute.Server] = []  # kept alive for the life of the process
+
+
+def cluster(ps: int) -> Cluster:
+    """1 worker and `ps` ps servers in this process; this process is the chief."""
+    spec = {role: [f"{LOCAL}:{free_port()}" for _ in range(count)]
+            for role, count in (("chief", 1), ("ps", ps), ("worker", 1))}
+    for role in ("ps", "worker"):
+        for index in range(len(spec[role])):
+            SERVERS.append(tf.distribute.Server(tf.train.ClusterSpec(spec), job_name=role, task_index=index,
+                                                protocol="grpc", start=True))
+    return Cluster(role="chief", index=0, spec=spec)
+
+
+def shards(variable) -> int:
+    parts = getattr(variable, "variables", None) or [variable]
+    return len({part.device.split("/device")[0] for part in parts})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("job_dir")
+    parser.add_argument("--model", default="mnist")
+    parser.add_argument("--ps", type=int, default=1)
+    options = parser.parse_args()
+    args = flags.parse(["--job-dir", options.job_dir, "--model", options.model])
+    strategy = train_ps.strategy_for(cluster(options.ps))
+    with strategy.scope():
+        model = models.build(args.model)
+        optimizer = train_step.build_optimizer(model, train_step.learning_rate(args))
+        step = train_step.global_step()
+    parts = checkpoints.groups(model, optimizer, step)
+    path = checkpoints.Checkpointer(args.job_dir, parts, args.model, writer=False).restore()
+    report = {}
+    for key, variable in checkpoints.entries(parts).items():
+        stored = tf.train.load_variable(path, key)
+        restored = tf.convert_to_tensor(variable).numpy()
+        report[checkpoints.readable(key)] = {
+            "equal": bool(np.array_equal(stored, restored)), "nonzero": bool(np.any(stored)),
+            "shards": shards(variable), "value": float(np.ravel(restored)[0])}
+    print(json.dumps({"checkpoint": path, "variables": report}))
+
+
+if __name__ == "__main__":
+    main()

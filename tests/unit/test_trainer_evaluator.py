@@ -1,0 +1,73 @@
+"""trainer.evaluator.SideCar on real checkpoints in a temporary job dir: every checkpoint
+once, in order; nothing repeated after its own restart; a failed read retried."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from trainer import checkpoints, data, evaluator, flags, models, variables
+
+
+@pytest.fixture
+def job(tmp_path):
+    """(job dir, args, save(step)): checkpoints of one model written as the chief does."""
+    images = (np.arange(20 * 784) % 256).astype(np.uint8).reshape(20, 28, 28)
+    (tmp_path / "data").mkdir()
+    data.write_split(str(tmp_path / "data"), "test", images, np.arange(20) % 10)
+    job_dir = str(tmp_path / "job")
+    args = flags.parse(["--job-dir", job_dir, "--data-dir", str(tmp_path / "data"), "--eval-batch-size", "10"])
+    model = models.build("mnist")
+    saver = checkpoints.Checkpointer(job_dir, {"model": variables.named(model.weights)}, "mnist")
+    return job_dir, args, saver.save
+
+
+def evaluated(capsys) -> list[int]:
+    return [int(line.split()[2].rstrip(":")) for line in capsys.readouterr().out.splitlines()
+            if line.startswith("Eval step ")]
+
+
+def test_every_checkpoint_once_in_order_and_not_again_after_a_restart(job, capsys):
+    job_dir, args, save = job
+    for step in (10, 20, 30):
+        save(step)
+    sidecar = evaluator.SideCar(args)
+    while sidecar.evaluate_next():
+        pass
+    assert evaluated(capsys) == [10, 20, 30]  # not only the newest
+
+    save(40)
+    again = evaluator.SideCar(args)  # the evaluator restarted
+    assert again.last_step == 30
+    while again.evaluate_next():
+        pass
+    assert evaluated(capsys) == [40]
+    with open(evaluator.state_path(job_dir)) as handle:
+        assert json.load(handle) == {"step": 40}
+
+
+def test_a_checkpoint_that_fails_to_read_is_retried(job, capsys, tmp_path):
+    job_dir, args, save = job
+    path = save(50)
+    [shard] = [p for p in (tmp_path / "job" / "checkpoints").iterdir() if p.name.startswith("ckpt-50.data")]
+    shard.rename(tmp_path / "aside")  # being written / a storage hiccup: its data is not there yet
+    sidecar = evaluator.SideCar(args)
+    assert not sidecar.evaluate_next()
+    out = capsys.readouterr().out
+    assert f"Could not read {path} (" in out and "); retrying (attempt 1 of 3)" in out
+    shutil.move(tmp_path / "aside", shard)
+    assert sidecar.evaluate_next()
+    assert evaluated(capsys) == [50]
+
+
+def test_the_chief_counts_on_an_evaluator_with_a_fresh_heartbeat(job):
+    job_dir, args, _ = job
+    assert not evaluator.alive(job_dir)
+    sidecar = evaluator.SideCar(args)
+    sidecar.heartbeat()
+    with open(evaluator.alive_path(job_dir)) as handle:
+        beat = json.load(handle)["time"]
+    assert evaluator.alive(job_dir, now=beat + 1)
+    assert not evaluator.alive(job_dir, now=beat + evaluator.ALIVE_FOR_S + 1)  # gone: the chief evaluates

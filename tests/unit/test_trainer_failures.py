@@ -1,0 +1,47 @@
+"""trainer.failures: which TensorFlow errors are a lost ps (retryable exit), on the texts
+TensorFlow's gRPC runtime produces."""
+from __future__ import annotations
+
+import pytest
+import tensorflow as tf
+
+from trainer import failures
+
+JOB_DIR = "/runs/mnist"
+FROM_PS = ("\nAdditional GRPC error information from remote target /job:ps/replica:0/task:1 while calling "
+           "/tensorflow.eager.EagerService/Enqueue:\n:{\"created\":\"@1706768288.511248869\"}")
+
+
+@pytest.mark.parametrize("message", [
+    "Unable to find the relevant tensor remote_handle: Op ID: 3940, Output num: 0" + FROM_PS,
+    "Unknown device: /job:ps/replica:0/task:1/device:CPU:0" + FROM_PS,
+])
+def test_a_ps_restarted_at_the_same_address_is_a_lost_ps(message):
+    failure = failures.explain(tf.errors.InvalidArgumentError(None, None, message), JOB_DIR)
+    assert failure is not None and failure.code == failures.EXIT_RETRYABLE == 128
+    assert failure.line.startswith("lost parameter server ps/1 (InvalidArgumentError: ")
+    assert "\n" not in failure.line
+
+
+def test_a_lost_ps_wrapped_by_the_coordinator_is_explained():
+    class ClosureAbortedError(Exception):  # the coordinator's wrapper: the cause in original_exception
+        def __init__(self, original):
+            super().__init__(str(original))
+            self.original_exception = original
+
+    lost = tf.errors.UnavailableError(None, None, "failed to connect to all addresses" + FROM_PS)
+    assert failures.explain(ClosureAbortedError(lost), JOB_DIR).code == 128
+
+
+def test_other_invalid_arguments_are_not_a_lost_ps():
+    plain = tf.errors.InvalidArgumentError(None, None, "Unknown device: /job:ps/replica:0/task:1 (no RPC)")
+    assert failures.explain(plain, JOB_DIR) is None  # not from a ps over gRPC: a traceback, exit 1
+    shape = tf.errors.InvalidArgumentError(None, None, "Incompatible shapes: [16,10] vs. [32,10]" + FROM_PS)
+    assert failures.explain(shape, JOB_DIR) is None
+
+
+def test_a_lost_mirrored_peer_is_retryable():
+    message = ("Collective ops is aborted by: cluster check alive failed, /job:worker/replica:0/task:1 is down\n"
+               "The error could be from a previous operation. Restart your program to reset. [Op:CollectiveReduceV2]")
+    failure = failures.explain(tf.errors.UnavailableError(None, None, message), JOB_DIR)
+    assert failure.code == 128 and failure.line.startswith("lost peer worker/1 (UnavailableError: Collective ops")
