@@ -122,11 +122,14 @@ def to_array(value: Any, spec: InputSpec) -> np.ndarray:
     where = f"input {spec.name!r}"
     if spec.binary:
         value = _decode_b64(value, where)
-    elif _has_b64(value):
+    elif spec.dtype.kind == "b" and _has_b64(value):  # numpy makes True of any object
         raise RequestError(f"{where}: b64 values are only for string inputs; this input is {spec.dtype}")
     try:
         array = np.asarray(value, dtype=spec.dtype)
     except (TypeError, ValueError, OverflowError):
+        # only now look for b64 objects: walking every number of a large request costs more than parsing it
+        if not spec.binary and _has_b64(value):
+            raise RequestError(f"{where}: b64 values are only for string inputs; this input is {spec.dtype}") from None
         raise RequestError(f"{where}: not a rectangular array of {spec.dtype} values "
                            "(rows of different lengths, or values of the wrong type)") from None
     if spec.binary and any(not isinstance(item, bytes) for item in array.flat):
