@@ -65,6 +65,8 @@ def test_malformed_bodies_are_request_errors(body, fragment):
     ({"instances": [[1.0]]}, KEYED, "send each instance as an object"),
     ({"instances": [{"image": [1.0], "key": [1, 2]}]}, KEYED, "shape [1, 2] does not match the signature's [-1]"),
     ({"instances": [{"b64": "AAAA"}]}, IMAGE, "b64 values are only for string inputs"),
+    ({"instances": [[1.0, {"b64": "AAAA"}]]}, IMAGE, "b64 values are only for string inputs"),
+    ({"instances": [[1.0, "x"]]}, IMAGE, "not a rectangular array"),
     ({"instances": [{"b64": "***"}]}, TEXT, "not valid base64"),
     ({"inputs": {"image": [[1.0]]}}, KEYED, "input 'key' of signature 'serving_default' is missing"),
 ])
