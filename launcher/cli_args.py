@@ -15,8 +15,8 @@ import datetime as _dt
 import re
 from dataclasses import dataclass
 
-from .spec import (CLEAN_POD_POLICIES, DEFAULT_IMAGE, DEFAULT_NAMESPACE, RESTART_POLICIES, ROLES,
-                   JobSpec, ReplicaSpec, RunPolicy, SpecError)
+from .spec import (CLEAN_POD_POLICIES, DEFAULT_IMAGE, DEFAULT_NAMESPACE, END_OF_LIFE_ACCELERATORS, RESTART_POLICIES, ROLES,
+                   JobSpec, ReplicaSpec, RunPolicy, SpecError, Volume, check_quantity)
 
 ROLE_FLAGS = {"chief": "Chief", "ps": "PS", "worker": "Worker", "evaluator": "Evaluator"}
 COUNT_FLAGS = {"Chief": "chief", "PS": "ps", "Worker": "workers", "Evaluator": "evaluator"}
@@ -42,6 +42,9 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
     job.add_argument("--service-account", help="Kubernetes service account of the pods")
     job.add_argument("--env", action="append", default=[], metavar="K=V", help="container env var (repeatable)")
     job.add_argument("--label", action="append", default=[], metavar="K=V", help="label on the TFJob and pods (repeatable)")
+    job.add_argument("--volume", action="append", default=[], metavar="CLAIM:PATH[:ro]",
+                     help="mount the PersistentVolumeClaim CLAIM at PATH in every replica, read-only with :ro "
+                          "(repeatable; k8s backend only), e.g. --volume training-data:/mnt/data")
     reps = parser.add_argument_group("replicas")
     reps.add_argument("--workers", type=non_negative_int, metavar="N", help="worker replicas (default 2)")
     reps.add_argument("--ps", type=non_negative_int, metavar="N", help="parameter servers (default 1)")
@@ -54,7 +57,9 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
         gpus.add_argument(f"--gpus-per-{role}", type=non_negative_int, metavar="N",
                           help=argparse.SUPPRESS if role == "ps" else f"nvidia.com/gpu per {role}")
     gpus.add_argument("--accelerator", metavar="TYPE", help="GKE accelerator, e.g. nvidia-tesla-t4 (GPU replicas only)")
-    gpus.add_argument("--node-selector", action="append", default=[], metavar="K=V", help="node selector (repeatable)")
+    gpus.add_argument("--node-selector", action="append", default=[], metavar="[ROLE:]K=V",
+                      help="node selector of every replica, or of one replica type with ROLE: "
+                           "(e.g. worker:cloud.google.com/gke-nodepool=gpu); repeatable")
     policy = parser.add_argument_group("policies")
     policy.add_argument("--restart-policy", choices=RESTART_POLICIES, help="replica restart policy (default OnFailure)")
     policy.add_argument("--clean-pod-policy", choices=CLEAN_POD_POLICIES, help="pods to delete at the end (default Running)")
@@ -74,19 +79,52 @@ def key_values(items: list[str], flag: str) -> dict[str, str]:
     return pairs
 
 
+def node_selectors(items: list[str]) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+    """["pool=a", "worker:gpu=yes"] -> ({"pool": "a"}, {"Worker": {"gpu": "yes"}}). Label keys
+    cannot contain ':', so a ROLE: prefix is unambiguous."""
+    every: list[str] = []
+    per: dict[str, list[str]] = {}
+    for item in items:
+        role, sep, rest = item.partition(":")
+        if sep and "=" not in role:
+            if role.lower() not in ROLE_FLAGS:
+                raise SpecError("--node-selector", f"unknown replica type {role!r} in {item!r}; use chief, ps, worker "
+                                "or evaluator (e.g. --node-selector worker:pool=gpu)")
+            per.setdefault(ROLE_FLAGS[role.lower()], []).append(rest)
+        else:
+            every.append(item)
+    return (key_values(every, "--node-selector"),
+            {role: key_values(values, "--node-selector") for role, values in per.items()})
+
+
+def volumes(items: list[str]) -> tuple[Volume, ...]:
+    """["data:/mnt/data:ro"] -> (Volume("data", "/mnt/data", True),); the JobSpec checks names and paths."""
+    parsed = []
+    for item in items:
+        parts = item.split(":")
+        mode = parts.pop() if len(parts) == 3 else "rw"
+        if len(parts) != 2 or not parts[0] or mode not in ("ro", "rw"):
+            raise SpecError("--volume", f"{item!r} is not CLAIM:/PATH[:ro]; use e.g. --volume training-data:/mnt/data:ro")
+        parsed.append(Volume(claim=parts[0], mount_path=parts[1], read_only=mode == "ro"))
+    return tuple(parsed)
+
+
 def per_role(items: list[str], flag: str) -> dict[str, str]:
-    """["2", "ps=1"] -> {"Chief": "2", "Worker": "2", "Evaluator": "2", "PS": "1"}: bare values
-    apply to every replica type, ROLE=VALUE to one (later flags win)."""
-    values: dict[str, str] = {}
+    """["ps=1", "2"] -> {"Chief": "2", "Worker": "2", "Evaluator": "2", "PS": "1"}: a bare value
+    applies to every replica type, ROLE=VALUE to one and wins over a bare value whatever the
+    order; among values of the same kind the later flag wins."""
+    every: dict[str, str] = {}
+    one: dict[str, str] = {}
     for item in items:
         role, sep, value = item.partition("=")
         if not sep:
-            values.update({r: item for r in ROLES})
+            check_quantity(item, flag)
+            every = {r: item for r in ROLES}
             continue
         if role.lower() not in ROLE_FLAGS:
             raise SpecError(flag, f"unknown replica type {role!r}; use chief, ps, worker or evaluator (e.g. {flag} worker=2)")
-        values[ROLE_FLAGS[role.lower()]] = value
-    return values
+        one[ROLE_FLAGS[role.lower()]] = value
+    return {**every, **one}
 
 
 def default_name(trainer_args: tuple[str, ...] = (), now: _dt.datetime | None = None) -> str:
@@ -162,10 +200,35 @@ def build_spec(args: argparse.Namespace, trainer_args: tuple[str, ...] = ()) -> 
     """Flags (+ config.yaml) -> a validated JobSpec and the notes to print."""
     settings = merge_settings(args, tuple(trainer_args))
     cpu, memory = per_role(args.cpu, "--cpu"), per_role(args.memory, "--memory")
+    every_selector, role_selectors = node_selectors(args.node_selector)
     replicas = {role: ReplicaSpec(count=settings.counts[role], gpus=settings.gpus.get(role, 0),
                                   cpu=cpu.get(role), memory=memory.get(role))
                 for role in ROLES if settings.counts[role] or settings.gpus.get(role)}
-    spec = JobSpec(
+    try:
+        spec = _job_spec(args, settings, replicas, every_selector, role_selectors)
+    except SpecError as exc:
+        raise blamed_on_config(exc, args) from None
+    notes = list(settings.notes)
+    if spec.accelerator in END_OF_LIFE_ACCELERATORS:
+        notes.append(f"note: {spec.accelerator} is end-of-life on GKE (no new node pools); "
+                     "consider --accelerator nvidia-tesla-t4 or nvidia-l4")
+    return spec, notes
+
+
+def blamed_on_config(exc: SpecError, args: argparse.Namespace) -> SpecError:
+    """A rule broken by a value that came from --config, not from the flag the rule names:
+    name the file (the message still says which setting, and the flag that overrides it)."""
+    flag = exc.field.split()[0]
+    attr = flag.lstrip("-").replace("-", "_")
+    if not args.config or not flag.startswith("--") or not hasattr(args, attr) \
+            or getattr(args, attr) not in (None, []):
+        return exc
+    message = str(exc)[len(exc.field) + 2:]
+    return SpecError(f"--config {args.config}", f"{exc.field} from the file: {message}")
+
+
+def _job_spec(args, settings: Settings, replicas, every_selector, role_selectors) -> JobSpec:
+    return JobSpec(
         name=args.name if args.name is not None else default_name(settings.trainer_args),
         namespace=args.namespace or DEFAULT_NAMESPACE,
         replicas=replicas,
@@ -176,15 +239,16 @@ def build_spec(args: argparse.Namespace, trainer_args: tuple[str, ...] = ()) -> 
                              active_deadline_seconds=settings.active_deadline_seconds,
                              backoff_limit=args.backoff_limit),
         accelerator=settings.accelerator,
-        node_selector=key_values(args.node_selector, "--node-selector"),
+        node_selector=every_selector,
+        role_node_selectors=role_selectors,
         env=key_values(args.env, "--env"),
         labels=settings.labels,
         trainer_args=settings.trainer_args,
         job_dir=settings.job_dir,
         service_account=args.service_account,
         command=settings.command,
+        volumes=volumes(args.volume),
     )
-    return spec, settings.notes
 
 
 def uses_gpus(spec: JobSpec) -> bool:

@@ -37,6 +37,7 @@ def replica_values(spec: JobSpec, role: str) -> dict:
         values["gpus"] = replica.gpus if replica else 0
     values["cpu"] = (replica.cpu if replica else None) or ""
     values["memory"] = (replica.memory if replica else None) or ""
+    values["nodeSelector"] = dict(spec.role_node_selectors.get(role, {}))
     return values
 
 
@@ -59,6 +60,8 @@ def values_for(spec: JobSpec) -> dict:
         "runPolicy": run_policy(spec),
         "serviceAccount": {"create": False, "name": spec.service_account or "",
                            "gcpServiceAccount": "", "annotations": {}, "automount": False},
+        "volumes": [{"claimName": v.claim, "mountPath": v.mount_path, "readOnly": v.read_only}
+                    for v in spec.volumes],
         "podSecurityContext": ctx["pod_security_context"],
         "securityContext": ctx["container_security_context"],
     }

@@ -5,6 +5,7 @@ values and the local backend all derive from it; see `render.py` and `helm_value
 """
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -19,8 +20,15 @@ DEFAULT_IMAGE = "tfjob-trainer:0.1.0"
 DEFAULT_NAMESPACE = "default"
 TF_PORT = 2222
 ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
+# GKE's `cloud.google.com/gke-accelerator` values for NVIDIA GPUs (gcloud --accelerator type=...).
+GKE_ACCELERATORS = ("nvidia-tesla-t4", "nvidia-l4", "nvidia-tesla-a100", "nvidia-a100-80gb", "nvidia-h100-80gb",
+                    "nvidia-h100-mega-80gb", "nvidia-h200-141gb", "nvidia-b200", "nvidia-tesla-v100",
+                    "nvidia-tesla-p100", "nvidia-tesla-p4", "nvidia-tesla-k80")
+END_OF_LIFE_ACCELERATORS = ("nvidia-tesla-k80",)
 GPU_RESOURCE = "nvidia.com/gpu"
 RUN_AS_USER = 1000
+STANDARD_LABEL_KEYS = ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component",
+                       "app.kubernetes.io/managed-by")
 
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -64,6 +72,20 @@ def check_quantity(value: str | None, field_name: str) -> None:
         raise SpecError(field_name, f"{value!r} is not a Kubernetes quantity; use e.g. 500m, 2, 4Gi")
 
 
+def check_accelerator(value: str, field_name: str = "--accelerator") -> None:
+    """A GKE accelerator name; a near miss (NVIDIA_TESLA_T4, nvidia-tesla-t1000) gets a suggestion."""
+    if value in GKE_ACCELERATORS:
+        return
+    spelled = value.strip().lower().replace("_", "-").replace(" ", "-")
+    near = [spelled] if spelled in GKE_ACCELERATORS else difflib.get_close_matches(spelled, GKE_ACCELERATORS, 3, 0.75)
+    best = difflib.SequenceMatcher(None, spelled, near[0]).ratio() if near else 0
+    near = [n for n in near if difflib.SequenceMatcher(None, spelled, n).ratio() > best - 0.02]
+    hint = (f"did you mean {near[0]}? " if len(near) == 1 else
+            f"did you mean one of {', '.join(near)}? " if near else "")
+    raise SpecError(field_name, f"{value!r} is not a GKE accelerator; {hint}use one of {', '.join(GKE_ACCELERATORS)} "
+                    f"(a newer GPU: --node-selector worker:{ACCELERATOR_LABEL}=VALUE)")
+
+
 def check_job_dir(job_dir: str | None) -> None:
     if job_dir is None:
         return
@@ -95,8 +117,32 @@ class ReplicaSpec:
             raise SpecError(f"--gpus-per-{flag}", f"{self.gpus!r} is invalid; use an integer >= 0")
         if self.gpus and role not in GPU_ROLES:
             raise SpecError(f"--gpus-per-{flag}", "GPUs are only for chief, worker and evaluator; ps run on CPU nodes")
+        if self.gpus and not self.count:
+            count_flag = {"Worker": "--workers N", "Chief": "--chief 1", "Evaluator": "--evaluator 1"}[role]
+            raise SpecError(f"--gpus-per-{flag}", f"the job has no {flag}; add {count_flag} or drop the flag")
         check_quantity(self.cpu, f"--cpu {flag}=")
         check_quantity(self.memory, f"--memory {flag}=")
+
+
+@dataclass(frozen=True)
+class Volume:
+    """A PersistentVolumeClaim mounted into the tensorflow container of every replica."""
+
+    claim: str
+    mount_path: str
+    read_only: bool = False
+
+    def check(self) -> None:
+        if len(self.claim) > 253 or not _DNS_SUBDOMAIN.fullmatch(self.claim):
+            raise SpecError("--volume", f"claim {self.claim!r} is not a PersistentVolumeClaim name; use lowercase "
+                            "letters, digits, '-' and '.' (e.g. --volume training-data:/data)")
+        path = self.mount_path
+        if not path.startswith("/") or any(c in path for c in "\n\x00:") or "/../" in path + "/" or len(path) > 1024:
+            raise SpecError("--volume", f"mount path {path!r} of claim {self.claim!r} is not an absolute path; "
+                            "use e.g. --volume CLAIM:/mnt/data")
+        if path.rstrip("/") in ("", "/dev", "/proc", "/sys", "/etc", "/app"):
+            raise SpecError("--volume", f"mount path {path!r} would hide the image's {path.rstrip('/') or '/'}; "
+                            "mount the claim elsewhere, e.g. /mnt/data")
 
 
 @dataclass(frozen=True)
@@ -109,11 +155,12 @@ class RunPolicy:
     def check(self) -> None:
         if self.clean_pod_policy not in CLEAN_POD_POLICIES:
             raise SpecError("--clean-pod-policy", f"{self.clean_pod_policy!r}; use one of {', '.join(CLEAN_POD_POLICIES)}")
-        for flag, value in (("--ttl-seconds", self.ttl_seconds_after_finished),
-                            ("--active-deadline-seconds", self.active_deadline_seconds),
-                            ("--backoff-limit", self.backoff_limit)):
-            if value is not None and (not isinstance(value, int) or value < 0):
-                raise SpecError(flag, f"{value!r} is invalid; use an integer >= 0")
+        for flag, value, low in (("--ttl-seconds", self.ttl_seconds_after_finished, 0),
+                                 ("--active-deadline-seconds", self.active_deadline_seconds, 1),
+                                 ("--backoff-limit", self.backoff_limit, 0)):
+            if value is not None and (not isinstance(value, int) or value < low):
+                hint = " (the CRD wants a positive number; leave it out for no deadline)" if low else ""
+                raise SpecError(flag, f"{value!r} is invalid; use an integer >= {low}{hint}")
 
 
 @dataclass(frozen=True)
@@ -128,20 +175,25 @@ class JobSpec:
     run_policy: RunPolicy = field(default_factory=RunPolicy)
     accelerator: str | None = None
     node_selector: Mapping[str, str] = field(default_factory=dict)
+    role_node_selectors: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # per role, over node_selector
     env: Mapping[str, str] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)
     trainer_args: tuple[str, ...] = ()
     job_dir: str | None = None
     service_account: str | None = None
     command: tuple[str, ...] = ()
+    volumes: tuple[Volume, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "replicas", MappingProxyType(
             {role: self.replicas[role] for role in ROLES if role in self.replicas}))
         for attr in ("node_selector", "env", "labels"):
             object.__setattr__(self, attr, _frozen(getattr(self, attr)))
+        object.__setattr__(self, "role_node_selectors", MappingProxyType(
+            {role: _frozen(sel) for role, sel in self.role_node_selectors.items() if sel}))
         object.__setattr__(self, "trainer_args", tuple(self.trainer_args))
         object.__setattr__(self, "command", tuple(self.command))
+        object.__setattr__(self, "volumes", tuple(self.volumes))
         self._check()
 
     # ---- validation -------------------------------------------------------------
@@ -154,18 +206,20 @@ class JobSpec:
         if not self.image or any(c.isspace() for c in self.image):
             raise SpecError("--image", f"{self.image!r} is not an image reference; use e.g. gcr.io/PROJECT/trainer:TAG")
         if self.accelerator is not None:
-            check_label_value(ACCELERATOR_LABEL, self.accelerator, "--accelerator")
-        for key, value in self.node_selector.items():
-            check_label_key(key, "--node-selector")
-            check_label_value(key, value, "--node-selector")
+            check_accelerator(self.accelerator)
+        self._check_node_selectors()
         for key, value in self.labels.items():
             check_label_key(key, "--label")
             check_label_value(key, value, "--label")
+            if key in STANDARD_LABEL_KEYS:
+                raise SpecError("--label", f"{key} is set by the launcher (to {self.standard_labels()[key]!r}) "
+                                "and would be overwritten; drop it or use another key")
         for key in self.env:
             if not _ENV_NAME.fullmatch(key) or key == "TF_CONFIG":
                 raise SpecError("--env", f"{key!r} is not allowed as a variable name "
                                 "(letters, digits, '_', '-', '.'; TF_CONFIG is set by the operator)")
         check_job_dir(self.job_dir)
+        self._check_volumes()
         if self.service_account is not None and not _DNS_SUBDOMAIN.fullmatch(self.service_account):
             raise SpecError("--service-account", f"{self.service_account!r} is not a valid name; use lowercase DNS name")
 
@@ -181,6 +235,34 @@ class JobSpec:
             raise SpecError("--name", f"{self.name!r} is too long: replica service names would reach {longest} "
                             f"characters (max {MAX_NAME}); use a shorter name")
 
+    def _check_node_selectors(self) -> None:
+        for role, selector in (("", self.node_selector), *self.role_node_selectors.items()):
+            if role and role not in ROLES:
+                raise SpecError("--node-selector", f"unknown replica type {role!r}; use chief, ps, worker or evaluator")
+            for key, value in selector.items():
+                check_label_key(key, "--node-selector")
+                check_label_value(key, value, "--node-selector")
+        for role, spec in self.replicas.items():
+            if spec.count and not spec.gpus and ACCELERATOR_LABEL in self.replica_node_selector(role):
+                flag = role.lower()
+                raise SpecError("--node-selector", f"{ACCELERATOR_LABEL} would put the {flag} replicas, which have no "
+                                "GPUs, on GPU nodes (tainted: they would never schedule); select the GPU pool per "
+                                f"role, e.g. --node-selector worker:{ACCELERATOR_LABEL}=..., or use --accelerator")
+
+    def _check_volumes(self) -> None:
+        claims: set[str] = set()
+        paths: set[str] = set()
+        for volume in self.volumes:
+            volume.check()
+            path = volume.mount_path.rstrip("/")
+            if volume.claim in claims:
+                raise SpecError("--volume", f"claim {volume.claim!r} is given twice; mount each claim once")
+            if path in paths:
+                raise SpecError("--volume", f"mount path {volume.mount_path!r} is used twice; "
+                                "give each claim its own directory")
+            claims.add(volume.claim)
+            paths.add(path)
+
     def _check_replicas(self) -> None:
         unknown = set(self.replicas) - set(ROLES)
         if unknown:
@@ -195,6 +277,9 @@ class JobSpec:
             raise SpecError("--workers", "a job needs a chief or at least one worker; use --workers N or --chief 1")
         if self.count("PS") and not self.count("Chief"):
             raise SpecError("--chief", "parameter-server training needs a chief as coordinator; use --chief 1")
+        if self.count("PS") and not self.count("Worker"):
+            raise SpecError("--workers", "parameter-server training needs at least one worker to run the steps; "
+                            "use --workers N (N >= 1), or --ps 0 for a single chief")
         if self.accelerator and not any(s.gpus for s in self.replicas.values()):
             raise SpecError("--accelerator", "no replica has GPUs; set GPUs too, e.g. --gpus-per-worker 1")
 
@@ -207,7 +292,8 @@ class JobSpec:
         return [role for role, spec in self.replicas.items() if spec.count > 0]
 
     def replica_node_selector(self, role: str) -> dict[str, str]:
-        selector = dict(self.node_selector)
+        """Every replica's selector, then this role's own, then the accelerator for GPU roles."""
+        selector = {**self.node_selector, **self.role_node_selectors.get(role, {})}
         if self.accelerator and self.replicas[role].gpus:
             selector[ACCELERATOR_LABEL] = self.accelerator
         return selector
@@ -226,6 +312,16 @@ class JobSpec:
         if spec.gpus:
             resources["limits"] = {GPU_RESOURCE: str(spec.gpus)}
         return resources
+
+    def pod_volumes(self) -> list[dict]:
+        """The pod's `volumes`: one persistentVolumeClaim volume per --volume, named pvc-N."""
+        return [{"name": f"pvc-{i}", "persistentVolumeClaim": {"claimName": v.claim}}
+                for i, v in enumerate(self.volumes)]
+
+    def volume_mounts(self) -> list[dict]:
+        """The tensorflow container's `volumeMounts` for `pod_volumes()`."""
+        return [{"name": f"pvc-{i}", "mountPath": v.mount_path, "readOnly": v.read_only}
+                for i, v in enumerate(self.volumes)]
 
     def container_args(self) -> list[str]:
         args = ["--job-dir", self.job_dir] if self.job_dir else []

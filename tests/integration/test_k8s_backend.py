@@ -165,10 +165,12 @@ def test_delete_wait_gives_up_with_a_clear_message(k8s_backend, fake_apiserver):
 
 
 # ---- configuration and reachability ----------------------------------------------------------
-def test_a_missing_kubeconfig_points_at_the_local_backend(tmp_path):
-    with pytest.raises(BackendError) as err:
+def test_a_missing_kubeconfig_is_a_usage_error_naming_the_flag(tmp_path):
+    from launcher.spec import SpecError
+
+    with pytest.raises(SpecError) as err:
         KubernetesBackend(kubeconfig=str(tmp_path / "absent"))
-    assert "--backend local" in str(err.value) and str(tmp_path / "absent") in str(err.value)
+    assert err.value.field == "--kubeconfig" and str(tmp_path / "absent") in str(err.value)
 
 
 def test_no_kubeconfig_and_no_cluster_points_at_the_local_backend(tmp_path, monkeypatch):
@@ -223,3 +225,12 @@ def test_refused_credentials_are_reported(fake_apiserver, tmp_path):
             backend.list(None)
     finally:
         backend.close()
+
+
+# ---- the cluster's CRD ---------------------------------------------------------------------------
+def test_a_cluster_without_the_tfjob_crd_is_crd_unavailable(k8s_backend, fake_apiserver):
+    from launcher.backends.base import CRDUnavailable
+
+    with pytest.raises(CRDUnavailable) as err:
+        k8s_backend.installed_crd("tfjobs.kubeflow.org")
+    assert str(err.value) == f"cannot read CRD tfjobs.kubeflow.org from {k8s_backend.api.host} (not installed)"

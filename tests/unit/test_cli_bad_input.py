@@ -59,6 +59,31 @@ REFUSED = [
     (["--config", "/nonexistent/config.yaml"], "--config"),
     (["--backend", "cloud"], "--backend"),
     (["-o", "xml"], "--output"),
+    (["--workers", "0", "--ps", "1"], "--workers"),
+    (["--gpus-per-worker", "1", "--accelerator", "nvidia-tesla-t1000"], "--accelerator"),
+    (["--node-selector", "cloud.google.com/gke-accelerator=nvidia-tesla-t4", "--gpus-per-worker", "1"],
+     "--node-selector"),
+    (["--node-selector", "ps:cloud.google.com/gke-accelerator=nvidia-l4"], "--node-selector"),
+    (["--node-selector", "master:pool=a"], "--node-selector"),
+    (["--node-selector", "worker:pool"], "--node-selector"),
+    (["--gpus-per-chief", "1", "--ps", "0"], "--gpus-per-chief"),
+    (["--gpus-per-evaluator", "1"], "--gpus-per-evaluator"),
+    (["--active-deadline-seconds", "0"], "--active-deadline-seconds"),
+    (["--label", "app.kubernetes.io/instance=other"], "--label"),
+    (["--label", "app.kubernetes.io/managed-by=helm"], "--label"),
+    (["--cpu", "lots"], "--cpu"),
+    (["--memory", "ps=1Gi", "--memory", "4 GB"], "--memory"),
+    (["--volume", "Data:/mnt/data"], "--volume"),
+    (["--volume", "data"], "--volume"),
+    (["--volume", "data:mnt/data"], "--volume"),
+    (["--volume", ":/mnt/data"], "--volume"),
+    (["--volume", "data:/mnt/data:rx"], "--volume"),
+    (["--volume", "data:/mnt/a/../b"], "--volume"),
+    (["--volume", "data:/mnt/data\nkind: Pod"], "--volume"),
+    (["--volume", "data:/"], "--volume"),
+    (["--volume", "a" * 254 + ":/mnt/data"], "--volume"),
+    (["--volume", "data:/mnt/a", "--volume", "data:/mnt/b"], "--volume"),
+    (["--volume", "a:/mnt/data", "--volume", "b:/mnt/data/"], "--volume"),
 ]
 
 
@@ -127,3 +152,12 @@ def test_json_output_round_trips_hostile_values(cli):
     container = json.loads(result.out)["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     assert container["env"] == [{"name": "VALUE", "value": INJECT}]
     assert container["args"] == [INJECT]
+
+
+@pytest.mark.parametrize("command", ["render", "submit"])
+def test_volume_on_the_local_backend_is_refused(cli, command):
+    backend = FakeBackend(name="local")
+    result = cli(command, "--name", "ok", "--backend", "local", "--volume", "data:/mnt/data", backend=backend)
+    assert (result.code, result.out) == (2, "")
+    assert result.err.startswith("error: --volume: PersistentVolumeClaims exist only on a cluster")
+    assert result.err.count("\n") == 1 and backend.submitted == []

@@ -80,12 +80,41 @@ def test_dry_run_prints_and_never_touches_a_cluster(capsys):
     assert "kind: TFJob" in out and "name: mnist" in out
 
 
-def test_server_dry_run_asks_the_backend_and_applies_nothing(cli):
+@pytest.mark.parametrize("flags", [["--server-dry-run"], ["--dry-run=server"], ["--dry-run", "server"],
+                                   ["--dry-run=server", "--server-dry-run"]])
+def test_server_dry_run_asks_the_backend_and_applies_nothing(cli, flags):
     backend = FakeBackend(name="k8s")
-    result = submit(cli, backend, "--server-dry-run")
+    result = submit(cli, backend, *flags)
     assert result.code == 0
     assert len(backend.dry_runs) == 1 and backend.submitted == []
     assert "dryRun: true" in result.out
+
+
+def test_dry_run_client_is_the_bare_dry_run_and_none_submits(cli):
+    backend = FakeBackend(name="k8s")
+    client = submit(cli, backend, "--dry-run=client")
+    assert client.code == 0 and client.out == submit(cli, backend, "--dry-run").out
+    assert backend.dry_runs == [] and backend.submitted == []
+    assert submit(cli, backend, "--dry-run=none", "--detach").code == 0 and len(backend.submitted) == 1
+
+
+@pytest.mark.parametrize("flags, field", [
+    (["--dry-run", "--server-dry-run"], "--server-dry-run"),
+    (["--dry-run=client", "--server-dry-run"], "--server-dry-run"),
+    (["--dry-run=sever"], "--dry-run"),
+    (["--dry-run", "--detach"], "--detach"),
+    (["--server-dry-run", "--replace"], "--replace"),
+    (["--backend", "local", "--kubeconfig", "/tmp/kubeconfig"], "--kubeconfig"),
+    (["--backend", "local", "--context", "gke"], "--context"),
+    (["--request-timeout", "0"], "--request-timeout"),
+    (["--request-timeout", "soon"], "--request-timeout"),
+])
+def test_conflicting_or_bad_flags_are_refused(cli, flags, field):
+    backend = FakeBackend(name="k8s")
+    result = cli("submit", "--name", "mnist", *(["--backend", "k8s"] if "--backend" not in flags else []), *flags,
+                 backend=backend)
+    assert (result.code, result.out) == (2, "") and backend.submitted == [] and backend.dry_runs == []
+    assert result.err.startswith(f"error: {field}: ") and result.err.count("\n") == 1, result.err
 
 
 def test_existing_name_is_reported_and_replace_replaces(cli):
@@ -147,3 +176,118 @@ def test_status_watch_exit_codes(cli, outcome, code):
     result = cli("status", "mnist", "-w", "--backend", "k8s", backend=backend)
     assert result.code == code
     assert result.out.splitlines()[-1] == f"mnist: {outcome}"
+
+
+def test_render_refuses_an_out_of_range_count_with_the_packaged_crd(cli, monkeypatch):
+    monkeypatch.delenv("TFJOB_CRD", raising=False)
+    result = cli("render", "--workers", "1000000000000")
+    assert result.code == 2 and result.out == ""
+    assert result.err.startswith("error: spec.tfReplicaSpecs.Worker.replicas:") and "int32" in result.err
+
+
+class ClusterCRDBackend(FakeBackend):
+    """FakeBackend whose cluster has a given TFJob CRD installed (or none readable)."""
+
+    def __init__(self, crd=None, error=None, **kwargs):
+        super().__init__(**kwargs)
+        self.crd, self.error, self.crd_requests = crd, error, []
+
+    def installed_crd(self, crd_name):
+        self.crd_requests.append(crd_name)
+        if self.error:
+            raise self.error
+        return self.crd
+
+
+def stricter_crd(maximum: int) -> dict:
+    import yaml
+
+    from launcher.schemas import packaged_path
+
+    crd = yaml.safe_load(packaged_path("tfjob").read_text())
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"][
+        "tfReplicaSpecs"]["additionalProperties"]["properties"]["replicas"]["maximum"] = maximum
+    return crd
+
+
+def test_submit_validates_against_the_crd_the_cluster_has_installed(cli):
+    backend = ClusterCRDBackend(name="k8s", crd=stricter_crd(1))
+    result = submit(cli, backend, "--workers", "2")
+    assert result.code == 2 and backend.submitted == []
+    assert backend.crd_requests == ["tfjobs.kubeflow.org"]
+    assert "spec.tfReplicaSpecs.Worker.replicas" in result.err
+
+
+def test_tfjob_crd_wins_over_the_clusters_crd(cli, monkeypatch):
+    from launcher.schemas import packaged_path
+
+    monkeypatch.setenv("TFJOB_CRD", str(packaged_path("tfjob")))
+    backend = ClusterCRDBackend(name="k8s", crd=stricter_crd(1))
+    result = submit(cli, backend, "--workers", "2", "--detach")
+    assert result.code == 0, result.err
+    assert backend.crd_requests == [] and len(backend.submitted) == 1
+
+
+def test_unreadable_cluster_crd_falls_back_to_the_packaged_copy_with_a_note(cli):
+    from launcher.backends.base import CRDUnavailable
+
+    backend = ClusterCRDBackend(name="k8s", error=CRDUnavailable(
+        "cannot read CRD tfjobs.kubeflow.org from https://k8s (not permitted to read it)"))
+    result = submit(cli, backend, "--detach")
+    assert result.code == 0, result.err
+    assert ("note: cannot read CRD tfjobs.kubeflow.org from https://k8s (not permitted to read it); "
+            "validating with the packaged CRD of training-operator v1.9.4") in result.err
+    bad = submit(cli, ClusterCRDBackend(name="k8s", error=CRDUnavailable("x")), "--workers", "1000000000000")
+    assert bad.code == 2 and "int32" in bad.err
+
+
+def test_version_prints_the_distribution_version(cli):
+    from importlib import metadata
+
+    result = cli("--version")
+    assert (result.code, result.out) == (0, f"tfjob-launcher {metadata.version('tfjob-launcher')}\n")
+
+
+def test_local_submit_without_tensorflow_stops_before_anything_starts(cli, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tensorflow" else real(name, *a))
+    backend = FakeBackend(name="local")
+    result = submit(cli, backend)
+    assert (result.code, result.out) == (2, "") and backend.submitted == []
+    assert result.err == ("error: --backend local: the local backend runs the trainer on this machine and needs "
+                          "TensorFlow, which is not installed; pip install 'tfjob-launcher[local]', or submit to a "
+                          "cluster with --backend k8s\n")
+    assert submit(cli, FakeBackend(name="local"), "--dry-run").code == 0  # a dry run starts nothing: allowed
+
+
+def test_local_backend_notes_ignored_cpu_and_memory_requests(cli):
+    result = submit(cli, FakeBackend(name="local"), "--cpu", "worker=2", "--memory", "1Gi")
+    assert result.code == 0, result.err
+    assert ("note: CPU and memory requests are ignored by the local backend "
+            "(replicas share this machine's cores and memory)") in result.err.splitlines()
+    assert "CPU and memory" not in submit(cli, FakeBackend(name="local")).err
+
+
+def test_the_no_cluster_note_comes_with_submit_only(cli, monkeypatch, tmp_path):
+    from launcher.backends import LOCAL_NOTE
+
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    fake = FakeBackend(name="local", existing=("mnist",))
+    assert LOCAL_NOTE in cli("submit", "--name", "job", "--detach", backend=fake).err
+    for argv in (["status", "mnist"], ["list"], ["logs", "mnist"], ["delete", "mnist"]):
+        result = cli(*argv, backend=FakeBackend(name="local", existing=("mnist",)))
+        assert result.code == 0 and LOCAL_NOTE not in result.err, (argv, result.err)
+
+
+def test_output_formats_of_submit(cli):
+    import json
+
+    backend = FakeBackend(name="k8s")
+    as_json = json.loads(submit(cli, backend, "--dry-run", "-o", "json").out)
+    assert as_json["kind"] == "TFJob" and as_json["metadata"]["name"] == "mnist"
+    assert submit(cli, backend, "--dry-run=server", "-o", "name").out == "tfjob.kubeflow.org/mnist created (dry run)\n"
+    named = submit(cli, backend, "--detach", "-o", "name")
+    assert named.code == 0 and named.out.splitlines()[0] == "tfjob.kubeflow.org/mnist created"

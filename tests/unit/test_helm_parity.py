@@ -6,7 +6,7 @@ import pytest
 
 from launcher.helm_values import values_yaml
 from launcher.render import render
-from launcher.spec import JobSpec, ReplicaSpec, RunPolicy
+from launcher.spec import JobSpec, ReplicaSpec, RunPolicy, Volume
 from tests.support.tools import ROOT, helm_template
 
 CHART = ROOT / "charts" / "tfjob"
@@ -52,6 +52,14 @@ def spec_matrix() -> dict[str, JobSpec]:
         "mwms-no-ps": JobSpec(name="mwms", image="registry.local:5000/trainer:dev",
                               replicas={"Worker": ReplicaSpec(4, gpus=1, cpu="500m", memory="1Gi")},
                               job_dir="/mnt/runs/mwms", trainer_args=("--strategy", "multi-worker")),
+        "role-node-selectors": JobSpec(name="roles", accelerator="nvidia-tesla-t4",
+                                       node_selector={"cloud.google.com/gke-nodepool": "cpu", "zone": "a"},
+                                       role_node_selectors={"Worker": {"cloud.google.com/gke-nodepool": "t4"},
+                                                            "PS": {"highmem": "true"}},
+                                       replicas={"Chief": ReplicaSpec(1), "PS": ps, "Worker": ReplicaSpec(2, gpus=1)}),
+        "volumes": JobSpec(name="pvc", replicas={"Chief": ReplicaSpec(1), "PS": ps, "Worker": worker},
+                           job_dir="/mnt/runs/pvc",
+                           volumes=(Volume("training-runs", "/mnt/runs"), Volume("mnist.data", "/mnt/data", True))),
         "chief-only": JobSpec(name="a" * 55, replicas={"Chief": ReplicaSpec(1), "Worker": ReplicaSpec(0)}),
     }
 

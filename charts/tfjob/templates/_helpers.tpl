@@ -116,10 +116,11 @@ All labels as a JSON object: the user's `labels`, overridden by the standard one
 
 {{/*
 Node selector of one replica type as JSON (launcher: JobSpec.replica_node_selector):
-nodeSelector plus the accelerator label on GPU roles. Call with (dict "root" $ "replica" $r).
+nodeSelector, then the replica's own nodeSelector, then the accelerator label on GPU roles.
+Call with (dict "root" $ "replica" $r).
 */}}
 {{- define "tfjob.replicaNodeSelector" -}}
-{{- $selector := deepCopy (.root.Values.nodeSelector | default dict) }}
+{{- $selector := merge (deepCopy (.replica.nodeSelector | default dict)) (deepCopy (.root.Values.nodeSelector | default dict)) }}
 {{- if and .root.Values.accelerator (gt (include "tfjob.gpus" .replica | int) 0) }}
 {{- $_ := set $selector "cloud.google.com/gke-accelerator" .root.Values.accelerator }}
 {{- end }}
@@ -147,7 +148,7 @@ nodeSelector plus the accelerator label on GPU roles. Call with (dict "root" $ "
 {{- end }}
 
 {{/*
-Rules that span several values (launcher: JobSpec._check_replicas / _check_names).
+Rules that span several values (launcher: JobSpec._check_replicas / _check_names / _check_volumes).
 Per-value rules live in values.schema.json. Each failure names the value and the fix.
 */}}
 {{- define "tfjob.validate" -}}
@@ -181,5 +182,18 @@ Per-value rules live in values.schema.json. Each failure names the value and the
 {{- fail (printf "jobName: %q is too long: replica service name %q has %d characters (max 63); set a shorter jobName" $name $replica (len $replica)) }}
 {{- end }}
 {{- end }}
+{{- end }}
+{{- $claims := dict }}
+{{- $paths := dict }}
+{{- range $i, $volume := .Values.volumes }}
+{{- if hasKey $claims $volume.claimName }}
+{{- fail (printf "volumes[%d].claimName: claim %q is given twice; mount each claim once" $i $volume.claimName) }}
+{{- end }}
+{{- $path := trimSuffix "/" $volume.mountPath }}
+{{- if hasKey $paths $path }}
+{{- fail (printf "volumes[%d].mountPath: %q is used twice; give each claim its own directory" $i $volume.mountPath) }}
+{{- end }}
+{{- $_ := set $claims $volume.claimName true }}
+{{- $_ := set $paths $path true }}
 {{- end }}
 {{- end }}
