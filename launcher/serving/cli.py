@@ -21,6 +21,7 @@ from ..backends.base import BackendError, NotFound
 from ..spec import SpecError
 from ..view import age, format_rows
 from . import client, predictions
+from .k8s import DEFAULT_RUNTIME_VERSION
 
 COMMANDS = ("serve", "models", "predict")
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -50,6 +51,20 @@ def add_parsers(commands, common) -> None:
                        help=f"seconds to wait until the model is ready (default {READY_TIMEOUT:g})")
     serve.add_argument("--foreground", action="store_true",
                        help="local: keep the server attached; Ctrl-C stops it")
+    serve.add_argument("--runtime-version", default=None,
+                       help=f"k8s: TensorFlow Serving version of KServe's runtime (default {DEFAULT_RUNTIME_VERSION})")
+    serve.add_argument("--runtime-image", metavar="IMAGE",
+                       help="k8s: serve with this image's python -m trainer.serve (the project's image) instead "
+                       "of TensorFlow Serving")
+    serve.add_argument("--service-account", help="k8s: service account of the predictor pod (Workload Identity "
+                       "for gs://)")
+    serve.add_argument("--dry-run", nargs="?", const="client", choices=("client", "server", "none"),
+                       help="k8s: apply nothing; client prints the InferenceService, server has the API server "
+                       "check it too")
+    serve.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml",
+                       help="format of a dry run's InferenceService (default yaml)")
+    serve.add_argument("--no-wait", action="store_true", help="k8s: return once created, without waiting "
+                       "until Ready")
     common(serve)
     models = commands.add_parser("models", help="list or delete served models")
     actions = models.add_subparsers(dest="models_command", metavar="ACTION", required=True)
@@ -127,9 +142,14 @@ def serve(args, factory) -> int:
         raise SpecError("--port", f"{args.port} is not a TCP port; use 1-65535")
     if args.timeout <= 0:
         raise SpecError("--timeout", "must be positive seconds")
-    kind = resolve_kind(args.backend)
-    if kind != "local":
-        raise SpecError("--backend", "serving on Kubernetes is not available yet; use --backend local")
+    kind = "k8s" if args.dry_run in ("client", "server") and args.backend == "auto" else resolve_kind(args.backend)
+    if kind == "k8s":
+        return serve_k8s(args)
+    for flag, value in (("--runtime-image", args.runtime_image), ("--runtime-version", args.runtime_version),
+                        ("--service-account", args.service_account), ("--no-wait", args.no_wait),
+                        ("--dry-run", args.dry_run not in (None, "none"))):
+        if value:
+            raise SpecError(flag, "only with --backend k8s (a KServe InferenceService)")
     from .local import LocalModels
 
     models = LocalModels()
@@ -151,10 +171,95 @@ def serve(args, factory) -> int:
                        f"(rerun to see it in {model.log})")
 
 
+def _k8s_storage_uri(args) -> str:
+    """--model-dir, or the export of the TFJob named by --from-job (read from the cluster)."""
+    if args.from_job:
+        if args.dry_run == "client":
+            raise SpecError("--from-job", "a client dry run reads no cluster; pass --model-dir gs://.../export")
+        from ..backends.k8s import KubernetesBackend
+        from ..cli import namespace_of
+
+        backend = KubernetesBackend(args.kubeconfig, args.context)
+        try:
+            tfjob = backend.api.get_tfjob(args.from_job, namespace_of(args))
+        finally:
+            backend.close()
+        export = job_export(tfjob)
+        if export is None:
+            raise SpecError("--from-job", f"TFJob {args.from_job!r} has no --job-dir; pass --model-dir")
+        return export
+    if not args.model_dir:
+        raise SpecError("--model-dir", "missing; pass --model-dir gs://BUCKET/JOB_DIR/export or --from-job JOB")
+    return args.model_dir
+
+
+def _show(obj: dict, output: str) -> None:
+    import json
+
+    from ..render import to_yaml
+
+    sys.stdout.write(json.dumps(obj, indent=2) + "\n" if output == "json" else to_yaml(obj))
+    sys.stdout.flush()
+
+
+def serve_k8s(args) -> int:
+    """A KServe InferenceService: render, validate, then print (dry run) or create and wait."""
+    from ..cli import namespace_of
+    from . import k8s
+
+    if args.foreground:
+        raise SpecError("--foreground", "only with --backend local")
+    if args.runtime_image and args.runtime_version:
+        raise SpecError("--runtime-version", "not with --runtime-image (it serves with its own TensorFlow)")
+    namespace = namespace_of(args)
+    storage = _k8s_storage_uri(args)
+    isvc = k8s.render(args.name, namespace, storage, args.runtime_version or DEFAULT_RUNTIME_VERSION,
+                      args.runtime_image, args.service_account)
+    k8s.validate(isvc)
+    if args.dry_run == "client":
+        _show(isvc, args.output)
+        return EXIT_OK
+    api = k8s.KServeApi(args.kubeconfig, args.context)
+    try:
+        if args.dry_run == "server":
+            _show(api.create(isvc, dry_run=True), args.output)
+            return EXIT_OK
+        api.create(isvc)
+        _print(f"inferenceservice {args.name} created in namespace {namespace} (storageUri {storage})")
+        if args.no_wait:
+            return EXIT_OK
+        url = api.wait_ready(args.name, namespace, args.timeout)
+        _print(f"Model {args.name} is ready: {url}/v1/models/{args.name}:predict")
+        return EXIT_OK
+    finally:
+        api.close()
+
+
+def _models_k8s(args) -> int:
+    from ..cli import namespace_of
+    from . import k8s
+
+    api = k8s.KServeApi(args.kubeconfig, args.context)
+    try:
+        if args.models_command == "delete":
+            check_model_name(args.name)
+            api.delete(args.name, namespace_of(args))
+            _print(f"inferenceservice {args.name} deleted")
+            return EXIT_OK
+        namespace = None if args.all_namespaces else namespace_of(args)
+        rows = [(name, ns, url, ready, age(created))
+                for name, ns, url, ready, created in map(k8s.summary, api.list(namespace))]
+    finally:
+        api.close()
+    for line in format_rows(rows, ("NAME", "NAMESPACE", "URL", "READY", "AGE")):
+        _print(line)
+    return EXIT_OK
+
+
 def models_command(args, factory) -> int:
     kind = resolve_kind(args.backend)
-    if kind != "local":
-        raise SpecError("--backend", "serving on Kubernetes is not available yet; use --backend local")
+    if kind == "k8s":
+        return _models_k8s(args)
     from .local import LocalModels
 
     models = LocalModels()
@@ -179,8 +284,18 @@ def _server_url(args) -> str:
             raise SpecError("--url", f"{args.url!r} is not an http(s) URL; pass e.g. http://127.0.0.1:8080")
         return args.url.rstrip("/")
     kind = resolve_kind(args.backend)
-    if kind != "local":
-        raise SpecError("--backend", "serving on Kubernetes is not available yet; use --backend local or --url")
+    if kind == "k8s":
+        from ..cli import namespace_of
+        from . import k8s
+
+        api = k8s.KServeApi(args.kubeconfig, args.context)
+        try:
+            url = k8s.ready_url(api.get(args.name, namespace_of(args)))
+        finally:
+            api.close()
+        if not url:
+            raise BackendError(f"inferenceservice {args.name} is not Ready; see `{PROG} models list --backend k8s`")
+        return url.rstrip("/")
     from .local import LocalModels
 
     model = LocalModels().get(args.name)
