@@ -12,6 +12,7 @@ Exit codes as for the other commands: 0 done, 1 the server or backend failed, 2 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import re
 import sys
@@ -150,6 +151,11 @@ def serve(args, factory) -> int:
                         ("--dry-run", args.dry_run not in (None, "none"))):
         if value:
             raise SpecError(flag, "only with --backend k8s (a KServe InferenceService)")
+    missing = [m for m in ("tensorflow", "kserve") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise SpecError("--backend local", f"the local model server needs {' and '.join(missing)}, which "
+                        "this Python lacks; pip install 'tfjob-launcher[serve]', or serve on a cluster with "
+                        "--backend k8s")
     from .local import LocalModels
 
     models = LocalModels()

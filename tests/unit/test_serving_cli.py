@@ -120,3 +120,14 @@ def test_from_job_finds_the_job_dir_export_in_the_manifest():
     tfjob["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]["containers"][0]["args"] = ["--job-dir=/tmp/j"]
     assert job_export(tfjob) == "/tmp/j/export"
     assert job_export({"spec": {"tfReplicaSpecs": {}}}) is None
+
+
+def test_local_serve_without_kserve_says_which_extra_to_install(cli, runs, export, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "kserve" else real(name, *a))
+    result = cli("serve", "mnist", "--model-dir", str(export), "--backend", "local")
+    refused(result, "--backend local")
+    assert "needs kserve" in result.err and "tfjob-launcher[serve]" in result.err
+    assert not (runs / "_models").exists()

@@ -84,7 +84,11 @@ def _import_kserve():
 def serve(args: argparse.Namespace, sock: socket.socket) -> int:
     import logging
 
-    _, ModelServer, app, RESTServer = _import_kserve()
+    try:
+        _, ModelServer, app, RESTServer = _import_kserve()
+    except ImportError as error:
+        return fail(f"--model-dir: the model server needs the kserve package ({error}); "
+                    "pip install 'tfjob-launcher[serve]'")
     from kserve.constants.constants import FASTAPI_APP_IMPORT_STRING
 
     from trainer.serve.model import ModelDirError, SavedModel, add_routes
