@@ -87,7 +87,7 @@ def serve(args: argparse.Namespace, sock: socket.socket) -> int:
     try:
         _, ModelServer, app, RESTServer = _import_kserve()
     except ImportError as error:
-        return fail(f"--model-dir: the model server needs the kserve package ({error}); "
+        return fail(f"kserve: the model server needs the kserve package ({error}); "
                     "pip install 'tfjob-launcher[serve]'")
     from kserve.constants.constants import FASTAPI_APP_IMPORT_STRING
 
