@@ -183,9 +183,10 @@ def _k8s_storage_uri(args) -> str:
         if args.dry_run == "client":
             raise SpecError("--from-job", "a client dry run reads no cluster; pass --model-dir gs://.../export")
         from ..backends.k8s import KubernetesBackend
+        from ..backends.k8s_client import CALL_TIMEOUT
         from ..cli import namespace_of
 
-        backend = KubernetesBackend(args.kubeconfig, args.context)
+        backend = KubernetesBackend(args.kubeconfig, args.context, args.request_timeout or CALL_TIMEOUT)
         try:
             tfjob = backend.api.get_tfjob(args.from_job, namespace_of(args))
         finally:
@@ -225,7 +226,7 @@ def serve_k8s(args) -> int:
     if args.dry_run == "client":
         _show(isvc, args.output)
         return EXIT_OK
-    api = k8s.KServeApi(args.kubeconfig, args.context)
+    api = k8s.KServeApi(args.kubeconfig, args.context, args.request_timeout)
     try:
         if args.dry_run == "server":
             _show(api.create(isvc, dry_run=True), args.output)
@@ -245,7 +246,7 @@ def _models_k8s(args) -> int:
     from ..cli import namespace_of
     from . import k8s
 
-    api = k8s.KServeApi(args.kubeconfig, args.context)
+    api = k8s.KServeApi(args.kubeconfig, args.context, args.request_timeout)
     try:
         if args.models_command == "delete":
             check_model_name(args.name)
@@ -294,7 +295,7 @@ def _server_url(args) -> str:
         from ..cli import namespace_of
         from . import k8s
 
-        api = k8s.KServeApi(args.kubeconfig, args.context)
+        api = k8s.KServeApi(args.kubeconfig, args.context, args.request_timeout)
         try:
             url = k8s.ready_url(api.get(args.name, namespace_of(args)))
         finally:

@@ -98,7 +98,8 @@ def summary(isvc: dict) -> tuple[str, str, str, str, str]:
 
 
 class KServeApi:
-    def __init__(self, kubeconfig: str | None = None, context: str | None = None):
+    def __init__(self, kubeconfig: str | None = None, context: str | None = None,
+                 request_timeout: float | None = None):
         from kubernetes import client
 
         from ..backends.k8s_client import CALL_TIMEOUT, CountingApiClient, RequestCounter, load_configuration
@@ -106,7 +107,8 @@ class KServeApi:
         self.client = CountingApiClient(load_configuration(kubeconfig, context), RequestCounter())
         self.custom = client.CustomObjectsApi(self.client)
         self.host = self.client.configuration.host
-        self.timeout = (10, CALL_TIMEOUT)
+        read = request_timeout or CALL_TIMEOUT
+        self.timeout = (min(10, read), read)  # (connect, read) seconds of every call
 
     def _call(self, action: str, call, not_found: str | None = None, exists: str | None = None):
         from kubernetes.client.exceptions import ApiException
