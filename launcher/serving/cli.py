@@ -127,6 +127,9 @@ def _local_model_dir(args) -> str:
         export = job_export(run.manifest())
         if export is None:
             raise SpecError("--from-job", f"job {args.from_job!r} has no --job-dir; pass --model-dir")
+        if not export.startswith("gs://") and not os.path.isdir(export):
+            raise SpecError("--from-job", f"job {args.from_job!r} has no export yet ({export}); wait until "
+                            f"`{PROG} status {args.from_job}` says Succeeded")
         return export
     if not args.model_dir:
         raise SpecError("--model-dir", "missing; pass --model-dir JOB_DIR/export or --from-job JOB")
@@ -172,9 +175,12 @@ def serve(args, factory) -> int:
     except KeyboardInterrupt:
         models.delete(model.name, process)
         raise
+    from ..backends.local_procs import exit_code
+    from .local import tail
+
+    last = tail(model.log)
     models.delete(model.name, process)
-    raise BackendError(f"the model server exited with code {code}; see its log above the removal "
-                       f"(rerun to see it in {model.log})")
+    raise BackendError(f"the model server exited with code {exit_code(code)}; its log ended: {last}")
 
 
 def _k8s_storage_uri(args) -> str:

@@ -87,7 +87,7 @@ def _server_error(log: Path) -> str | None:
     return next((line[len("error: "):] for line in reversed(lines) if line.startswith("error: ")), None)
 
 
-def _tail(log: Path, lines: int = 5) -> str:
+def tail(log: Path, lines: int = 5) -> str:
     try:
         return " | ".join(log.read_text(errors="replace").strip().splitlines()[-lines:])
     except FileNotFoundError:
@@ -159,10 +159,10 @@ class LocalModels:
                     field, detail = error.split(": ", 1)
                     raise SpecError(field, detail)
                 raise BackendError(f"the model server exited with code {code} before it was ready: "
-                                   f"{error or _tail(model.log)}")
+                                   f"{error or tail(model.log)}")
             if time.monotonic() > deadline:
                 raise BackendError(f"the model server was not ready after {timeout:g} s "
-                                   f"(raise --timeout); its log: {_tail(model.log)}")
+                                   f"(raise --timeout); its log: {tail(model.log)}")
             time.sleep(POLL_SECONDS)
 
     def _stop(self, model: LocalModel, process: subprocess.Popen | None = None) -> None:

@@ -242,3 +242,21 @@ def test_models_delete_stops_a_detached_server(mnist_job):
         assert "mnist-del" not in listed.stdout
     finally:
         stop_leftover(mnist_job, "mnist-del")
+
+
+def test_a_foreground_serve_whose_server_dies_exits_1_with_its_last_words(mnist_job, tmp_path):
+    port, out = free_port(), tmp_path / "serve.out"
+    with open(out, "w") as stdout:
+        proc = subprocess.Popen([sys.executable, "-m", "launcher", "serve", "mnist-dies", "--model-dir",
+                                 str(mnist_job.export), "--port", str(port), "--foreground", "--backend", "local"],
+                                cwd=ROOT, env=mnist_job.env, stdout=stdout, stderr=subprocess.STDOUT, text=True)
+    try:
+        poll(lambda: "is ready" in out.read_text(), COMMAND_TIMEOUT, lambda: out.read_text(),
+             check=lambda: proc.poll() is None or pytest.fail(out.read_text()))
+        os.kill(server_record(mnist_job, "mnist-dies")["pid"], signal.SIGKILL)
+        assert proc.wait(timeout=60) == 1
+    finally:
+        reap(proc)
+        stop_leftover(mnist_job, "mnist-dies")
+    assert "the model server exited with code 137" in out.read_text()
+    assert not (Path(mnist_job.env["TFJOB_RUNS_DIR"]) / "_models" / "mnist-dies").exists()

@@ -65,6 +65,16 @@ def test_bad_input_is_one_line_exit_2_and_nothing_started(cli, runs, export, req
     assert not (export / "out").exists()
 
 
+def test_from_job_before_the_job_exported_anything(cli, runs, tmp_path):
+    job = runs / "default" / "mnist-1"
+    job.mkdir(parents=True)
+    (job / "manifest.yaml").write_text(json.dumps({"spec": {"tfReplicaSpecs": {"Chief": {"template": {"spec": {
+        "containers": [{"name": "tensorflow", "args": ["--job-dir", str(tmp_path / "job")]}]}}}}}}))
+    result = cli("serve", "mnist", "--from-job", "mnist-1", "--backend", "local")
+    refused(result, "--from-job")
+    assert "has no export yet" in result.err
+
+
 def test_a_bad_json_instances_line_is_named(cli, runs, tmp_path):
     path = tmp_path / "bad.json"
     path.write_text('{"image": [0.0]}\n{"image": [0.0\n')
