@@ -7,7 +7,9 @@ memory. Server: one client on one keep-alive connection, each request a pre-enco
 body `{"instances": [[784 floats], ...]}` (the rows `trainer.make_request` writes), the
 answer read and JSON-decoded. Requests are sequential, so requests/s = 1 / mean latency.
 Both are measured after --warmup calls, one in-process call and one request in turn, in
---rounds, so that load from other work on the machine hits both alike. Targets (issue 19): server p99 at batch 1 under 20 ms; server throughput at
+--rounds, so that load from other work on the machine hits both alike. Each line also
+gives what the server spends on the body before TensorFlow runs (JSON parsing and the
+float32 conversion of trainer.serve.codec, timed here in-process). Targets (issue 19): server p99 at batch 1 under 20 ms; server throughput at
 batch 64 at least 0.7x in-process.
 
     .venv/bin/python bench/serving.py [--model-dir JOB_DIR/export] [--requests 200] [--rounds 3]
@@ -60,6 +62,26 @@ def images(count: int) -> list[list[float]]:
 
     rows, _ = instances(str(DATA_DIR), count, keys=False)
     return [row["image"] for row in rows]
+
+
+def decode_ms(rows: list[list[float]]) -> dict[int, float]:
+    """Median ms of what the server does to a request body before TensorFlow runs: JSON
+    parsing and the conversion to a float32 array (trainer.serve.codec), per batch size."""
+    import orjson
+
+    from trainer.serve.codec import InputSpec, parse_body, to_arrays
+
+    specs = {"image": InputSpec("image", np.dtype(np.float32), None)}
+    result = {}
+    for batch in BATCHES:
+        body = json.dumps({"instances": rows[:batch]}).encode()
+        samples = []
+        for _ in range(50):
+            start = time.perf_counter()
+            to_arrays(parse_body(orjson.loads(body)), specs)
+            samples.append(time.perf_counter() - start)
+        result[batch] = statistics.median(samples) * 1000
+    return result
 
 
 def percentiles(latencies: list[float]) -> dict:
@@ -157,13 +179,15 @@ def main() -> None:
                     remote[batch] += there
         finally:
             server.close()
+    codec_ms = decode_ms(rows)
     figures, results = [], {}
     for batch in BATCHES:
         here, there = percentiles(local[batch]), percentiles(remote[batch])
         results[batch] = (here, there)
         print(f"batch {batch:>2}: in-process {here['rps']:8.1f} calls/s p50 {here['p50']:6.2f} ms "
               f"p99 {here['p99']:6.2f} ms | server {there['rps']:8.1f} requests/s p50 {there['p50']:6.2f} ms "
-              f"p99 {there['p99']:6.2f} ms | server/in-process {there['rps'] / here['rps']:.2f}x")
+              f"p99 {there['p99']:6.2f} ms | server/in-process {there['rps'] / here['rps']:.2f}x | JSON parse + "
+              f"array {codec_ms[batch]:.2f} ms")
         figures.append(f"batch {batch}: server {there['rps']:.0f} req/s ({there['rps'] * batch:.0f} images/s), "
                        f"p50 {there['p50']:.1f} ms, p99 {there['p99']:.1f} ms, {there['rps'] / here['rps']:.2f}x "
                        "in-process")
