@@ -16,12 +16,13 @@ import re
 from dataclasses import dataclass
 
 from .spec import (CLEAN_POD_POLICIES, DEFAULT_IMAGE, DEFAULT_NAMESPACE, END_OF_LIFE_ACCELERATORS, RESTART_POLICIES, ROLES,
-                   JobSpec, ReplicaSpec, RunPolicy, SpecError, Volume, check_quantity)
+                   JobSpec, ReplicaSpec, RunPolicy, SpecError, Volume, check_accelerator, check_quantity)
 
 ROLE_FLAGS = {"chief": "Chief", "ps": "PS", "worker": "Worker", "evaluator": "Evaluator"}
 COUNT_FLAGS = {"Chief": "chief", "PS": "ps", "Worker": "workers", "Evaluator": "evaluator"}
 DEFAULT_COUNTS = {"Worker": 2, "PS": 1, "Evaluator": 0}
 DEFAULT_PREFIX = "tfjob"
+SCALE_TIERS = ("BASIC", "BASIC_GPU", "STANDARD_1", "PREMIUM_1")
 
 
 def non_negative_int(text: str) -> int:
@@ -38,6 +39,9 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
     job.add_argument("--name", help="TFJob name (DNS-1035); default <model>-YYYYMMDD-HHMMSS")
     job.add_argument("--image", help=f"trainer image (default {DEFAULT_IMAGE})")
     job.add_argument("--config", metavar="CONFIG_YAML", help="Cloud ML config.yaml (trainingInput); flags override it")
+    job.add_argument("--scale-tier", type=str.upper, choices=SCALE_TIERS, metavar="TIER",
+                     help=f"Cloud ML scale tier ({', '.join(SCALE_TIERS)}; CUSTOM through --config); "
+                          "replica flags override it")
     job.add_argument("--job-dir", help="output directory: local path or gs://BUCKET/path")
     job.add_argument("--service-account", help="Kubernetes service account of the pods")
     job.add_argument("--env", action="append", default=[], metavar="K=V", help="container env var (repeatable)")
@@ -50,13 +54,16 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
     reps.add_argument("--ps", type=non_negative_int, metavar="N", help="parameter servers (default 1)")
     reps.add_argument("--chief", type=non_negative_int, metavar="0|1", help="chief replicas (default 1 when ps > 0, else 0)")
     reps.add_argument("--evaluator", type=non_negative_int, metavar="0|1", help="evaluator replicas (default 0)")
-    reps.add_argument("--cpu", action="append", default=[], metavar="[ROLE=]Q", help="CPU request, e.g. worker=2 (repeatable)")
-    reps.add_argument("--memory", action="append", default=[], metavar="[ROLE=]Q", help="memory request, e.g. ps=4Gi (repeatable)")
+    reps.add_argument("--cpu", action="append", default=[], metavar="[ROLE=]Q", help="CPU request: Q for every replica type, ROLE=Q for one (it wins over Q), e.g. worker=2; repeatable")
+    reps.add_argument("--memory", action="append", default=[], metavar="[ROLE=]Q", help="memory request, as --cpu, e.g. ps=4Gi; repeatable")
     gpus = parser.add_argument_group("GPUs")
     for role in ("worker", "chief", "evaluator", "ps"):
         gpus.add_argument(f"--gpus-per-{role}", type=non_negative_int, metavar="N",
                           help=argparse.SUPPRESS if role == "ps" else f"nvidia.com/gpu per {role}")
     gpus.add_argument("--accelerator", metavar="TYPE", help="GKE accelerator, e.g. nvidia-tesla-t4 (GPU replicas only)")
+    for role in ("master", "worker"):
+        gpus.add_argument(f"--{role}-accelerator", metavar="type=TYPE,count=N",
+                          help=f"gcloud's form of --accelerator TYPE --gpus-per-{'chief' if role == 'master' else role} N")
     gpus.add_argument("--node-selector", action="append", default=[], metavar="[ROLE:]K=V",
                       help="node selector of every replica, or of one replica type with ROLE: "
                            "(e.g. worker:cloud.google.com/gke-nodepool=gpu); repeatable")
@@ -66,6 +73,14 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
     policy.add_argument("--ttl-seconds", type=non_negative_int, metavar="S", help="delete the TFJob S seconds after it ends")
     policy.add_argument("--active-deadline-seconds", type=non_negative_int, metavar="S", help="fail the job after S seconds")
     policy.add_argument("--backoff-limit", type=non_negative_int, metavar="N", help="retries before the job fails")
+    policy.add_argument("--success-policy", choices=("AllWorkers",),
+                        help="AllWorkers: the job succeeds when every worker has (default: when the chief has)")
+    sched = parser.add_argument_group("scheduling (GKE)")
+    sched.add_argument("--queue-name", metavar="QUEUE", help="Kueue LocalQueue: label the job for it and create it "
+                       "suspended, for Kueue to admit when the queue has quota")
+    sched.add_argument("--priority-class", metavar="NAME", help="PriorityClass of the pods")
+    sched.add_argument("--istio-sidecar", action="store_true", help="keep Istio's sidecar injection (by default the "
+                       "pods opt out: a sidecar keeps a finished TFJob Running)")
 
 
 def key_values(items: list[str], flag: str) -> dict[str, str]:
@@ -77,6 +92,22 @@ def key_values(items: list[str], flag: str) -> dict[str, str]:
             raise SpecError(flag, f"{item!r} is not KEY=VALUE; use e.g. {flag} key=value")
         pairs[key] = value
     return pairs
+
+
+def gcloud_accelerator(text: str, flag: str) -> tuple[str, int]:
+    """"type=nvidia-tesla-t4,count=2" (gcloud's --master-accelerator) -> ("nvidia-tesla-t4", 2)."""
+    from .cloudml import accelerator_label
+
+    fields = dict(part.partition("=")[::2] for part in text.split(",") if part)
+    unknown = set(fields) - {"type", "count"}
+    if unknown or not fields.get("type"):
+        raise SpecError(flag, f"{text!r} is not type=TYPE[,count=N]; use e.g. {flag} type=nvidia-tesla-t4,count=1")
+    count = fields.get("count", "1")
+    if not count.isdigit() or int(count) < 1:
+        raise SpecError(flag, f"count {count!r} is not a number of GPUs; use count=1 or more")
+    kind = accelerator_label(fields["type"])
+    check_accelerator(kind, flag)
+    return kind, int(count)
 
 
 def node_selectors(items: list[str]) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
@@ -168,23 +199,34 @@ def _pick(flag_value, config_value, default=None):
 
 def merge_settings(args: argparse.Namespace, trainer_args: tuple[str, ...]) -> Settings:
     config = None
-    if args.config:
+    if args.config or args.scale_tier:
         from . import cloudml
 
-        config = cloudml.load(args.config)
+        config = (cloudml.load(args.config, args.scale_tier) if args.config
+                  else cloudml.from_training_input({"scaleTier": args.scale_tier}))
     base_counts = config.replicas if config else DEFAULT_COUNTS
     counts = {role: _pick(getattr(args, COUNT_FLAGS[role]), base_counts.get(role), 0)
               for role in ("PS", "Worker", "Evaluator")}
     counts["Chief"] = _pick(args.chief, (config.replicas.get("Chief") if config else None),
                             1 if counts["PS"] > 0 else 0)
     gpus = dict(config.gpus) if config else {}
+    accelerator = _pick(args.accelerator, config.accelerator if config else None)
+    kinds = {"--accelerator": args.accelerator} if args.accelerator else {}
+    for flag, role in (("master", "Chief"), ("worker", "Worker")):
+        given = getattr(args, f"{flag}_accelerator")
+        if given:
+            kind, gpus[role] = gcloud_accelerator(given, f"--{flag}-accelerator")
+            if set(kinds.values()) - {kind}:
+                raise SpecError(f"--{flag}-accelerator", f"{kind} differs from {', '.join(set(kinds.values()))} "
+                                f"({', '.join(kinds)}); a job uses one GPU type")
+            kinds[f"--{flag}-accelerator"] = accelerator = kind
     for flag, role in ROLE_FLAGS.items():
         value = getattr(args, f"gpus_per_{flag}")
         if value is not None:
             gpus[role] = value
     return Settings(
         counts=counts, gpus=gpus,
-        accelerator=_pick(args.accelerator, config.accelerator if config else None),
+        accelerator=accelerator,
         image=_pick(args.image, config.image if config else None, DEFAULT_IMAGE),
         command=config.command if config else (),
         trainer_args=trainer_args or (config.trainer_args if config else ()),
@@ -248,6 +290,10 @@ def _job_spec(args, settings: Settings, replicas, every_selector, role_selectors
         service_account=args.service_account,
         command=settings.command,
         volumes=volumes(args.volume),
+        success_policy=args.success_policy or "",
+        queue_name=args.queue_name,
+        priority_class=args.priority_class,
+        istio_sidecar=args.istio_sidecar,
     )
 
 

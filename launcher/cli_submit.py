@@ -129,6 +129,8 @@ def dry_run_mode(args) -> str | None:
             raise SpecError("--server-dry-run", "conflicts with --dry-run (client); use one: --dry-run=client "
                             "prints the TFJob, --dry-run=server has the API server check it")
         mode = "server"
+    if args.stream_logs and args.detach:
+        raise SpecError("--stream-logs", "conflicts with --detach/--async; use one")
     if mode and (args.detach or args.replace):
         flag = "--detach" if args.detach else "--replace"
         raise SpecError(flag, f"a dry run submits nothing, so {flag} has no effect; drop one of them")
@@ -152,6 +154,11 @@ def submit(args, trainer_args, factory) -> int:
         _note(LOCAL_GPU_NOTE)
     if kind == "local" and any(r.cpu or r.memory for r in spec.replicas.values()):
         _note(LOCAL_RESOURCES_NOTE)
+    cluster_only = [flag for flag, value in (("--queue-name", spec.queue_name), ("--priority-class", spec.priority_class),
+                                             ("--success-policy", spec.success_policy)) if value]
+    if kind == "local" and cluster_only:
+        _note(f"note: {', '.join(cluster_only)} {'is' if len(cluster_only) == 1 else 'are'} ignored by the local "
+              "backend (it starts every replica at once; the chief decides success)")
     tfjob = rendered(spec, backend)
     output = args.output or "yaml"
     if dry_run:

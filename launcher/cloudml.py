@@ -262,8 +262,16 @@ def _labels(labels) -> dict[str, str]:
     return {str(k): str(v) for k, v in labels.items()}
 
 
-def load(path: str | Path) -> CloudMLConfig:
-    """Read a config.yaml; every problem is a SpecError on `--config`."""
+def load(path: str | Path, scale_tier: str | None = None) -> CloudMLConfig:
+    """Read a config.yaml; every problem is a SpecError on `--config`. `scale_tier` (the
+    --scale-tier flag) replaces the file's scaleTier."""
+    training, labels = _document(path)
+    if scale_tier is not None:
+        training = {**training, "scaleTier": scale_tier}
+    return from_training_input(training, labels)
+
+
+def _document(path: str | Path) -> tuple[dict, dict | None]:
     import yaml
 
     try:
@@ -276,11 +284,13 @@ def load(path: str | Path) -> CloudMLConfig:
             and any(key in KNOWN or key in IGNORED for key in document):
         # the bare form: the TrainingInput fields at the top level (labels may sit beside them)
         training = {k: v for k, v in document.items() if k != "labels"}
-        return from_training_input(training, document.get("labels"))
+        return training, document.get("labels")
     if not isinstance(document, dict) or "trainingInput" not in document:
         raise SpecError(FLAG, f"{str(path)!r} has no trainingInput fields; use the gcloud format "
                         "'trainingInput: {scaleTier: STANDARD_1}' or the fields alone, e.g. 'scaleTier: STANDARD_1'")
     unknown = set(document) - {"trainingInput", "labels"}
     if unknown:
         raise SpecError(FLAG, f"unknown top-level field(s) {sorted(unknown)}; use trainingInput and labels")
-    return from_training_input(document["trainingInput"], document.get("labels"))
+    if not isinstance(document["trainingInput"], dict):
+        raise SpecError(_where(), "must be a mapping; use e.g. {scaleTier: STANDARD_1}")
+    return document["trainingInput"], document.get("labels")

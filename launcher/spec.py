@@ -15,6 +15,9 @@ from typing import Mapping
 ROLES = ("Chief", "PS", "Worker", "Evaluator")
 GPU_ROLES = ("Chief", "Worker", "Evaluator")
 RESTART_POLICIES = ("OnFailure", "ExitCode", "Never", "Always")
+SUCCESS_POLICIES = ("", "AllWorkers")  # "": the chief (or worker 0) decides, the operator's default
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+ISTIO_INJECT = "sidecar.istio.io/inject"
 CLEAN_POD_POLICIES = ("Running", "All", "None")
 DEFAULT_IMAGE = "tfjob-trainer:0.1.0"
 DEFAULT_NAMESPACE = "default"
@@ -183,6 +186,10 @@ class JobSpec:
     service_account: str | None = None
     command: tuple[str, ...] = ()
     volumes: tuple[Volume, ...] = ()
+    success_policy: str = ""
+    queue_name: str | None = None        # Kueue LocalQueue: the job is created suspended for Kueue to admit
+    priority_class: str | None = None    # the pods' priorityClassName
+    istio_sidecar: bool = False          # False: pods opt out of Istio sidecar injection
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "replicas", MappingProxyType(
@@ -220,6 +227,18 @@ class JobSpec:
                                 "(letters, digits, '_', '-', '.'; TF_CONFIG is set by the operator)")
         check_job_dir(self.job_dir)
         self._check_volumes()
+        if self.success_policy not in SUCCESS_POLICIES:
+            raise SpecError("--success-policy", f"{self.success_policy!r}; use AllWorkers or leave it out (the chief decides)")
+        if self.queue_name is not None:
+            if not self.queue_name or not _DNS1123_LABEL.fullmatch(self.queue_name) or len(self.queue_name) > 63:
+                raise SpecError("--queue-name", f"{self.queue_name!r} is not a Kueue LocalQueue name; use lowercase "
+                                "letters, digits and '-' (kubectl get localqueues)")
+            if QUEUE_LABEL in self.labels:
+                raise SpecError("--label", f"{QUEUE_LABEL} is set by --queue-name; drop the label")
+        if self.priority_class is not None and (len(self.priority_class) > 253
+                                                or not _DNS_SUBDOMAIN.fullmatch(self.priority_class)):
+            raise SpecError("--priority-class", f"{self.priority_class!r} is not a PriorityClass name; use a lowercase "
+                            "DNS name (kubectl get priorityclasses)")
         if self.service_account is not None and not _DNS_SUBDOMAIN.fullmatch(self.service_account):
             raise SpecError("--service-account", f"{self.service_account!r} is not a valid name; use lowercase DNS name")
 
@@ -337,6 +356,15 @@ class JobSpec:
 
     def all_labels(self) -> dict[str, str]:
         return {**self.labels, **self.standard_labels()}
+
+    def job_labels(self) -> dict[str, str]:
+        """The TFJob's own labels: the pods' plus Kueue's queue label (Kueue reads it on the job)."""
+        queue = {QUEUE_LABEL: self.queue_name} if self.queue_name else {}
+        return {**self.all_labels(), **queue}
+
+    def pod_annotations(self) -> dict[str, str]:
+        """Istio's sidecar would outlive the trainer and keep a finished TFJob Running: opt out."""
+        return {} if self.istio_sidecar else {ISTIO_INJECT: "false"}
 
 
 def replica_name(job_name: str, role: str, index: int) -> str:

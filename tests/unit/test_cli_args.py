@@ -162,3 +162,36 @@ def test_a_rule_broken_by_the_config_file_names_the_file(tmp_path):
         spec_for("--name", "a", "--config", str(config), "--workers", "0")
     assert flagged.value.field == "--workers"
     assert spec_for("--name", "a", "--config", str(config), "--workers", "2").count("Worker") == 2
+
+
+def test_gcloud_scale_tier_and_accelerator_flags():
+    standard = spec_for("--name", "a", "--scale-tier", "standard_1")
+    assert {r: s.count for r, s in standard.replicas.items()} == {"Chief": 1, "PS": 3, "Worker": 4}
+    assert spec_for("--name", "a", "--scale-tier", "STANDARD_1", "--workers", "2").count("Worker") == 2
+    gpu = spec_for("--name", "a", "--workers", "2", "--master-accelerator", "type=nvidia-tesla-t4,count=1",
+                   "--worker-accelerator", "type=NVIDIA_TESLA_T4,count=2")
+    assert gpu.accelerator == "nvidia-tesla-t4"
+    assert (gpu.replicas["Chief"].gpus, gpu.replicas["Worker"].gpus, gpu.replicas["PS"].gpus) == (1, 2, 0)
+
+
+def test_scale_tier_overrides_the_config_files(tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text("trainingInput: {scaleTier: BASIC, jobDir: gs://bucket/run}\n")
+    spec = spec_for("--name", "a", "--config", str(config), "--scale-tier", "PREMIUM_1")
+    assert spec.count("Worker") == 19 and spec.job_dir == "gs://bucket/run"
+
+
+@pytest.mark.parametrize("argv, field", [
+    (["--scale-tier", "CUSTOM"], "--scale-tier"),
+    (["--worker-accelerator", "nvidia-tesla-t4"], "--worker-accelerator"),
+    (["--worker-accelerator", "type=nvidia-tesla-t4,count=0"], "--worker-accelerator"),
+    (["--worker-accelerator", "type=nvidia-tesla-t9,count=1"], "--worker-accelerator"),
+    (["--master-accelerator", "type=nvidia-l4", "--worker-accelerator", "type=nvidia-tesla-t4"], "--worker-accelerator"),
+    (["--accelerator", "nvidia-l4", "--worker-accelerator", "type=nvidia-tesla-t4"], "--worker-accelerator"),
+])
+def test_bad_gcloud_flags(argv, field):
+    from launcher.cli import UsageError
+
+    with pytest.raises((SpecError, UsageError)) as caught:
+        spec_for("--name", "a", *argv)
+    assert caught.value.field == field

@@ -150,3 +150,12 @@ def test_output_formats_of_status_and_list(cli):
     assert [item["name"] for item in items] == ["mnist"]
     wide = cli("list", "--backend", "k8s", "-o", "wide", backend=backend()).out.splitlines()
     assert wide[0].split() == ["NAME", "NAMESPACE", "PHASE", "REPLICAS", "AGE", "CREATED"]
+
+
+def test_tail_keeps_the_last_lines_of_each_replica(cli):
+    fake = FakeBackend(name="k8s", existing=("mnist",), logs={"chief-0": ["c1", "c2", "c3"], "worker-0": ["w1", "w2"]})
+    result = cli("logs", "mnist", "--backend", "k8s", "--replica", "all", "--tail", "2", backend=fake)
+    assert result.code == 0, result.err
+    assert result.out.splitlines() == ["[chief-0] c2", "[chief-0] c3", "[worker-0] w1", "[worker-0] w2"]
+    refused = cli("logs", "mnist", "--backend", "k8s", "--tail", "2", "-f", backend=fake)
+    assert refused.code == 2 and refused.err.startswith("error: --tail: ")
