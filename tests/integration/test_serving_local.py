@@ -260,3 +260,24 @@ def test_a_foreground_serve_whose_server_dies_exits_1_with_its_last_words(mnist_
         stop_leftover(mnist_job, "mnist-dies")
     assert "the model server exited with code 137" in out.read_text()
     assert not (Path(mnist_job.env["TFJOB_RUNS_DIR"]) / "_models" / "mnist-dies").exists()
+
+
+def test_an_export_in_a_bucket_is_served_through_tensorflows_gcs_filesystem(mnist_job, request_file, in_process,
+                                                                             gcs):
+    bucket = gcs.make_bucket("serving-test")
+    client = gcs.client().bucket("serving-test")
+    for path in mnist_job.export.rglob("*"):
+        if path.is_file():
+            client.blob(f"runs/mnist/export/{path.relative_to(mnist_job.export)}").upload_from_filename(str(path))
+    port, env = free_port(), {**mnist_job.env, **gcs.env}
+    done = launcher("serve", "mnist-gcs", "--model-dir", f"{bucket}/runs/mnist/export", "--port", str(port),
+                    "--backend", "local", env=env)
+    try:
+        assert done.returncode == 0, done.stderr
+        images = [row["image"] for row in request_file.rows[:5]]
+        status, answer = post(f"http://127.0.0.1:{port}/v1/models/mnist-gcs:predict",
+                              json.dumps({"instances": images}).encode())
+        assert status == 200, answer
+        assert [p["classes"] for p in answer["predictions"]] == in_process["classes"][:5].tolist()
+    finally:
+        stop_leftover(mnist_job, "mnist-gcs")
