@@ -26,7 +26,7 @@ from kserve.errors import InvalidInput, ModelNotFound
 from kserve.protocol.rest.v1_endpoints import V1Endpoints
 from tensorflow.core.framework import types_pb2
 
-from trainer.serve.codec import DEFAULT_SIGNATURE, InputSpec, RequestError, parse_body, to_arrays, to_response
+from trainer.serve.codec import InputSpec, RequestError, parse_body, to_arrays, to_response
 
 
 class ModelDirError(ValueError):
@@ -176,4 +176,4 @@ def add_routes(app, dataplane, model: SavedModel) -> None:
     app.add_api_route("/v1/models/{model_name}/versions/{version}/metadata", versioned_metadata, methods=["GET"])
 
 
-__all__ = ["DEFAULT_SIGNATURE", "ModelDirError", "SavedModel", "add_routes", "resolve"]
+__all__ = ["ModelDirError", "SavedModel", "add_routes", "resolve"]
