@@ -66,3 +66,15 @@ def test_waiting_for_ready_is_bounded_and_says_why(kserve_crd):
         result = serve(kserve_crd, namespace, "--timeout", "3", name="nocontroller")
         assert result.returncode == 1
         assert "not Ready after 3 s" in result.stderr and "KServe controller" in result.stderr
+
+
+def test_from_job_serves_the_export_of_a_submitted_tfjob(kserve_crd):
+    with kserve_crd.namespace("e2e-serve") as namespace:
+        submitted = run_launcher(kserve_crd, "submit", "--backend", "k8s", "-n", namespace, "--name", "trained",
+                                 "--workers", "1", "--ps", "0", "--job-dir", "gs://bucket/runs/trained/", "--detach")
+        assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+        result = run_launcher(kserve_crd, "serve", "mnist", "--backend", "k8s", "-n", namespace,
+                              "--from-job", "trained", "--dry-run=server")
+        assert result.returncode == 0, result.stdout + result.stderr
+        model = yaml.safe_load(result.stdout)["spec"]["predictor"]["model"]
+        assert model["storageUri"] == "gs://bucket/runs/trained/export"
