@@ -1,4 +1,5 @@
-"""`python -m launcher submit|render|status|logs|list|delete`: parsing and dispatch.
+"""`python -m launcher submit|render|status|logs|list|delete|serve|models|predict`: parsing
+and dispatch (serving commands: launcher/serving/cli.py).
 
 Exit codes: 0 success (for `submit` and `status -w`: the TFJob Succeeded); 1 the TFJob
 Failed (`status` with or without -w), or the backend reported an error (no such job,
@@ -112,6 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="local backend: also remove the outputs kept in the job's default job dir")
     for sub in (submit, render, status, logs, listing, delete, board):
         _common(sub)
+    from .serving.cli import add_parsers
+
+    add_parsers(commands, _common)
     return parser
 
 
@@ -178,6 +182,10 @@ def _dispatch(args: argparse.Namespace, trainer_args: tuple[str, ...], factory: 
         return run(args, trainer_args, factory)
     if trainer_args:
         raise SpecError("--", f"trainer arguments only go with submit and render, not {args.command}")
+    if args.command in ("serve", "models", "predict"):
+        from .serving import cli as serving_cli
+
+        return serving_cli.run(args, factory)
     from . import cli_jobs
 
     return cli_jobs.COMMANDS[args.command](args, factory)

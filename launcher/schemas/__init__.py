@@ -31,6 +31,8 @@ class Schema:
 
 SCHEMAS = {
     "tfjob": Schema("tfjob", "TFJob", "tfjobs.kubeflow.org", "v1", "kubeflow.org_tfjobs.yaml", "TFJOB_CRD"),
+    "inferenceservice": Schema("inferenceservice", "InferenceService", "inferenceservices.serving.kserve.io",
+                               "v1beta1", "serving.kserve.io_inferenceservices.yaml", "KSERVE_CRD"),
 }
 
 

@@ -30,6 +30,8 @@ VERSIONS = ROOT / "scripts" / "controlplane" / "versions.env"
 SOURCES = {
     "kubeflow.org_tfjobs.yaml": ("github.com/kubeflow/training-operator", "TRAINING_OPERATOR_VERSION",
                                  "manifests/base/crds/kubeflow.org_tfjobs.yaml"),
+    "serving.kserve.io_inferenceservices.yaml": ("github.com/kserve/kserve", "KSERVE_VERSION",
+                                                 "config/crd/full/serving.kserve.io_inferenceservices.yaml"),
 }
 
 

@@ -14,7 +14,8 @@ from launcher import schemas
 
 REPO = Path(__file__).resolve().parents[2]
 VERSIONS = REPO / "scripts" / "controlplane" / "versions.env"
-VERSION_VARS = {"github.com/kubeflow/training-operator": "TRAINING_OPERATOR_VERSION"}
+VERSION_VARS = {"github.com/kubeflow/training-operator": "TRAINING_OPERATOR_VERSION",
+                "github.com/kserve/kserve": "KSERVE_VERSION"}
 
 
 def pinned(variable: str) -> str:

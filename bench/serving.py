@@ -1,0 +1,203 @@
+"""Online prediction latency and throughput: the model server (`python -m trainer.serve`,
+kserve's model server, TF Serving REST JSON over HTTP on 127.0.0.1) against calling the
+same SavedModel in-process, for batches of 1 and 64 real MNIST test images, in one run.
+
+In-process: `signatures["serving_default"](image=tensor)` on a float32 array already in
+memory. Server: one client on one keep-alive connection, each request a pre-encoded JSON
+body `{"instances": [[784 floats], ...]}` (the rows `trainer.make_request` writes), the
+answer read and JSON-decoded. Requests are sequential, so requests/s = 1 / mean latency.
+Both are measured after --warmup calls, one in-process call and one request in turn, in
+--rounds, so that load from other work on the machine hits both alike. Each line also
+gives what the server spends on the body before TensorFlow runs (JSON parsing and the
+float32 conversion of trainer.serve.codec, timed here in-process). Targets (issue 19): server p99 at batch 1 under 20 ms; server throughput at
+batch 64 at least 0.7x in-process.
+
+    .venv/bin/python bench/serving.py [--model-dir JOB_DIR/export] [--requests 200] [--rounds 3]
+
+Without --model-dir a short real training run (single process, 200 steps) makes the export.
+"""
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from _common import DATA_DIR, ROOT, ensure_data, machine
+
+from tests.support.controlplane_procs import poll  # noqa: E402
+from tests.support.trainer_cluster import free_port, reap, trainer_env  # noqa: E402
+
+BATCHES = (1, 64)
+TARGET_P99_MS, TARGET_RATIO = 20.0, 0.7
+
+
+def cpu_model() -> str:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown CPU"
+    return next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")),
+                "unknown CPU")
+
+
+def train_export(workdir: Path) -> Path:
+    job = workdir / "job"
+    subprocess.run([sys.executable, "-m", "trainer.task", "--job-dir", str(job), "--data-dir", str(DATA_DIR),
+                    "--train-steps", "200", "--eval-every-steps", "0", "--checkpoint-every-steps", "0"],
+                   cwd=ROOT, env=trainer_env({"TRAINER_THREADS": "0"}), check=True, timeout=1800,
+                   stdout=subprocess.DEVNULL)
+    return job / "export"
+
+
+def images(count: int) -> list[list[float]]:
+    from trainer.make_request import instances
+
+    rows, _ = instances(str(DATA_DIR), count, keys=False)
+    return [row["image"] for row in rows]
+
+
+def decode_ms(rows: list[list[float]]) -> dict[int, float]:
+    """Median ms of what the server does to a request body before TensorFlow runs: JSON
+    parsing and the conversion to a float32 array (trainer.serve.codec), per batch size."""
+    import orjson
+
+    from trainer.serve.codec import InputSpec, parse_body, to_arrays
+
+    specs = {"image": InputSpec("image", np.dtype(np.float32), None)}
+    result = {}
+    for batch in BATCHES:
+        body = json.dumps({"instances": rows[:batch]}).encode()
+        samples = []
+        for _ in range(50):
+            start = time.perf_counter()
+            to_arrays(parse_body(orjson.loads(body)), specs)
+            samples.append(time.perf_counter() - start)
+        result[batch] = statistics.median(samples) * 1000
+    return result
+
+
+def percentiles(latencies: list[float]) -> dict:
+    ms = np.asarray(latencies) * 1000
+    return {"p50": float(np.percentile(ms, 50)), "p99": float(np.percentile(ms, 99)),
+            "rps": len(ms) / (ms.sum() / 1000)}
+
+
+def time_pairs(first, second, count: int, warmup: int) -> tuple[list[float], list[float]]:
+    """Latencies of `first` and `second` called in turn (a b a b ...), so that load from
+    other work on the machine falls on both alike."""
+    for _ in range(warmup):
+        first()
+        second()
+    a, b = [], []
+    for _ in range(count):
+        for call, into in ((first, a), (second, b)):
+            start = time.perf_counter()
+            call()
+            into.append(time.perf_counter() - start)
+    return a, b
+
+
+class Server:
+    def __init__(self, model_dir: Path, workdir: Path):
+        self.port = free_port()
+        self.log = workdir / "server.log"
+        with open(self.log, "w") as out:
+            self.proc = subprocess.Popen([sys.executable, "-m", "trainer.serve", "--model-dir", str(model_dir),
+                                          "--name", "mnist", "--port", str(self.port)], cwd=ROOT,
+                                         env=trainer_env({"TRAINER_THREADS": "0"}), stdout=out,
+                                         stderr=subprocess.STDOUT)
+        self.connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        poll(self.ready, 600, self.log.read_text,
+             check=lambda: self.proc.poll() is None or sys.exit(f"server exited:\n{self.log.read_text()}"))
+
+    def ready(self) -> bool:
+        try:
+            return self.get("/v1/models/mnist").get("ready") is True
+        except OSError:
+            self.connection.close()
+            return False
+
+    def get(self, path: str) -> dict:
+        self.connection.request("GET", path)
+        return json.loads(self.connection.getresponse().read())
+
+    def predict(self, body: bytes) -> dict:
+        self.connection.request("POST", "/v1/models/mnist:predict", body=body,
+                                headers={"Content-Type": "application/json"})
+        response = self.connection.getresponse()
+        answer = json.loads(response.read())
+        if response.status != 200:
+            raise RuntimeError(answer)
+        return answer
+
+    def close(self) -> None:
+        self.connection.close()
+        reap(self.proc, grace=30)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model-dir", help="export base or SavedModel dir (default: train one, 200 steps)")
+    parser.add_argument("--requests", type=int, default=200, help="timed calls per batch size per round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=20)
+    args = parser.parse_args()
+    ensure_data(str(DATA_DIR))
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    with tempfile.TemporaryDirectory(prefix="bench-serving-") as tmp:
+        workdir = Path(tmp)
+        model_dir = Path(args.model_dir) if args.model_dir else train_export(workdir)
+        import tensorflow as tf
+
+        from trainer.serve.model import resolve
+
+        loaded = tf.saved_model.load(resolve(str(model_dir))[0])
+        signature = loaded.signatures["serving_default"]
+        rows = images(max(BATCHES))
+        server = Server(model_dir, workdir)
+        try:
+            local = {b: [] for b in BATCHES}
+            remote = {b: [] for b in BATCHES}
+            for _ in range(args.rounds):
+                for batch in BATCHES:
+                    tensor = tf.constant(np.asarray(rows[:batch], np.float32))
+                    body = json.dumps({"instances": rows[:batch]}).encode()
+                    expected = signature(image=tensor)["classes"].numpy().tolist()
+                    got = [p["classes"] for p in server.predict(body)["predictions"]]
+                    assert got == expected, "the server and the SavedModel disagree"
+                    here, there = time_pairs(lambda: signature(image=tensor), lambda: server.predict(body),
+                                             args.requests, args.warmup)
+                    local[batch] += here
+                    remote[batch] += there
+        finally:
+            server.close()
+    codec_ms = decode_ms(rows)
+    figures, results = [], {}
+    for batch in BATCHES:
+        here, there = percentiles(local[batch]), percentiles(remote[batch])
+        results[batch] = (here, there)
+        print(f"batch {batch:>2}: in-process {here['rps']:8.1f} calls/s p50 {here['p50']:6.2f} ms "
+              f"p99 {here['p99']:6.2f} ms | server {there['rps']:8.1f} requests/s p50 {there['p50']:6.2f} ms "
+              f"p99 {there['p99']:6.2f} ms | server/in-process {there['rps'] / here['rps']:.2f}x | JSON parse + "
+              f"array {codec_ms[batch]:.2f} ms")
+        figures.append(f"batch {batch}: server {there['rps']:.0f} req/s ({there['rps'] * batch:.0f} images/s), "
+                       f"p50 {there['p50']:.1f} ms, p99 {there['p99']:.1f} ms, {there['rps'] / here['rps']:.2f}x "
+                       "in-process")
+    p99_ok = results[1][1]["p99"] < TARGET_P99_MS
+    ratio = results[64][1]["rps"] / results[64][0]["rps"]
+    print(f"serving: {'; '.join(figures)} — targets p99(batch 1) < {TARGET_P99_MS:g} ms "
+          f"{'met' if p99_ok else 'MISSED'}, throughput(batch 64) >= {TARGET_RATIO}x in-process "
+          f"{'met' if ratio >= TARGET_RATIO else 'MISSED'}; {args.rounds}x{args.requests} timed calls each; "
+          f"{cpu_model()}, {machine()}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,347 @@
+"""`serve`, `models list|delete` and `predict`: the launcher's version of
+
+    gcloud ml-engine models create / versions create --origin EXPORT   ->  serve NAME --model-dir EXPORT
+    gcloud ml-engine models list / delete                              ->  models list / models delete NAME
+    gcloud ml-engine predict --json-instances request.json             ->  predict NAME --json-instances request.json
+    gcloud ai-platform jobs submit prediction --input-paths --output-path
+                                                                       ->  predict NAME --input-paths P --output-path DIR
+
+Exit codes as for the other commands: 0 done, 1 the server or backend failed, 2 bad input
+(one line naming the flag; nothing started or written), 130 Ctrl-C.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import re
+import sys
+
+from ..backends import resolve_kind
+from ..backends.base import BackendError, NotFound
+from ..spec import SpecError
+from ..view import age, format_rows
+from . import client, predictions
+from .k8s import DEFAULT_RUNTIME_VERSION
+
+COMMANDS = ("serve", "models", "predict")
+EXIT_OK, EXIT_FAILED = 0, 1
+_MODEL_NAME = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+DEFAULT_PORT = 8080
+READY_TIMEOUT = 300.0
+PROG = "python -m launcher"
+
+
+def add_parsers(commands, common) -> None:
+    """Register the serving subcommands on the launcher's subparsers."""
+    serve = commands.add_parser(
+        "serve", help="serve an exported model (local model server or KServe InferenceService)",
+        description="Serve a SavedModel export over TensorFlow Serving's REST API. local: a model "
+        "server process on this machine (python -m trainer.serve), running on after the command "
+        "returns; stop it with `models delete NAME` (or use --foreground and Ctrl-C).")
+    serve.add_argument("name", metavar="NAME", help="model name (lowercase DNS-1035: mnist, mnist-v2)")
+    origin = serve.add_mutually_exclusive_group()
+    origin.add_argument("--model-dir", help="export base (JOB_DIR/export, numeric version dirs; the highest "
+                        "is served) or one SavedModel dir; local path or gs://")
+    origin.add_argument("--from-job", metavar="JOB", help="serve the latest export of this training job "
+                        "(its --job-dir/export)")
+    serve.add_argument("--host", default="127.0.0.1", help="local: address to listen on (default 127.0.0.1; "
+                       "0.0.0.0 exposes it to the network)")
+    serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"local: HTTP port (default {DEFAULT_PORT})")
+    serve.add_argument("--timeout", type=float, default=READY_TIMEOUT,
+                       help=f"seconds to wait until the model is ready (default {READY_TIMEOUT:g})")
+    serve.add_argument("--foreground", action="store_true",
+                       help="local: keep the server attached; Ctrl-C stops it")
+    serve.add_argument("--runtime-version", default=None,
+                       help=f"k8s: TensorFlow Serving version of KServe's runtime (default {DEFAULT_RUNTIME_VERSION})")
+    serve.add_argument("--runtime-image", metavar="IMAGE",
+                       help="k8s: serve with this image's python -m trainer.serve (the project's image) instead "
+                       "of TensorFlow Serving")
+    serve.add_argument("--service-account", help="k8s: service account of the predictor pod (Workload Identity "
+                       "for gs://)")
+    serve.add_argument("--dry-run", nargs="?", const="client", choices=("client", "server", "none"),
+                       help="k8s: apply nothing; client prints the InferenceService, server has the API server "
+                       "check it too")
+    serve.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml",
+                       help="format of a dry run's InferenceService (default yaml)")
+    serve.add_argument("--no-wait", action="store_true", help="k8s: return once created, without waiting "
+                       "until Ready")
+    common(serve)
+    models = commands.add_parser("models", help="list or delete served models")
+    actions = models.add_subparsers(dest="models_command", metavar="ACTION", required=True)
+    listing = actions.add_parser("list", help="served models: name, URL, model dir, status, age")
+    listing.add_argument("-A", "--all-namespaces", action="store_true")
+    common(listing)
+    delete = actions.add_parser("delete", help="stop serving a model")
+    delete.add_argument("name", metavar="NAME")
+    common(delete)
+    predict = commands.add_parser(
+        "predict", help="online or batch prediction against a served model",
+        description="Send instances to a served model and print or write its predictions.")
+    predict.add_argument("name", metavar="NAME", help="model name given to `serve`")
+    given = predict.add_mutually_exclusive_group(required=True)
+    given.add_argument("--json-instances", metavar="FILE", help="one JSON instance per line; prints one line "
+                       "per instance")
+    given.add_argument("--input-paths", metavar="PATTERN", help="batch: comma-separated file patterns of JSON "
+                       "instances (with --output-path)")
+    predict.add_argument("--output-path", metavar="DIR", help="batch: folder for prediction.results-* files")
+    predict.add_argument("--batch-size", type=int, default=64, help="batch: instances per request (default 64)")
+    predict.add_argument("--signature-name", help="SavedModel signature (default serving_default, or the one "
+                         "whose inputs are the instances' fields)")
+    predict.add_argument("--url", help="REST base of any TF Serving compatible server (http://HOST:PORT); "
+                         "skips the backend lookup")
+    common(predict)
+
+
+def check_model_name(name: str) -> None:
+    if not _MODEL_NAME.fullmatch(name) or len(name) > 63:
+        raise SpecError("NAME", f"{name!r} is not a model name; use lowercase letters, digits and '-', "
+                        "starting with a letter (e.g. mnist)")
+
+
+def _print(line: str = "") -> None:
+    print(line, flush=True)
+
+
+def job_export(tfjob: dict) -> str | None:
+    """JOB_DIR/export of a TFJob manifest (the --job-dir its replicas were given)."""
+    for replica in (tfjob.get("spec", {}).get("tfReplicaSpecs") or {}).values():
+        for container in replica.get("template", {}).get("spec", {}).get("containers", []):
+            args = [str(a) for a in container.get("args") or []]
+            for index, arg in enumerate(args):
+                if arg == "--job-dir" and index + 1 < len(args):
+                    return args[index + 1].rstrip("/") + "/export"
+                if arg.startswith("--job-dir="):
+                    return arg.split("=", 1)[1].rstrip("/") + "/export"
+    return None
+
+
+def _local_model_dir(args) -> str:
+    if args.from_job:
+        from ..backends.local_runs import RunsDir
+        from ..cli import namespace_of
+
+        run = RunsDir().job(args.from_job, namespace_of(args))
+        if not run.exists():
+            raise SpecError("--from-job", f"no local job {args.from_job!r}; see `{PROG} list --backend local`")
+        export = job_export(run.manifest())
+        if export is None:
+            raise SpecError("--from-job", f"job {args.from_job!r} has no --job-dir; pass --model-dir")
+        if not export.startswith("gs://") and not os.path.isdir(export):
+            raise SpecError("--from-job", f"job {args.from_job!r} has no export yet ({export}); wait until "
+                            f"`{PROG} status {args.from_job}` says Succeeded")
+        return export
+    if not args.model_dir:
+        raise SpecError("--model-dir", "missing; pass --model-dir JOB_DIR/export or --from-job JOB")
+    if args.model_dir.startswith("gs://"):
+        return args.model_dir
+    if not os.path.isdir(args.model_dir):
+        raise SpecError("--model-dir", f"{args.model_dir} is not a folder; pass JOB_DIR/export")
+    return os.path.abspath(args.model_dir)
+
+
+def serve(args, factory) -> int:
+    check_model_name(args.name)
+    if not 1 <= args.port <= 65535:
+        raise SpecError("--port", f"{args.port} is not a TCP port; use 1-65535")
+    if args.timeout <= 0:
+        raise SpecError("--timeout", "must be positive seconds")
+    kind = "k8s" if args.dry_run in ("client", "server") and args.backend == "auto" else resolve_kind(args.backend)
+    if kind == "k8s":
+        return serve_k8s(args)
+    for flag, value in (("--runtime-image", args.runtime_image), ("--runtime-version", args.runtime_version),
+                        ("--service-account", args.service_account), ("--no-wait", args.no_wait),
+                        ("--dry-run", args.dry_run not in (None, "none"))):
+        if value:
+            raise SpecError(flag, "only with --backend k8s (a KServe InferenceService)")
+    missing = [m for m in ("tensorflow", "kserve") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise SpecError("--backend local", f"the local model server needs {' and '.join(missing)}, which "
+                        "this Python lacks; pip install 'tfjob-launcher[serve]', or serve on a cluster with "
+                        "--backend k8s")
+    from .local import LocalModels
+
+    models = LocalModels()
+    model_dir = _local_model_dir(args)
+    model, process = models.serve(args.name, model_dir, args.host, args.port, args.timeout,
+                                  foreground=args.foreground)
+    _print(f"Model {model.name} is ready: {model.predict_url}")
+    if not args.foreground:
+        _print(f"  model dir {model.model_dir}, log {model.log}; stop it with `{PROG} models delete {model.name}`")
+        return EXIT_OK
+    _print(f"  model dir {model.model_dir}, log {model.log}; Ctrl-C stops it")
+    try:
+        code = process.wait()
+    except KeyboardInterrupt:
+        models.delete(model.name, process)
+        raise
+    from ..backends.local_procs import exit_code
+    from .local import tail
+
+    last = tail(model.log)
+    models.delete(model.name, process)
+    raise BackendError(f"the model server exited with code {exit_code(code)}; its log ended: {last}")
+
+
+def _k8s_storage_uri(args) -> str:
+    """--model-dir, or the export of the TFJob named by --from-job (read from the cluster)."""
+    if args.from_job:
+        if args.dry_run == "client":
+            raise SpecError("--from-job", "a client dry run reads no cluster; pass --model-dir gs://.../export")
+        from ..backends.k8s import KubernetesBackend
+        from ..backends.k8s_client import CALL_TIMEOUT
+        from ..cli import namespace_of
+
+        backend = KubernetesBackend(args.kubeconfig, args.context, args.request_timeout or CALL_TIMEOUT)
+        try:
+            tfjob = backend.api.get_tfjob(args.from_job, namespace_of(args))
+        finally:
+            backend.close()
+        export = job_export(tfjob)
+        if export is None:
+            raise SpecError("--from-job", f"TFJob {args.from_job!r} has no --job-dir; pass --model-dir")
+        return export
+    if not args.model_dir:
+        raise SpecError("--model-dir", "missing; pass --model-dir gs://BUCKET/JOB_DIR/export or --from-job JOB")
+    return args.model_dir
+
+
+def _show(obj: dict, output: str) -> None:
+    import json
+
+    from ..render import to_yaml
+
+    sys.stdout.write(json.dumps(obj, indent=2) + "\n" if output == "json" else to_yaml(obj))
+    sys.stdout.flush()
+
+
+def serve_k8s(args) -> int:
+    """A KServe InferenceService: render, validate, then print (dry run) or create and wait."""
+    from ..cli import namespace_of
+    from . import k8s
+
+    if args.foreground:
+        raise SpecError("--foreground", "only with --backend local")
+    if args.runtime_image and args.runtime_version:
+        raise SpecError("--runtime-version", "not with --runtime-image (it serves with its own TensorFlow)")
+    namespace = namespace_of(args)
+    storage = _k8s_storage_uri(args)
+    isvc = k8s.render(args.name, namespace, storage, args.runtime_version or DEFAULT_RUNTIME_VERSION,
+                      args.runtime_image, args.service_account)
+    k8s.validate(isvc)
+    if args.dry_run == "client":
+        _show(isvc, args.output)
+        return EXIT_OK
+    api = k8s.KServeApi(args.kubeconfig, args.context, args.request_timeout)
+    try:
+        if args.dry_run == "server":
+            _show(api.create(isvc, dry_run=True), args.output)
+            return EXIT_OK
+        api.create(isvc)
+        _print(f"inferenceservice {args.name} created in namespace {namespace} (storageUri {storage})")
+        if args.no_wait:
+            return EXIT_OK
+        url = api.wait_ready(args.name, namespace, args.timeout)
+        _print(f"Model {args.name} is ready: {url}/v1/models/{args.name}:predict")
+        return EXIT_OK
+    finally:
+        api.close()
+
+
+def _models_k8s(args) -> int:
+    from ..cli import namespace_of
+    from . import k8s
+
+    api = k8s.KServeApi(args.kubeconfig, args.context, args.request_timeout)
+    try:
+        if args.models_command == "delete":
+            check_model_name(args.name)
+            api.delete(args.name, namespace_of(args))
+            _print(f"inferenceservice {args.name} deleted")
+            return EXIT_OK
+        namespace = None if args.all_namespaces else namespace_of(args)
+        rows = [(name, ns, url, ready, age(created))
+                for name, ns, url, ready, created in map(k8s.summary, api.list(namespace))]
+    finally:
+        api.close()
+    for line in format_rows(rows, ("NAME", "NAMESPACE", "URL", "READY", "AGE")):
+        _print(line)
+    return EXIT_OK
+
+
+def models_command(args, factory) -> int:
+    kind = resolve_kind(args.backend)
+    if kind == "k8s":
+        return _models_k8s(args)
+    from .local import LocalModels
+
+    models = LocalModels()
+    if args.models_command == "delete":
+        check_model_name(args.name)
+        models.delete(args.name)
+        _print(f"model {args.name} deleted")
+        return EXIT_OK
+    rows = []
+    for model in models.list():
+        status = ("Ready" if client.ready(model.url, model.name, timeout=2.0) else "NotReady") \
+            if model.running else "Stopped"
+        rows.append((model.name, model.url + f"/v1/models/{model.name}", model.model_dir, status, age(model.created)))
+    for line in format_rows(rows, ("NAME", "URL", "MODEL_DIR", "STATUS", "AGE")):
+        _print(line)
+    return EXIT_OK
+
+
+def _server_url(args) -> str:
+    if args.url:
+        if not re.fullmatch(r"https?://[^\s/]+(/[^\s]*)?", args.url):
+            raise SpecError("--url", f"{args.url!r} is not an http(s) URL; pass e.g. http://127.0.0.1:8080")
+        return args.url.rstrip("/")
+    kind = resolve_kind(args.backend)
+    if kind == "k8s":
+        from ..cli import namespace_of
+        from . import k8s
+
+        api = k8s.KServeApi(args.kubeconfig, args.context, args.request_timeout)
+        try:
+            url = k8s.ready_url(api.get(args.name, namespace_of(args)))
+        finally:
+            api.close()
+        if not url:
+            raise BackendError(f"inferenceservice {args.name} is not Ready; see `{PROG} models list --backend k8s`")
+        return url.rstrip("/")
+    from .local import LocalModels
+
+    model = LocalModels().get(args.name)
+    if model is None or not model.running:
+        raise NotFound(f"model {args.name} is not served here; start it with `{PROG} serve {args.name} "
+                       "--model-dir JOB_DIR/export`")
+    return model.url
+
+
+def predict(args, factory) -> int:
+    check_model_name(args.name)
+    if args.batch_size < 1:
+        raise SpecError("--batch-size", "must be at least 1")
+    if args.input_paths:
+        if not args.output_path:
+            raise SpecError("--output-path", "missing; batch prediction (--input-paths) writes to a folder")
+        files = predictions.input_files(args.input_paths)
+        out = predictions.check_output(args.output_path)
+        base = _server_url(args)
+        written, failed = predictions.batch_predict(base, args.name, files, out, args.batch_size,
+                                                    args.signature_name, predictions.stderr)
+        _print(f"Wrote {written} predictions to {out / predictions.RESULTS}"
+               + (f"; {failed} instances failed, see {out / predictions.ERRORS}" if failed else ""))
+        return EXIT_FAILED if failed else EXIT_OK
+    if args.output_path:
+        raise SpecError("--output-path", "only with --input-paths (batch prediction)")
+    instances = predictions.read_instances(args.json_instances)
+    base = _server_url(args)
+    signature = args.signature_name or predictions.auto_signature(base, args.name, instances, predictions.stderr)
+    for line in predictions.table(client.predict(base, args.name, instances, signature)):
+        _print(line)
+    return EXIT_OK
+
+
+def run(args: argparse.Namespace, factory) -> int:
+    return {"serve": serve, "models": models_command, "predict": predict}[args.command](args, factory)

@@ -1,0 +1,148 @@
+"""`predict`: instances in, predictions out, as `gcloud ml-engine predict` and
+`gcloud ai-platform jobs submit prediction` do it.
+
+- `--json-instances FILE`: one JSON instance per line; the answer is printed as a table,
+  one line per instance, one column per output (`key` first, then by name), numbers at
+  full precision (the server's JSON values, unrounded).
+- `--input-paths PATTERN[,PATTERN] --output-path DIR`: every line of every matching file,
+  sent in batches; `DIR/prediction.results-00000-of-00001` gets one JSON line per instance
+  and `DIR/prediction.errors_stats-00000-of-00001` one line per failed batch.
+
+Without --signature-name, when an instance's fields are not the inputs of
+`serving_default` but are exactly those of one other signature (e.g. `image` and `key` for
+the MNIST export's `keyed`), that signature is used, and said on stderr.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import sys
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from ..spec import SpecError
+from . import client
+
+RESULTS = "prediction.results-00000-of-00001"
+ERRORS = "prediction.errors_stats-00000-of-00001"
+
+
+def _lines(path: str, flag: str) -> Iterator[tuple[int, str]]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, 1):
+                if line.strip():
+                    yield number, line
+    except (FileNotFoundError, IsADirectoryError, PermissionError, UnicodeDecodeError) as error:
+        raise SpecError(flag, f"cannot read {path} ({error.__class__.__name__}); pass a file of JSON lines") from None
+
+
+def read_instances(path: str, flag: str = "--json-instances") -> list:
+    """Every instance of a JSON-lines file (SpecError naming the line for a bad one)."""
+    if path.startswith("gs://"):
+        raise SpecError(flag, "gs:// files are not read by the launcher; copy the file here first "
+                        "(gcloud storage cp)")
+    instances = []
+    for number, line in _lines(path, flag):
+        try:
+            instances.append(json.loads(line))
+        except json.JSONDecodeError as error:
+            raise SpecError(flag, f"{path} line {number} is not JSON ({error.msg}); write one JSON "
+                            "instance per line") from None
+    if not instances:
+        raise SpecError(flag, f"{path} holds no instances; write one JSON instance per line")
+    return instances
+
+
+def choose_signature(instances: list, signatures: dict[str, list[str]], note: Callable[[str], None]) -> str | None:
+    """The signature whose inputs are exactly the instances' fields, when serving_default's are not."""
+    if not all(isinstance(row, dict) for row in instances):
+        return None
+    fields = sorted(instances[0])
+    if any(sorted(row) != fields for row in instances) or signatures.get("serving_default") == fields:
+        return None
+    matches = [name for name, inputs in sorted(signatures.items()) if inputs == fields]
+    if len(matches) != 1:
+        return None
+    note(f"Using signature {matches[0]!r}: its inputs are the instances' fields ({', '.join(fields)}); "
+         "pass --signature-name to choose another.")
+    return matches[0]
+
+
+def _cell(value) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def table(predictions: list) -> list[str]:
+    """One line per prediction under upper-case output names (`key` first)."""
+    if not all(isinstance(p, dict) for p in predictions):
+        return [_cell(p) for p in predictions]
+    names = sorted({name for p in predictions for name in p}, key=lambda n: (n != "key", n))
+    rows = [tuple(n.upper() for n in names)] + [tuple(_cell(p.get(n, "")) for n in names) for p in predictions]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(names))]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+
+
+def input_files(patterns: str) -> list[str]:
+    """The files of comma-separated local glob patterns (SpecError when one matches nothing)."""
+    files: list[str] = []
+    for pattern in (p.strip() for p in patterns.split(",") if p.strip()):
+        if pattern.startswith("gs://"):
+            raise SpecError("--input-paths", "gs:// is not read by the launcher yet; copy the files here "
+                            "first (gcloud storage cp)")
+        matched = sorted(p for p in glob.glob(pattern) if Path(p).is_file())
+        if not matched:
+            raise SpecError("--input-paths", f"{pattern!r} matches no file; pass files of JSON instances")
+        files.extend(m for m in matched if m not in files)
+    if not files:
+        raise SpecError("--input-paths", "no pattern given; pass e.g. 'data/requests-*.json'")
+    return files
+
+
+def check_output(path: str) -> Path:
+    if path.startswith("gs://"):
+        raise SpecError("--output-path", "gs:// is not written by the launcher yet; use a local folder")
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise SpecError("--output-path", f"{path} is a file; pass a folder")
+    if (out / RESULTS).exists():
+        raise SpecError("--output-path", f"{path} already holds prediction results; pick a new folder")
+    return out
+
+
+def batches(items: list, size: int) -> Iterable[list]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+def batch_predict(base: str, name: str, files: list[str], out: Path, size: int, signature: str | None,
+                  note: Callable[[str], None]) -> tuple[int, int]:
+    """(predictions written, instances failed): every instance of `files` through the server."""
+    instances = [row for path in files for row in read_instances(path, "--input-paths")]
+    if signature is None:
+        signature = auto_signature(base, name, instances, note)
+    out.mkdir(parents=True, exist_ok=True)
+    written = failed = 0
+    with open(out / RESULTS, "w") as results, open(out / ERRORS, "w") as errors:
+        for number, batch in enumerate(batches(instances, size)):
+            try:
+                predictions = client.predict(base, name, batch, signature)
+            except client.ServingError as error:
+                failed += len(batch)
+                errors.write(json.dumps({"batch": number, "instances": len(batch), "error": str(error)}) + "\n")
+                continue
+            results.writelines(json.dumps(p) + "\n" for p in predictions)
+            written += len(predictions)
+    return written, failed
+
+
+def auto_signature(base: str, name: str, instances: list, note: Callable[[str], None]) -> str | None:
+    try:
+        signatures = client.metadata(base, name)
+    except client.ServingError:
+        return None  # a server without the metadata path: send as given
+    return choose_signature(instances, signatures, note)
+
+
+def stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)

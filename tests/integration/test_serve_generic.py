@@ -1,0 +1,105 @@
+"""`python -m trainer.serve` knows no model: a SavedModel with a string input (built here
+with TensorFlow) is served from its signatures alone, b64 values included."""
+from __future__ import annotations
+
+import base64
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.controlplane_procs import poll
+from tests.support.serving import ROOT, get, post
+from tests.support.trainer_cluster import free_port, reap, trainer_env
+
+pytestmark = pytest.mark.slow
+READY_TIMEOUT = 300.0
+
+
+@pytest.fixture(scope="module")
+def text_export(tmp_path_factory) -> Path:
+    """export/3/: signature `serving_default` takes `text` (string [N]) and returns its
+    byte length and its first byte."""
+    import tensorflow as tf
+
+    class Text(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+        def serve(self, text):
+            return {"length": tf.strings.length(text), "first": tf.strings.substr(text, 0, 1)}
+
+    base = tmp_path_factory.mktemp("text") / "export"
+    module = Text()
+    tf.saved_model.save(module, str(base / "3"), signatures={"serving_default": module.serve})
+    return base
+
+
+def start_server(base: Path, log: Path) -> tuple[subprocess.Popen, str]:
+    """`python -m trainer.serve` on `base`, once it answers ready: (process, model URL)."""
+    port = free_port()
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "trainer.serve", "--model-dir", str(base), "--name", "text",
+                                 "--port", str(port)], cwd=ROOT, env=trainer_env(), stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/v1/models/text"
+
+    def ready() -> bool:
+        try:
+            return get(url)[0] == 200
+        except OSError:
+            return False
+
+    try:
+        poll(ready, READY_TIMEOUT, log.read_text, check=lambda: proc.poll() is None or pytest.fail(log.read_text()))
+    except BaseException:
+        reap(proc)
+        raise
+    return proc, url
+
+
+@pytest.fixture(scope="module")
+def text_model(text_export):
+    proc, url = start_server(text_export, text_export.parent / "server.log")
+    try:
+        yield url
+    finally:
+        reap(proc)
+
+
+def test_b64_values_reach_a_string_input_and_binary_outputs_come_back(text_model):
+    raw = bytes([0xFF, 0x00, 0x41])
+    body = {"instances": [{"b64": base64.b64encode(raw).decode()}, "hello"]}
+    status, answer = post(f"{text_model}:predict", json.dumps(body).encode())
+    assert status == 200, answer
+    first, second = answer["predictions"]
+    assert first["length"] == 3 and first["first"] == {"b64": base64.b64encode(b"\xff").decode()}
+    assert second == {"length": 5, "first": "h"}
+
+
+def test_the_served_version_is_the_highest_numeric_dir_and_metadata_comes_from_the_signature(text_model):
+    status, answer = get(f"{text_model}/versions/3")
+    assert status == 200 and answer["model_version_status"][0]["version"] == "3"
+    status, answer = get(f"{text_model}/metadata")
+    inputs = answer["metadata"]["signature_def"]["signature_def"]["serving_default"]["inputs"]
+    assert inputs["text"]["dtype"] == "DT_STRING"
+    assert inputs["text"]["tensor_shape"]["dim"] == [{"size": "-1", "name": ""}]
+
+
+def test_a_wrong_rank_for_a_known_shape_is_a_400(text_model):
+    status, answer = post(f"{text_model}:predict", json.dumps({"inputs": {"text": [["a", "b"]]}}).encode())
+    assert status == 400 and "does not match the signature's [-1]" in answer["error"]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_sigterm_stops_the_server_cleanly(text_export, tmp_path, sig):
+    log = tmp_path / "server.log"
+    proc, url = start_server(text_export, log)
+    try:
+        proc.send_signal(sig)
+        assert proc.wait(timeout=60) == 0, log.read_text()
+    finally:
+        reap(proc)
+    assert "Stopped serving text." in log.read_text()
+    with pytest.raises(OSError):
+        get(url, timeout=5)

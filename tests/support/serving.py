@@ -1,0 +1,86 @@
+"""For the serving tests: a real MNIST export made by `launcher submit --backend local`
+(once per session), launcher subprocesses in their own runs dir, and HTTP helpers.
+
+    mnist_job       session fixture: MnistJob(name, export, env) of a short real training job
+    launcher(...)   `python -m launcher ARGS` as a subprocess, bounded
+    post(...)       a raw HTTP POST (what curl sends), returning (status, parsed JSON)
+"""
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli_env import CRD
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "data" / "mnist"
+TRAIN_STEPS = 400          # single process, full MNIST: > 97 % test accuracy
+TRAIN_TIMEOUT = 1200.0
+COMMAND_TIMEOUT = 400.0    # a launcher command (serve waits for TensorFlow to load)
+
+
+@dataclass(frozen=True)
+class MnistJob:
+    name: str
+    export: Path            # JOB_DIR/export (numeric version dirs)
+    env: dict[str, str]     # launcher environment: its runs dir holds the job
+
+
+def launcher_env(runs: Path) -> dict[str, str]:
+    env = dict(os.environ, TFJOB_RUNS_DIR=str(runs), TFJOB_CRD=str(CRD), PYTHONPATH=str(ROOT),
+               PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="2")
+    no_proxy = [h for h in env.get("no_proxy", "").split(",") if h]
+    env["no_proxy"] = ",".join(dict.fromkeys([*no_proxy, "127.0.0.1", "localhost"]))
+    return env
+
+
+def launcher(*args: str, env: dict[str, str], timeout: float = COMMAND_TIMEOUT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "launcher", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def mnist_job(tmp_path_factory) -> MnistJob:
+    """One chief trained TRAIN_STEPS steps on real MNIST through the launcher's local backend."""
+    assert list(DATA.glob("test-*.tfrecord")), f"real MNIST must be in {DATA} (scripts/setup writes it)"
+    env = launcher_env(tmp_path_factory.mktemp("serving") / "runs")
+    name = "mnist-serve"
+    done = launcher("submit", "--backend", "local", "--name", name, "--workers", "0", "--ps", "0",
+                    "--chief", "1", "--", "--data-dir", str(DATA), "--train-steps", str(TRAIN_STEPS),
+                    "--eval-every-steps", "0", "--checkpoint-every-steps", "0", env=env, timeout=TRAIN_TIMEOUT)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    export = Path(env["TFJOB_RUNS_DIR"]) / "default" / name / "output" / "export"
+    assert [p for p in export.iterdir() if p.name.isdigit()], f"no export in {export}"
+    return MnistJob(name, export, env)
+
+
+def post(url: str, body: bytes, content_type: str | None = "application/json",
+         timeout: float = 60.0) -> tuple[int, dict]:
+    """POST `body` as is (curl -d sends application/x-www-form-urlencoded): (status, JSON answer)."""
+    parts = url.split("/", 3)  # http:, '', host:port, path
+    connection = http.client.HTTPConnection(parts[2], timeout=timeout)
+    try:
+        headers = {"Content-Type": content_type} if content_type else {}
+        connection.request("POST", "/" + parts[3], body=body, headers=headers)
+        response = connection.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        connection.close()
+
+
+def get(url: str, timeout: float = 30.0) -> tuple[int, dict]:
+    parts = url.split("/", 3)
+    connection = http.client.HTTPConnection(parts[2], timeout=timeout)
+    try:
+        connection.request("GET", "/" + parts[3])
+        response = connection.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        connection.close()

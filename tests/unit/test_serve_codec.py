@@ -1,0 +1,101 @@
+"""trainer.serve.codec: TensorFlow Serving's REST predict format <-> numpy (no TensorFlow)."""
+from __future__ import annotations
+
+import base64
+import json
+
+import numpy as np
+import pytest
+
+from trainer.serve.codec import InputSpec, RequestError, parse_body, to_arrays, to_response
+
+IMAGE = {"image": InputSpec("image", np.dtype(np.float32), None)}
+KEYED = {"image": InputSpec("image", np.dtype(np.float32), None), "key": InputSpec("key", np.dtype(np.int64), (None,))}
+TEXT = {"text": InputSpec("text", np.dtype(object), (None,))}
+
+
+def arrays(body, specs):
+    return to_arrays(parse_body(body), specs)
+
+
+def test_row_format_of_a_single_input_takes_bare_values_or_named_objects():
+    bare = arrays(json.dumps({"instances": [[0.5, 1.0], [0.0, 0.25]]}).encode(), IMAGE)
+    named = arrays({"instances": [{"image": [0.5, 1.0]}, {"image": [0.0, 0.25]}]}, IMAGE)
+    for got in (bare, named):
+        assert got["image"].dtype == np.float32
+        np.testing.assert_array_equal(got["image"], [[0.5, 1.0], [0.0, 0.25]])
+
+
+def test_row_format_of_several_inputs_stacks_each_input():
+    got = arrays({"instances": [{"image": [1.0], "key": 7}, {"image": [2.0], "key": 9}]}, KEYED)
+    assert got["key"].dtype == np.int64 and got["key"].tolist() == [7, 9]
+    assert got["image"].tolist() == [[1.0], [2.0]]
+
+
+def test_columnar_format_takes_one_value_per_input():
+    got = arrays({"inputs": {"image": [[1.0], [2.0]], "key": [3, 4]}}, KEYED)
+    assert got["key"].tolist() == [3, 4]
+    assert arrays({"inputs": [[1.0, 2.0]]}, IMAGE)["image"].shape == (1, 2)
+
+
+def test_b64_values_become_bytes_for_string_inputs_and_plain_strings_too():
+    raw = bytes([0, 255, 10])
+    got = arrays({"instances": [{"b64": base64.b64encode(raw).decode()}, "plain"]}, TEXT)
+    assert got["text"].tolist() == [raw, b"plain"]
+
+
+@pytest.mark.parametrize("body, fragment", [
+    (b"not json", "not JSON"),
+    (b"[1, 2]", "JSON object"),
+    ({"instances": [[1.0]], "inputs": [[1.0]]}, 'both "instances" and "inputs"'),
+    ({"signature_name": "serving_default"}, 'neither "instances" nor "inputs"'),
+    ({"instances": []}, "non-empty list"),
+    ({"instances": [[1.0]], "signature_name": 3}, "signature_name"),
+])
+def test_malformed_bodies_are_request_errors(body, fragment):
+    with pytest.raises(RequestError, match=fragment.replace("(", r"\(")):
+        arrays(body, IMAGE)
+
+
+@pytest.mark.parametrize("body, specs, fragment", [
+    ({"instances": [[1.0, 2.0], [3.0]]}, IMAGE, "not a rectangular array"),
+    ({"instances": [["a", "b"]]}, IMAGE, "not a rectangular array"),
+    ({"instances": [{"image": [1.0], "key": 1, "extra": 2}]}, KEYED, "'extra' is not an input"),
+    ({"instances": [{"image": [1.0]}]}, KEYED, "input 'key' of signature 'serving_default' is missing"),
+    ({"instances": [[1.0]]}, KEYED, "send each instance as an object"),
+    ({"instances": [{"image": [1.0], "key": [1, 2]}]}, KEYED, "shape [1, 2] does not match the signature's [-1]"),
+    ({"instances": [{"b64": "AAAA"}]}, IMAGE, "b64 values are only for string inputs"),
+    ({"instances": [[1.0, {"b64": "AAAA"}]]}, IMAGE, "b64 values are only for string inputs"),
+    ({"instances": [[1.0, "x"]]}, IMAGE, "not a rectangular array"),
+    ({"instances": [{"b64": "***"}]}, TEXT, "not valid base64"),
+    ({"inputs": {"image": [[1.0]]}}, KEYED, "input 'key' of signature 'serving_default' is missing"),
+])
+def test_requests_that_do_not_fit_the_signature_are_request_errors(body, specs, fragment):
+    with pytest.raises(RequestError) as error:
+        arrays(body, specs)
+    assert fragment in str(error.value)
+
+
+def test_row_response_has_one_object_per_example_and_columnar_one_value_per_output():
+    outputs = {"classes": np.array([7, 2]), "probabilities": np.array([[0.25, 0.75], [0.5, 0.5]], np.float32)}
+    rows = to_response(outputs, columnar=False)
+    assert rows == {"predictions": [{"classes": 7, "probabilities": [0.25, 0.75]},
+                                    {"classes": 2, "probabilities": [0.5, 0.5]}]}
+    assert to_response(outputs, columnar=True) == {"outputs": {"classes": [7, 2],
+                                                               "probabilities": [[0.25, 0.75], [0.5, 0.5]]}}
+    assert to_response({"y": np.array([1.5])}, columnar=False) == {"predictions": [1.5]}
+
+
+def test_float32_outputs_keep_full_precision():
+    value = np.float32(1 / 3)
+    assert to_response({"p": np.array([value])}, columnar=False)["predictions"][0] == float(value)
+
+
+def test_binary_outputs_are_text_when_utf8_else_b64():
+    got = to_response({"s": np.array([b"seven", b"\xff\x00"], dtype=object)}, columnar=False)
+    assert got == {"predictions": ["seven", {"b64": base64.b64encode(b"\xff\x00").decode()}]}
+
+
+def test_row_response_needs_a_shared_batch_dimension():
+    with pytest.raises(RequestError, match="batch dimension"):
+        to_response({"a": np.array([1, 2]), "b": np.array([1, 2, 3])}, columnar=False)

@@ -1,0 +1,143 @@
+"""launcher serve / models / predict: bad input (exit 2, nothing started or written),
+the prediction table, signature choice, --from-job's export. No model server runs here."""
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from launcher.serving.cli import job_export
+from launcher.serving.predictions import choose_signature, table
+from tests.support.cli_env import cli, cli_env, schema_cache  # noqa: F401 - fixtures
+
+
+@pytest.fixture
+def runs(tmp_path, monkeypatch) -> Path:
+    path = tmp_path / "runs"
+    monkeypatch.setenv("TFJOB_RUNS_DIR", str(path))
+    return path
+
+
+@pytest.fixture
+def export(tmp_path) -> Path:
+    path = tmp_path / "export"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def request_file(tmp_path) -> Path:
+    path = tmp_path / "request.json"
+    path.write_text('{"image": [0.0], "key": 0}\n')
+    return path
+
+
+def refused(result, field: str) -> None:
+    assert result.code == 2, result
+    assert result.out == ""
+    lines = result.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {field}: "), result.err
+
+
+@pytest.mark.parametrize("argv, field", [
+    (["serve", "Mnist", "--model-dir", "{export}"], "NAME"),
+    (["serve", "mnist", "--model-dir", "{export}", "--port", "0"], "--port"),
+    (["serve", "mnist", "--model-dir", "{export}", "--port", "70000"], "--port"),
+    (["serve", "mnist", "--model-dir", "{export}", "--timeout", "0"], "--timeout"),
+    (["serve", "mnist"], "--model-dir"),
+    (["serve", "mnist", "--model-dir", "{export}/missing"], "--model-dir"),
+    (["serve", "mnist", "--from-job", "nosuchjob"], "--from-job"),
+    (["predict", "mnist", "--json-instances", "{export}/missing.json"], "--json-instances"),
+    (["predict", "mnist", "--json-instances", "{request}", "--output-path", "{export}/out"], "--output-path"),
+    (["predict", "mnist", "--input-paths", "{request}"], "--output-path"),
+    (["predict", "mnist", "--input-paths", "{export}/*.none", "--output-path", "{export}/out"], "--input-paths"),
+    (["predict", "mnist", "--input-paths", "gs://b/x*.json", "--output-path", "{export}/out"], "--input-paths"),
+    (["predict", "mnist", "--input-paths", "{request}", "--output-path", "gs://b/out"], "--output-path"),
+    (["predict", "mnist", "--json-instances", "{request}", "--batch-size", "0"], "--batch-size"),
+    (["predict", "mnist", "--json-instances", "{request}", "--url", "ftp://x"], "--url"),
+])
+def test_bad_input_is_one_line_exit_2_and_nothing_started(cli, runs, export, request_file, argv, field):
+    argv = [a.format(export=export, request=request_file) for a in argv]
+    refused(cli(*argv, "--backend", "local"), field)
+    assert not (runs / "_models").exists() or not any((runs / "_models").iterdir())
+    assert not (export / "out").exists()
+
+
+def test_from_job_before_the_job_exported_anything(cli, runs, tmp_path):
+    job = runs / "default" / "mnist-1"
+    job.mkdir(parents=True)
+    (job / "manifest.yaml").write_text(json.dumps({"spec": {"tfReplicaSpecs": {"Chief": {"template": {"spec": {
+        "containers": [{"name": "tensorflow", "args": ["--job-dir", str(tmp_path / "job")]}]}}}}}}))
+    result = cli("serve", "mnist", "--from-job", "mnist-1", "--backend", "local")
+    refused(result, "--from-job")
+    assert "has no export yet" in result.err
+
+
+def test_a_bad_json_instances_line_is_named(cli, runs, tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text('{"image": [0.0]}\n{"image": [0.0\n')
+    result = cli("predict", "mnist", "--json-instances", str(path), "--backend", "local")
+    refused(result, "--json-instances")
+    assert "line 2 is not JSON" in result.err
+
+
+def test_a_taken_port_is_refused_before_anything_starts(cli, runs, export):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        result = cli("serve", "mnist", "--model-dir", str(export), "--port", str(port), "--backend", "local")
+    refused(result, "--port")
+    assert f"127.0.0.1:{port} is in use" in result.err
+    assert not (runs / "_models" / "mnist").exists()
+
+
+def test_predict_and_delete_of_a_model_not_served_exit_1(cli, runs, request_file):
+    result = cli("predict", "mnist", "--json-instances", str(request_file), "--backend", "local")
+    assert result.code == 1 and "model mnist is not served here" in result.err
+    result = cli("models", "delete", "mnist", "--backend", "local")
+    assert result.code == 1 and "no local model mnist" in result.err
+
+
+def test_table_has_one_line_per_instance_key_first_and_full_precision():
+    probabilities = [0.1234567890123, 1e-09, 0.8765432099877]
+    lines = table([{"probabilities": probabilities, "classes": 2, "key": 10},
+                   {"probabilities": [1.0, 0.0, 0.0], "classes": 0, "key": 11}])
+    assert lines[0].split() == ["KEY", "CLASSES", "PROBABILITIES"]
+    key, cls, rest = lines[1].split(None, 2)
+    assert (key, cls) == ("10", "2") and json.loads(rest) == probabilities
+    assert "0.1234567890123" in lines[1] and len(lines) == 3
+    assert table([1.5, 2.5]) == ["1.5", "2.5"]
+
+
+def test_signature_is_the_one_whose_inputs_are_the_instance_fields():
+    signatures = {"serving_default": ["image"], "keyed": ["image", "key"]}
+    notes: list[str] = []
+    assert choose_signature([{"image": [0], "key": 1}], signatures, notes.append) == "keyed"
+    assert "keyed" in notes[0]
+    assert choose_signature([{"image": [0]}], signatures, notes.append) is None  # serving_default fits
+    assert choose_signature([[0.0]], signatures, notes.append) is None
+    assert choose_signature([{"other": 1}], signatures, notes.append) is None  # let the server say why
+    assert len(notes) == 1
+
+
+def test_from_job_finds_the_job_dir_export_in_the_manifest():
+    tfjob = {"spec": {"tfReplicaSpecs": {"Chief": {"template": {"spec": {"containers": [
+        {"name": "tensorflow", "args": ["--job-dir", "gs://bucket/runs/one/", "--train-steps", "5"]}]}}}}}}
+    assert job_export(tfjob) == "gs://bucket/runs/one/export"
+    tfjob["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]["containers"][0]["args"] = ["--job-dir=/tmp/j"]
+    assert job_export(tfjob) == "/tmp/j/export"
+    assert job_export({"spec": {"tfReplicaSpecs": {}}}) is None
+
+
+def test_local_serve_without_kserve_says_which_extra_to_install(cli, runs, export, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "kserve" else real(name, *a))
+    result = cli("serve", "mnist", "--model-dir", str(export), "--backend", "local")
+    refused(result, "--backend local")
+    assert "needs kserve" in result.err and "tfjob-launcher[serve]" in result.err
+    assert not (runs / "_models").exists()

@@ -1,0 +1,146 @@
+"""Serve a SavedModel over TensorFlow Serving's REST API (kserve's V1 protocol):
+
+    python -m trainer.serve --model-dir JOB_DIR/export --name mnist --port 8080
+
+    GET  /v1/models/NAME                              {"name": NAME, "ready": true}
+    GET  /v1/models/NAME[/versions/V]/metadata        signatures: input/output names, dtypes, shapes
+    POST /v1/models/NAME[/versions/V]:predict         {"instances": [...]} or {"inputs": ...},
+                                                      optional "signature_name"
+
+--model-dir is an export base with numeric version dirs (the highest is served, as TF
+Serving does) or one SavedModel dir; a local path or gs://. A bad request gets HTTP 400
+and {"error": "..."}; the server keeps serving. It listens on 127.0.0.1 unless --host
+says otherwise (--host 0.0.0.0 in a pod). Ctrl-C or SIGTERM stops it after the requests
+in flight are answered. Exit codes: 0 stopped, 2 bad flags / no SavedModel / port in use.
+"""
+from __future__ import annotations
+
+import argparse
+import errno
+import os
+import re
+import signal
+import socket
+import sys
+import warnings
+
+EXIT_USAGE = 2
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9_.]*[a-z0-9])?", re.I)
+
+
+def parser() -> argparse.ArgumentParser:
+    flags = argparse.ArgumentParser(prog="python -m trainer.serve", description=__doc__,
+                                    formatter_class=argparse.RawDescriptionHelpFormatter)
+    flags.add_argument("--model-dir", required=True, help="export base (numeric version dirs) or a SavedModel dir")
+    flags.add_argument("--name", default="model", help="model name in the URL paths (default: model)")
+    flags.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0 in a pod)")
+    flags.add_argument("--port", type=int, default=8080, help="HTTP port (default 8080, KServe's)")
+    return flags
+
+
+def fail(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    return EXIT_USAGE
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """The server's socket, bound before TensorFlow loads (a taken port fails at once)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.listen(2048)
+    return sock
+
+
+class _OneLineBadRequests:
+    """kserve logs a traceback for every 400; one line says it all."""
+
+    def filter(self, record) -> bool:
+        from kserve.errors import InvalidInput
+
+        if record.exc_info and isinstance(record.exc_info[1], InvalidInput):
+            record.msg, record.args, record.exc_info = f"400 Bad Request: {record.exc_info[1]}", (), None
+            record.levelname = "INFO"
+        return True
+
+
+def _import_kserve():
+    """kserve.model_server parses sys.argv when imported: hide ours from it."""
+    argv, sys.argv = sys.argv, sys.argv[:1]
+    try:
+        import kserve
+        from kserve.model_server import ModelServer, app
+        from kserve.protocol.rest.server import RESTServer
+    finally:
+        sys.argv = argv
+    return kserve, ModelServer, app, RESTServer
+
+
+def serve(args: argparse.Namespace, sock: socket.socket) -> int:
+    import logging
+
+    try:
+        _, ModelServer, app, RESTServer = _import_kserve()
+    except ImportError as error:
+        return fail(f"kserve: the model server needs the kserve package ({error}); "
+                    "pip install 'tfjob-launcher[serve]'")
+    from kserve.constants.constants import FASTAPI_APP_IMPORT_STRING
+
+    from trainer.serve.model import ModelDirError, SavedModel, add_routes
+
+    try:
+        model = SavedModel(args.name, args.model_dir)
+    except ModelDirError as error:
+        return fail(str(error))
+    model.load()
+    server = ModelServer(http_port=sock.getsockname()[1], enable_grpc=False, workers=1,
+                         enable_latency_logging=False)
+    server.register_model(model)
+    for quiet in ("kserve.trace", "uvicorn.access"):  # no line per request
+        logging.getLogger(quiet).setLevel(logging.WARNING)
+    logging.getLogger("kserve").addFilter(_OneLineBadRequests())
+    warnings.filterwarnings("ignore", message="ORJSONResponse is deprecated")  # kserve 0.21 on fastapi 0.12x+
+    add_routes(app, server.dataplane, model)
+    rest = RESTServer(FASTAPI_APP_IMPORT_STRING, server.dataplane, server.model_repository_extension,
+                      sock.getsockname()[1], grace_period=10)
+    rest.config.access_log = False
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    print(f"Serving {model.name} version {model.version} from {model.path} at "
+          f"http://{shown}:{port}/v1/models/{model.name}", flush=True)
+    # uvicorn answers SIGINT/SIGTERM by finishing the requests in flight, then re-raises the
+    # signal: SIGTERM then ends the process through this handler with exit code 0.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        rest.run(sockets=[sock])
+    except KeyboardInterrupt:
+        pass
+    finally:
+        print(f"Stopped serving {model.name}.", flush=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if not _NAME.fullmatch(args.name):
+        return fail(f"--name: {args.name!r} cannot name a model in a URL; use letters, digits, '-', '_', '.'")
+    if not 0 <= args.port <= 65535:
+        return fail(f"--port: {args.port} is not a TCP port; use 1-65535")
+    try:
+        sock = listen(args.host, args.port)
+    except OSError as error:
+        if error.errno == errno.EADDRINUSE:
+            return fail(f"--port: {args.host}:{args.port} is in use; stop what listens there or pick another --port")
+        return fail(f"--host: cannot listen on {args.host}:{args.port} ({error.strerror}); use 127.0.0.1 or 0.0.0.0")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    with sock:
+        return serve(args, sock)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

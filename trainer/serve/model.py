@@ -1,0 +1,179 @@
+"""A SavedModel behind kserve's model server, speaking TensorFlow Serving's REST API.
+
+Model-generic: everything comes from the SavedModel's signatures (their input names,
+dtypes and shapes); nothing here knows MNIST.
+
+    MODEL_BASE/                       what TF Serving and KServe's storageUri expect
+      1700000000/saved_model.pb       numeric version dirs; the highest is served
+      1700000300/saved_model.pb
+
+kserve 0.21 gives `GET /v1/models/NAME` (ready), `POST /v1/models/NAME:predict` and its
+error handlers; `add_routes` adds what TF Serving also has: the versioned paths
+(`/v1/models/NAME/versions/V[:predict]`) and `GET /v1/models/NAME[/versions/V]/metadata`
+(each signature's inputs and outputs).
+"""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import kserve
+import numpy as np
+import tensorflow as tf
+from fastapi import Request
+from kserve.errors import InvalidInput, ModelNotFound
+from kserve.protocol.rest.v1_endpoints import V1Endpoints
+from tensorflow.core.framework import types_pb2
+
+from trainer.serve.codec import InputSpec, RequestError, parse_body, to_arrays, to_response
+
+
+class ModelDirError(ValueError):
+    """--model-dir holds no SavedModel."""
+
+
+def resolve(model_dir: str) -> tuple[str, str]:
+    """(SavedModel path, version) of `model_dir`: a base of numeric version dirs (the
+    highest wins) or a SavedModel dir itself (its version: its name if numeric, else 1)."""
+    model_dir = model_dir.rstrip("/")
+    if tf.io.gfile.exists(f"{model_dir}/saved_model.pb"):
+        name = model_dir.rsplit("/", 1)[-1]
+        return model_dir, (name if name.isdigit() else "1")
+    versions = []
+    if tf.io.gfile.isdir(model_dir):
+        versions = sorted((int(entry.strip("/")) for entry in tf.io.gfile.listdir(model_dir)
+                           if entry.strip("/").isdigit()
+                           and tf.io.gfile.exists(f"{model_dir}/{entry.strip('/')}/saved_model.pb")),
+                          reverse=True)
+    if not versions:
+        raise ModelDirError(f"--model-dir: no SavedModel in {model_dir}; pass the export base "
+                            "(JOB_DIR/export, with numeric version dirs) or one version dir")
+    return f"{model_dir}/{versions[0]}", str(versions[0])
+
+
+@dataclass(frozen=True)
+class Signature:
+    function: Callable[..., dict]
+    inputs: dict[str, InputSpec]
+    outputs: dict[str, tf.TensorSpec]
+    tensor_inputs: dict[str, tf.TensorSpec]
+
+
+def _input_spec(name: str, spec: tf.TensorSpec) -> InputSpec:
+    dtype = np.dtype(object) if spec.dtype == tf.string else np.dtype(spec.dtype.as_numpy_dtype)
+    shape = None if spec.shape.rank is None else tuple(spec.shape.as_list())
+    return InputSpec(name, dtype, shape)
+
+
+def signatures(loaded) -> dict[str, Signature]:
+    found = {}
+    for key, function in loaded.signatures.items():
+        _, kwargs = function.structured_input_signature
+        found[key] = Signature(function, {name: _input_spec(name, spec) for name, spec in kwargs.items()},
+                               dict(function.structured_outputs), dict(kwargs))
+    return found
+
+
+def _tensor_info(spec: tf.TensorSpec) -> dict:
+    info: dict[str, Any] = {"dtype": types_pb2.DataType.Name(spec.dtype.as_datatype_enum), "name": spec.name or ""}
+    if spec.shape.rank is None:
+        info["tensor_shape"] = {"dim": [], "unknown_rank": True}
+    else:
+        info["tensor_shape"] = {"dim": [{"size": str(-1 if d is None else d), "name": ""}
+                                        for d in spec.shape.as_list()], "unknown_rank": False}
+    return info
+
+
+def tf_message(text: str) -> str:
+    """The line of a TensorFlow error that says what is wrong (the one before the op
+    location `[[{{node ...}}]]`, else the last one)."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    for before, line in zip(lines, lines[1:]):
+        if line.startswith("[["):
+            return before
+    return lines[-1] if lines else "invalid argument"
+
+
+class SavedModel(kserve.Model):
+    """One SavedModel served under `name`."""
+
+    def __init__(self, name: str, model_dir: str):
+        super().__init__(name)
+        self.model_dir = model_dir
+        self.path, self.version = resolve(model_dir)
+        self.signatures: dict[str, Signature] = {}
+
+    def load(self) -> bool:
+        self._loaded = tf.saved_model.load(self.path)
+        self.signatures = signatures(self._loaded)
+        self.ready = True
+        return self.ready
+
+    def metadata(self) -> dict:
+        """TF Serving's GetModelMetadata answer (signature_def) as JSON."""
+        defs = {key: {"inputs": {n: _tensor_info(s) for n, s in sig.tensor_inputs.items()},
+                      "outputs": {n: _tensor_info(s) for n, s in sig.outputs.items()},
+                      "method_name": "tensorflow/serving/predict"}
+                for key, sig in self.signatures.items()}
+        return {"model_spec": {"name": self.name, "signature_name": "", "version": self.version},
+                "metadata": {"signature_def": {"signature_def": defs}}}
+
+    def run(self, body: Any) -> dict:
+        """One predict request, body to response (raises RequestError for a bad request)."""
+        request = parse_body(body)
+        signature = self.signatures.get(request.signature_name)
+        if signature is None:
+            raise RequestError(f"Serving signature name: {request.signature_name!r} not found in signature def "
+                               f"(signatures: {', '.join(sorted(self.signatures))})")
+        arrays = to_arrays(request, signature.inputs)
+        try:
+            outputs = signature.function(**{name: tf.constant(value) for name, value in arrays.items()})
+        except (tf.errors.InvalidArgumentError, ValueError, TypeError) as error:
+            raise RequestError(tf_message(getattr(error, "message", None) or str(error))) from None
+        return to_response({name: value.numpy() for name, value in outputs.items()}, request.columnar)
+
+    async def predict(self, payload: Any, headers: dict[str, str] | None = None) -> dict:
+        # TensorFlow releases the GIL: run it off the event loop, so that health checks and
+        # other requests are answered while a batch computes.
+        try:
+            return await asyncio.get_running_loop().run_in_executor(None, self.run, payload)
+        except RequestError as error:
+            raise InvalidInput(str(error)) from None
+
+
+def add_routes(app, dataplane, model: SavedModel) -> None:
+    """TF Serving's versioned and metadata paths beside kserve's V1 routes of `app`."""
+    v1 = V1Endpoints(dataplane)
+
+    def check(name: str, version: str | None) -> None:
+        if name != model.name:
+            raise ModelNotFound(name)
+        if version is not None and version != model.version:
+            raise ModelNotFound(f"{name} version {version} (serving version {model.version})")
+
+    async def version_status(model_name: str, version: str):
+        check(model_name, version)
+        return {"model_version_status": [{"version": model.version, "state": "AVAILABLE" if model.ready
+                                          else "LOADING", "status": {"error_code": "OK", "error_message": ""}}]}
+
+    async def versioned_predict(model_name: str, version: str, request: Request):
+        check(model_name, version)
+        return await v1.predict(model_name, request)
+
+    async def metadata(model_name: str):
+        check(model_name, None)
+        return model.metadata()
+
+    async def versioned_metadata(model_name: str, version: str):
+        check(model_name, version)
+        return model.metadata()
+
+    app.add_api_route("/v1/models/{model_name}/versions/{version}", version_status, methods=["GET"])
+    app.add_api_route("/v1/models/{model_name}/versions/{version}:predict", versioned_predict,
+                      methods=["POST"], response_model=None)
+    app.add_api_route("/v1/models/{model_name}/metadata", metadata, methods=["GET"])
+    app.add_api_route("/v1/models/{model_name}/versions/{version}/metadata", versioned_metadata, methods=["GET"])
+
+
+__all__ = ["ModelDirError", "SavedModel", "add_routes", "resolve"]
