@@ -2,6 +2,8 @@
 validates with it (what `submit` does when a cluster is reachable)."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from launcher.backends.base import CRDUnavailable
@@ -111,7 +113,7 @@ def test_a_job_for_a_kueue_queue_waits_suspended(control_plane):
 
         def phase() -> str:
             shown = run_launcher(control_plane, "status", "queued", "--backend", "k8s", "-n", namespace, "-o", "json")
-            return __import__("json").loads(shown.stdout)["phase"] if shown.returncode == 0 else ""
+            return json.loads(shown.stdout)["phase"] if shown.returncode == 0 else ""
 
         poll_until(lambda: phase() == "Suspended", "the operator to mark the job Suspended", timeout=60)
         assert control_plane.kubectl_json("get", "pods", "-n", namespace)["items"] == []
