@@ -2,7 +2,10 @@
 
 `submit` writes the job's folder in the runs directory (see `local_runs`) and starts a
 supervisor process (`local_supervisor`) in its own session, which runs every replica
-with TF_CONFIG on 127.0.0.1 ports and writes status.json. Every other call reads that
+with TF_CONFIG on 127.0.0.1 ports, in a private network namespace with only loopback
+where it can (`local_netns`: nothing outside the job reaches the unauthenticated
+TensorFlow ports), and writes status.json. When the replicas run unisolated, submit
+prints one line saying so. Every other call reads that
 folder, so `status`, `events`, `logs`, `list`, `stop` and `delete` work from any later
 launcher process.
 
@@ -26,6 +29,7 @@ from ..events import Event, LogLine
 from ..tfconfig import replica_counts
 from .base import AlreadyExists, Backend, BackendError, JobStatus, JobSummary, NotFound
 from .local_logs import Tail, follow_logs, read_logs
+from .local_netns import HOST, host_line
 from .local_plan import REPO_ROOT, build_plan, command_line
 from .local_procs import alive, signal_group, start_time, terminate_groups, wait_until
 from .local_runs import (RunDir, RunsDir, history_after, is_terminal, job_status, set_condition,
@@ -73,8 +77,9 @@ def _lost(raw: dict, run: RunDir) -> dict:
 class LocalBackend(Backend):
     name = "local"
 
-    def __init__(self, runs_dir: str | None = None):
+    def __init__(self, runs_dir: str | None = None, note=None):
         self.runs = RunsDir(runs_dir)
+        self.note = note or (lambda line: print(line, file=sys.stderr, flush=True))
         self._children: list[subprocess.Popen] = []
         self._submitted: set[tuple[str, str]] = set()
 
@@ -138,6 +143,9 @@ class LocalBackend(Backend):
                 proc.wait()
             tail = run.supervisor_log.read_text(errors="replace").strip().splitlines()[-3:]
             raise BackendError("the local supervisor did not start: " + (" | ".join(tail) or "no output"))
+        network = run.status().get("network") or {}
+        if network.get("mode") == HOST:
+            self.note(host_line(network.get("reason", "")))
 
     # ---- reading state ----------------------------------------------------------
     def _reap(self) -> None:

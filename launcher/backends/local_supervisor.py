@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .local_netns import HOST, ISOLATED, Namespace, network_need
 from .local_plan import child_env
 from .local_policy import BACKOFF_RESET_AFTER, backoff_exceeded, restart_delay, should_restart
 from .local_procs import alive, die_with_parent, exit_code, start_time, terminate_groups
@@ -84,6 +85,8 @@ class Supervisor:
         self._written: dict | None = None
         self._seen = Transitions()
         self.history: list[dict] = []
+        self.netns: Namespace | None = None
+        self.network: dict = {"mode": HOST, "reason": "not started"}
 
     @property
     def job(self) -> str:
@@ -93,6 +96,8 @@ class Supervisor:
     def main(self) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, self._on_signal)
+        self.network = self.isolate()
+        log(f"network: {self.network}")
         self.condition("Created", "TFJobCreated", f"{self.job} is created.")
         self.write()
         for replica in self.replicas:
@@ -133,6 +138,29 @@ class Supervisor:
             self.condition("Running", "TFJobRunning", f"{self.job} is running.")
 
     # ---- replicas ---------------------------------------------------------------
+    def isolate(self) -> dict:
+        """A private network namespace for the replicas, or why they run without one."""
+        need = network_need(self.plan)
+        if need:
+            return {"mode": HOST, "reason": need}
+        try:
+            self.netns = Namespace.start(preexec=die_with_parent())
+        except OSError as err:
+            return {"mode": HOST, "reason": f"this machine gives no private network namespace ({err})"}
+        return {"mode": ISOLATED}
+
+    def preexec(self):
+        """Runs in each replica before exec: die with the supervisor, join the namespace."""
+        die, netns = die_with_parent(), self.netns
+        if netns is None:
+            return die
+
+        def preexec() -> None:
+            die()
+            netns.join()
+
+        return preexec
+
     def start(self, replica: Replica) -> None:
         replica.restart_at = None
         argv = replica.spec["argv"]
@@ -141,7 +169,7 @@ class Supervisor:
                 replica.proc = subprocess.Popen(
                     argv, env=child_env(replica.spec["env"], dict(os.environ)),
                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                    start_new_session=True, preexec_fn=die_with_parent())
+                    start_new_session=True, preexec_fn=self.preexec())
         except OSError as err:
             replica.phase, replica.exit_code = "Failed", 127
             replica.message = f"cannot start {argv[0]!r}: {err.strerror}"
@@ -196,6 +224,8 @@ class Supervisor:
         log(f"{ctype}: {message}")
         live = [r for r in self.replicas if r.proc]
         terminate_groups([(r.proc.pid, r.pid_start) for r in live], self.grace)
+        if self.netns:
+            self.netns.close()
         policy = self.run_policy.get("cleanPodPolicy", "Running")
         note = f"stopped because the job {ctype.lower()} (cleanPodPolicy {policy}"
         note += "; processes cannot outlive a local job)" if policy == "None" else ")"
@@ -225,6 +255,7 @@ class Supervisor:
             "conditions": self.conditions,
             "replicas": [r.row() for r in self.replicas],
             "restarts": self.total_restarts,
+            "network": self.network,
             "exit_code": self.exit_status,
             "finished": now() if self.exit_status is not None else None,
         }

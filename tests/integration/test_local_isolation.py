@@ -1,0 +1,125 @@
+"""Issue 22: the local backend's replicas run in a private network namespace, so their
+unauthenticated TensorFlow ports are reachable by the job's own processes only.
+
+Real trainer processes (`python -m launcher submit --backend local --workers 2 --ps 1`)
+train on real MNIST while the test, from a network namespace of its own joined to the
+host by a veth pair ("another machine on the LAN") and from the host's own non-loopback
+address, finds every replica port closed; `ss -ltn` in the host namespace lists none of
+them, while inside the replicas' namespace each one listens. The job still ends
+Succeeded. Needs root for `ip netns` (skipped otherwise)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from launcher.backends.local import LocalBackend
+from launcher.render import render
+from launcher.spec import JobSpec, ReplicaSpec
+from tests.support import netns
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(netns.unavailable() is not None, reason=str(netns.unavailable()))]
+REPO = Path(__file__).resolve().parents[2]
+DATA = REPO / "data" / "mnist"
+TIMEOUT = 480.0
+NAME = "mnist-isolated"
+
+
+@pytest.fixture
+def env(tmp_path):
+    runs = tmp_path / "runs"
+    yield dict(os.environ, TFJOB_RUNS_DIR=str(runs), TFJOB_LOCAL_STOP_GRACE_SECONDS="10", PYTHONPATH=str(REPO))
+    backend = LocalBackend(runs_dir=str(runs))
+    for job in backend.list(None):
+        backend.stop(job.name, job.namespace)
+
+
+def wait_for(predicate, what: str, timeout: float = TIMEOUT):
+    deadline = time.monotonic() + timeout
+    while not (value := predicate()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.1)
+    return value
+
+
+def submit(env: dict, *extra: str) -> subprocess.Popen:
+    if not list(DATA.glob("train-*.tfrecord")):
+        pytest.skip(f"no MNIST TFRecords in {DATA}; run scripts/setup")
+    argv = [sys.executable, "-m", "launcher", "submit", "--backend", "local", "--name", NAME,
+            "--workers", "2", "--ps", "1", *extra, "--", "--train-steps", "150", "--data-dir", str(DATA),
+            "--threads", "1", "--log-every-steps", "5", "--steps-per-execution", "5",
+            "--eval-every-steps", "0", "--checkpoint-every-steps", "50"]
+    return subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def training(env: dict) -> dict:
+    """status.json once the chief logs training steps (every server is up by then)."""
+    run = LocalBackend(runs_dir=env["TFJOB_RUNS_DIR"]).runs.job(NAME, "default")
+    wait_for(lambda: run.log_path("chief-0").exists()
+             and "Train [chief/0] step" in run.log_path("chief-0").read_text(errors="replace"),
+             "the chief's first training step")
+    return run.status()
+
+
+def test_replica_ports_are_unreachable_from_outside_the_job_while_it_trains(env):
+    with netns.peer_namespace("lan") as lan, netns.listener() as control:
+        # the probe works: a port open on every interface of the host is reachable from "the LAN"
+        assert lan.connect(lan.host_ip, control) == "open"
+        job = submit(env)
+        try:
+            status = training(env)
+            rows = {r["id"]: r for r in status["replicas"]}
+            ports = {rid: int(r["address"].rsplit(":", 1)[1]) for rid, r in rows.items()}
+            inside = netns.listening_ports(rows["chief-0"]["pid"])
+            outside = netns.listening_ports()
+            probes = {rid: (lan.connect(lan.host_ip, port), lan.connect(lan.peer_ip, port))
+                      for rid, port in ports.items()}
+            host_view = {rid: _connect_from_host(lan.host_ip, port) for rid, port in ports.items()}
+            assert {r["phase"] for r in LocalBackend(runs_dir=env["TFJOB_RUNS_DIR"]).runs.job(
+                NAME, "default").status()["replicas"]} == {"Running"}  # still training: the probes meant something
+            out, err = job.communicate(timeout=TIMEOUT)
+        finally:
+            job.kill()
+            job.wait()
+    servers = {rid for rid in ports if rid != "chief-0"}  # ps and workers serve; the chief is the client
+    assert servers <= {rid for rid, port in ports.items() if port in inside}, (ports, inside)
+    assert not set(ports.values()) & outside, (ports, outside)
+    assert all(p == ("ConnectionRefusedError", "ConnectionRefusedError") for p in probes.values()), probes
+    assert all(v == "ConnectionRefusedError" for v in host_view.values()), host_view
+    assert status["network"] == {"mode": "isolated"}
+    assert job.returncode == 0, out[-3000:] + err[-3000:]
+    assert "reachable from other machines" not in err
+
+
+def _connect_from_host(host: str, port: int) -> str:
+    import socket
+    with socket.socket() as sock:
+        sock.settimeout(3)
+        try:
+            sock.connect((host, port))
+        except OSError as err:
+            return type(err).__name__
+    return "open"
+
+
+def test_a_job_that_needs_the_network_says_so_in_one_line(tmp_path):
+    """A gs:// argument needs outbound network: the replicas run unisolated and submit says
+    so in one line (a stand-in command that only carries the URL: no traffic leaves)."""
+    notes: list[str] = []
+    backend = LocalBackend(runs_dir=str(tmp_path / "runs"), note=notes.append)
+    spec = JobSpec(name="needs-net", replicas={"Worker": ReplicaSpec(1)},
+                   command=("python", "-c", "import sys", "gs://some-bucket/data"))
+    try:
+        backend.submit(render(spec))
+        wait_for(lambda: backend.status("needs-net", "default").phase in ("Succeeded", "Failed"), "the job", 60)
+    finally:
+        backend.stop("needs-net", "default")
+    assert backend.status("needs-net", "default").phase == "Succeeded"
+    assert len(notes) == 1 and "reachable from other machines" in notes[0] and "gs://some-bucket/data" in notes[0]
+    assert backend.runs.job("needs-net", "default").status()["network"]["mode"] == "host"
