@@ -32,8 +32,8 @@ from .local_logs import Tail, follow_logs, read_logs
 from .local_netns import HOST, host_line
 from .local_plan import REPO_ROOT, build_plan, command_line
 from .local_procs import alive, signal_group, start_time, terminate_groups, wait_until
-from .local_runs import (RunDir, RunsDir, history_after, is_terminal, job_status, set_condition,
-                         summary, to_event)
+from .local_runs import (RunDir, RunsDir, history_after, is_terminal, job_status, open_private,
+                         set_condition, summary, to_event)
 from .local_supervisor import GRACE_ENV
 
 SUPERVISOR_MODULE = "launcher.backends.local_supervisor"
@@ -132,7 +132,7 @@ class LocalBackend(Backend):
         argv = [sys.executable, "-m", SUPERVISOR_MODULE, str(run.path)]
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO_ROOT, env.get("PYTHONPATH")) if p)
-        with open(run.supervisor_log, "ab") as out:
+        with open_private(run.supervisor_log) as out:
             proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out,
                                     stderr=subprocess.STDOUT, start_new_session=True)
         self._children.append(proc)

@@ -23,7 +23,8 @@ from .local_netns import HOST, ISOLATED, Namespace, network_need
 from .local_plan import child_env
 from .local_policy import BACKOFF_RESET_AFTER, backoff_exceeded, restart_delay, should_restart
 from .local_procs import alive, die_with_parent, exit_code, start_time, terminate_groups
-from .local_runs import STATUS_VERSION, RunDir, Transitions, now, set_condition, snapshot_entries
+from .local_runs import (PRIVATE_UMASK, STATUS_VERSION, RunDir, Transitions, now, open_private, set_condition,
+                         snapshot_entries)
 
 POLL_SECONDS = 0.1
 GRACE_ENV = "TFJOB_LOCAL_STOP_GRACE_SECONDS"  # SIGTERM -> SIGKILL grace (default 10 s)
@@ -165,7 +166,7 @@ class Supervisor:
         replica.restart_at = None
         argv = replica.spec["argv"]
         try:
-            with open(replica.log_path, "ab") as out:
+            with open_private(replica.log_path) as out:
                 replica.proc = subprocess.Popen(
                     argv, env=child_env(replica.spec["env"], dict(os.environ)),
                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
@@ -273,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="local_supervisor", description=__doc__.splitlines()[0])
     parser.add_argument("run_dir")
     args = parser.parse_args(argv)
+    os.umask(os.umask(0) | PRIVATE_UMASK)  # what it and the replicas write is the user's only
     return Supervisor(RunDir(Path(args.run_dir))).main()
 
 
