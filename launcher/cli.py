@@ -51,7 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .cli_args import add_job_flags
 
     parser = Parser(prog=PROG, description="Distributed TensorFlow training as a Kubeflow TFJob, "
-                    "on Kubernetes or on this machine.", epilog="Trainer arguments go after --.")
+                    "on Kubernetes or on this machine.", epilog="Trainer arguments go after --. "
+                    "Installed, the same commands are also the console script `tfjob`.")
+    parser.add_argument("--version", action="store_true", help="print the launcher's version and exit")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     submit = commands.add_parser("submit", help="run a training job and follow it")
     add_job_flags(submit)
@@ -75,9 +77,21 @@ def build_parser() -> argparse.ArgumentParser:
     delete = commands.add_parser("delete", help="delete a job and its replicas")
     delete.add_argument("name")
     delete.add_argument("--wait", action="store_true", help="return once it is gone")
+    delete.add_argument("--purge", action="store_true",
+                        help="local backend: also remove the outputs kept in the job's default job dir")
     for sub in (submit, render, status, logs, listing, delete):
         _common(sub)
     return parser
+
+
+def version() -> str:
+    """The installed distribution's version (importlib.metadata)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("tfjob-launcher")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed; pip install -e . in the checkout)"
 
 
 def split_trainer_args(argv: list[str]) -> tuple[list[str], tuple[str, ...]]:
@@ -137,6 +151,9 @@ def main(argv: list[str] | None = None, backend_factory: BackendFactory | None =
     flags, trainer_args = split_trainer_args(argv)
     try:
         args = build_parser().parse_args(flags)
+        if args.version:
+            print(f"tfjob-launcher {version()}")
+            return EXIT_OK
         if args.command is None:
             build_parser().print_help(sys.stderr)
             return EXIT_USAGE

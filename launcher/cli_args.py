@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from .spec import (CLEAN_POD_POLICIES, DEFAULT_IMAGE, DEFAULT_NAMESPACE, RESTART_POLICIES, ROLES,
-                   JobSpec, ReplicaSpec, RunPolicy, SpecError)
+                   JobSpec, ReplicaSpec, RunPolicy, SpecError, Volume)
 
 ROLE_FLAGS = {"chief": "Chief", "ps": "PS", "worker": "Worker", "evaluator": "Evaluator"}
 COUNT_FLAGS = {"Chief": "chief", "PS": "ps", "Worker": "workers", "Evaluator": "evaluator"}
@@ -42,6 +42,9 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
     job.add_argument("--service-account", help="Kubernetes service account of the pods")
     job.add_argument("--env", action="append", default=[], metavar="K=V", help="container env var (repeatable)")
     job.add_argument("--label", action="append", default=[], metavar="K=V", help="label on the TFJob and pods (repeatable)")
+    job.add_argument("--volume", action="append", default=[], metavar="CLAIM:PATH[:ro]",
+                     help="mount the PersistentVolumeClaim CLAIM at PATH in every replica, read-only with :ro "
+                          "(repeatable; k8s backend only), e.g. --volume training-data:/mnt/data")
     reps = parser.add_argument_group("replicas")
     reps.add_argument("--workers", type=non_negative_int, metavar="N", help="worker replicas (default 2)")
     reps.add_argument("--ps", type=non_negative_int, metavar="N", help="parameter servers (default 1)")
@@ -72,6 +75,18 @@ def key_values(items: list[str], flag: str) -> dict[str, str]:
             raise SpecError(flag, f"{item!r} is not KEY=VALUE; use e.g. {flag} key=value")
         pairs[key] = value
     return pairs
+
+
+def volumes(items: list[str]) -> tuple[Volume, ...]:
+    """["data:/mnt/data:ro"] -> (Volume("data", "/mnt/data", True),); the JobSpec checks names and paths."""
+    parsed = []
+    for item in items:
+        parts = item.split(":")
+        mode = parts.pop() if len(parts) == 3 else "rw"
+        if len(parts) != 2 or not parts[0] or mode not in ("ro", "rw"):
+            raise SpecError("--volume", f"{item!r} is not CLAIM:/PATH[:ro]; use e.g. --volume training-data:/mnt/data:ro")
+        parsed.append(Volume(claim=parts[0], mount_path=parts[1], read_only=mode == "ro"))
+    return tuple(parsed)
 
 
 def per_role(items: list[str], flag: str) -> dict[str, str]:
@@ -183,6 +198,7 @@ def build_spec(args: argparse.Namespace, trainer_args: tuple[str, ...] = ()) -> 
         job_dir=settings.job_dir,
         service_account=args.service_account,
         command=settings.command,
+        volumes=volumes(args.volume),
     )
     return spec, settings.notes
 

@@ -6,6 +6,7 @@ import sys
 from .backends import resolve_kind
 from .cli import EXIT_FAILED, EXIT_OK, check_name, check_replica, namespace_of
 from .events import JobCondition, TERMINAL
+from .spec import SpecError
 from .view import JobView, age, format_rows, replica_rows
 
 LIST_COLUMNS = ("NAME", "NAMESPACE", "PHASE", "REPLICAS", "AGE")
@@ -88,10 +89,20 @@ def list_jobs(args, factory) -> int:
 
 def delete(args, factory) -> int:
     check_name(args.name)
-    backend = _backend(args, factory)
     namespace = namespace_of(args)
-    backend.delete(args.name, namespace, wait=args.wait)
-    _print(f"tfjob {args.name} deleted" + ("" if args.wait else " (replicas are being removed)"))
+    backend = _backend(args, factory)
+    if backend.name != "local":
+        if args.purge:
+            raise SpecError("--purge", "only the local backend keeps outputs itself; a cluster job's outputs are "
+                            "in its --job-dir (e.g. gs://...): remove them there")
+        backend.delete(args.name, namespace, wait=args.wait)
+        _print(f"tfjob {args.name} deleted" + ("" if args.wait else " (replicas are being removed)"))
+        return EXIT_OK
+    kept = backend.delete(args.name, namespace, wait=args.wait, purge=args.purge)
+    _print(f"tfjob {args.name} deleted")
+    if kept:
+        _print(f"Kept its outputs (checkpoints, TensorBoard events, exported model) in {kept}; a new job named "
+               f"{args.name} resumes from them. Remove them with --purge.")
     return EXIT_OK
 
 

@@ -15,8 +15,6 @@ from .events import JobCondition
 from .spec import JobSpec, SpecError
 
 LOCAL_GPU_NOTE = "note: GPU settings are ignored by the local backend (replicas run on this machine's CPU)"
-SCHEMA_NOTE = ("note: TFJob CRD schema not found (set TFJOB_CRD to kubeflow.org_tfjobs.yaml); "
-               "skipping schema validation")
 
 
 def _note(line: str) -> None:
@@ -28,6 +26,28 @@ def _out(text: str) -> None:
     sys.stdout.flush()
 
 
+TENSORFLOW_MISSING = ("the local backend runs the trainer on this machine and needs TensorFlow, which is not "
+                      "installed; pip install 'tfjob-launcher[local]', or submit to a cluster with --backend k8s")
+
+
+def require_tensorflow(spec: JobSpec) -> None:
+    """The local backend's replicas run `python -m trainer.task` with this interpreter: without
+    TensorFlow they would all crash, so stop before anything starts (checked without importing it).
+    A job with its own container command runs that instead and is not checked."""
+    import importlib.util
+
+    if not spec.command and importlib.util.find_spec("tensorflow") is None:
+        raise SpecError("--backend local", TENSORFLOW_MISSING)
+
+
+def refuse_local_volumes(spec: JobSpec) -> None:
+    """A PersistentVolumeClaim exists only on a cluster: the local backend refuses --volume."""
+    if spec.volumes:
+        raise SpecError("--volume", "PersistentVolumeClaims exist only on a cluster and the local backend cannot "
+                        "mount them; drop --volume (local replicas already share this machine's files: "
+                        "use --job-dir PATH) or use --backend k8s")
+
+
 def _with_default_job_dir(spec: JobSpec, backend) -> JobSpec:
     if spec.job_dir is not None:
         return spec
@@ -35,15 +55,31 @@ def _with_default_job_dir(spec: JobSpec, backend) -> JobSpec:
     return dataclasses.replace(spec, job_dir=job_dir) if job_dir else spec
 
 
-def rendered(spec: JobSpec) -> dict:
-    """The TFJob for `spec`, validated against the CRD schema and the operator's rules."""
+def rendered(spec: JobSpec, backend=None) -> dict:
+    """The TFJob for `spec`, validated against the CRD schema and the operator's rules:
+    $TFJOB_CRD when set, else the CRD installed where `backend` runs jobs, else the
+    packaged copy (see launcher.schemas)."""
     from .render import render
     from .validate import validate
 
     tfjob = render(spec)
-    if not validate(tfjob):
-        _note(SCHEMA_NOTE)
+    validate(tfjob, crd=installed_crd(backend))
     return tfjob
+
+
+def installed_crd(backend) -> dict | None:
+    """The cluster's TFJob CRD, or None to use $TFJOB_CRD / the packaged copy (with a note
+    when the cluster's could not be read)."""
+    from . import schemas
+    from .backends.base import CRDUnavailable
+
+    if backend is None or schemas.configured_path("tfjob"):
+        return None
+    try:
+        return backend.installed_crd(schemas.get("tfjob").crd_name)
+    except CRDUnavailable as exc:
+        _note(f"note: {exc}; validating with the packaged CRD of {schemas.describe('tfjob')}")
+        return None
 
 
 def manifest_text(tfjob: dict, output: str = "yaml") -> str:
@@ -72,6 +108,7 @@ def write_values(spec: JobSpec, path: str) -> None:
 def render_command(args, trainer_args, factory) -> int:
     spec, notes = build_spec(args, trainer_args)
     if args.backend == "local":  # show what the local backend would run
+        refuse_local_volumes(spec)
         spec = _with_default_job_dir(spec, factory("local"))
     tfjob = rendered(spec)
     if args.values_out:
@@ -87,12 +124,16 @@ def submit(args, trainer_args, factory) -> int:
     for line in notes:
         _note(line)
     kind = resolve_kind(args.backend)
+    if kind == "local":
+        refuse_local_volumes(spec)
+        if not args.dry_run:
+            require_tensorflow(spec)
     backend = factory(kind) if (kind == "local" or not args.dry_run) else None
     if backend is not None:
         spec = _with_default_job_dir(spec, backend)
     if kind == "local" and uses_gpus(spec):
         _note(LOCAL_GPU_NOTE)
-    tfjob = rendered(spec)
+    tfjob = rendered(spec, backend)
     if args.dry_run:
         _out(manifest_text(tfjob))
         return EXIT_OK

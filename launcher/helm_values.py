@@ -59,6 +59,8 @@ def values_for(spec: JobSpec) -> dict:
         "runPolicy": run_policy(spec),
         "serviceAccount": {"create": False, "name": spec.service_account or "",
                            "gcpServiceAccount": "", "annotations": {}, "automount": False},
+        "volumes": [{"claimName": v.claim, "mountPath": v.mount_path, "readOnly": v.read_only}
+                    for v in spec.volumes],
         "podSecurityContext": ctx["pod_security_context"],
         "securityContext": ctx["container_security_context"],
     }

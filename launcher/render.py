@@ -1,4 +1,4 @@
-"""JobSpec -> TFJob dict, through the one Jinja template in k8s/templates/.
+"""JobSpec -> TFJob dict, through the one Jinja template in launcher/templates/ (package data).
 
 The template holds no logic beyond loops and conditionals; everything derived from the
 JobSpec (selectors, tolerations, resources, labels) comes from JobSpec methods, so the
@@ -7,20 +7,16 @@ Helm values (`helm_values.py`) and the local backend see the same data.
 from __future__ import annotations
 
 from functools import lru_cache
-from pathlib import Path
 
 import jinja2
 import yaml
 
 from .spec import RUN_AS_USER, TF_PORT, JobSpec
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "k8s" / "templates"
-
-
 @lru_cache(maxsize=1)
 def _template() -> jinja2.Template:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        loader=jinja2.PackageLoader("launcher", "templates"),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=True,
@@ -53,6 +49,8 @@ def context(spec: JobSpec) -> dict:
         "args": spec.container_args(),
         "env": [{"name": k, "value": v} for k, v in spec.env.items()],
         "port": TF_PORT,
+        "volumes": spec.pod_volumes(),
+        "volume_mounts": spec.volume_mounts(),
         "pod_security_context": {"runAsNonRoot": True, "runAsUser": RUN_AS_USER,
                                  "runAsGroup": RUN_AS_USER, "fsGroup": RUN_AS_USER,
                                  "seccompProfile": {"type": "RuntimeDefault"}},

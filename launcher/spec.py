@@ -100,6 +100,27 @@ class ReplicaSpec:
 
 
 @dataclass(frozen=True)
+class Volume:
+    """A PersistentVolumeClaim mounted into the tensorflow container of every replica."""
+
+    claim: str
+    mount_path: str
+    read_only: bool = False
+
+    def check(self) -> None:
+        if len(self.claim) > 253 or not _DNS_SUBDOMAIN.fullmatch(self.claim):
+            raise SpecError("--volume", f"claim {self.claim!r} is not a PersistentVolumeClaim name; use lowercase "
+                            "letters, digits, '-' and '.' (e.g. --volume training-data:/data)")
+        path = self.mount_path
+        if not path.startswith("/") or any(c in path for c in "\n\x00:") or "/../" in path + "/" or len(path) > 1024:
+            raise SpecError("--volume", f"mount path {path!r} of claim {self.claim!r} is not an absolute path; "
+                            "use e.g. --volume CLAIM:/mnt/data")
+        if path.rstrip("/") in ("", "/dev", "/proc", "/sys", "/etc", "/app"):
+            raise SpecError("--volume", f"mount path {path!r} would hide the image's {path.rstrip('/') or '/'}; "
+                            "mount the claim elsewhere, e.g. /mnt/data")
+
+
+@dataclass(frozen=True)
 class RunPolicy:
     clean_pod_policy: str = "Running"
     ttl_seconds_after_finished: int | None = None
@@ -134,6 +155,7 @@ class JobSpec:
     job_dir: str | None = None
     service_account: str | None = None
     command: tuple[str, ...] = ()
+    volumes: tuple[Volume, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "replicas", MappingProxyType(
@@ -142,6 +164,7 @@ class JobSpec:
             object.__setattr__(self, attr, _frozen(getattr(self, attr)))
         object.__setattr__(self, "trainer_args", tuple(self.trainer_args))
         object.__setattr__(self, "command", tuple(self.command))
+        object.__setattr__(self, "volumes", tuple(self.volumes))
         self._check()
 
     # ---- validation -------------------------------------------------------------
@@ -166,6 +189,7 @@ class JobSpec:
                 raise SpecError("--env", f"{key!r} is not allowed as a variable name "
                                 "(letters, digits, '_', '-', '.'; TF_CONFIG is set by the operator)")
         check_job_dir(self.job_dir)
+        self._check_volumes()
         if self.service_account is not None and not _DNS_SUBDOMAIN.fullmatch(self.service_account):
             raise SpecError("--service-account", f"{self.service_account!r} is not a valid name; use lowercase DNS name")
 
@@ -180,6 +204,20 @@ class JobSpec:
         if longest > MAX_NAME:
             raise SpecError("--name", f"{self.name!r} is too long: replica service names would reach {longest} "
                             f"characters (max {MAX_NAME}); use a shorter name")
+
+    def _check_volumes(self) -> None:
+        claims: set[str] = set()
+        paths: set[str] = set()
+        for volume in self.volumes:
+            volume.check()
+            path = volume.mount_path.rstrip("/")
+            if volume.claim in claims:
+                raise SpecError("--volume", f"claim {volume.claim!r} is given twice; mount each claim once")
+            if path in paths:
+                raise SpecError("--volume", f"mount path {volume.mount_path!r} is used twice; "
+                                "give each claim its own directory")
+            claims.add(volume.claim)
+            paths.add(path)
 
     def _check_replicas(self) -> None:
         unknown = set(self.replicas) - set(ROLES)
@@ -226,6 +264,16 @@ class JobSpec:
         if spec.gpus:
             resources["limits"] = {GPU_RESOURCE: str(spec.gpus)}
         return resources
+
+    def pod_volumes(self) -> list[dict]:
+        """The pod's `volumes`: one persistentVolumeClaim volume per --volume, named pvc-N."""
+        return [{"name": f"pvc-{i}", "persistentVolumeClaim": {"claimName": v.claim}}
+                for i, v in enumerate(self.volumes)]
+
+    def volume_mounts(self) -> list[dict]:
+        """The tensorflow container's `volumeMounts` for `pod_volumes()`."""
+        return [{"name": f"pvc-{i}", "mountPath": v.mount_path, "readOnly": v.read_only}
+                for i, v in enumerate(self.volumes)]
 
     def container_args(self) -> list[str]:
         args = ["--job-dir", self.job_dir] if self.job_dir else []

@@ -12,9 +12,10 @@ Errors are `SchemaError` (a `SpecError`): the field is the manifest path, e.g.
 `spec.tfReplicaSpecs.Worker.template.spec.containers[0].resources.requests.cpu`, and the
 message says the fix.
 
-The CRD is read from $TFJOB_CRD, else `../shared/crds/kubeflow.org_tfjobs.yaml` next to
-the repository. When neither exists, `validate` returns False (the CLI prints one note)
-and server-side dry-run remains the check.
+The CRD comes from `launcher.schemas` (see there): $TFJOB_CRD when set, else the copy
+packaged with the launcher (training-operator's own file, taken by scripts/crds/update.py
+from the pinned Go module). `validate(tfjob, crd=...)` also takes a CRD object as read
+from a cluster, which is how the k8s backend validates against the CRD it has installed.
 """
 from __future__ import annotations
 
@@ -26,11 +27,11 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
+from . import schemas
 from .spec import _DNS1035, _DNS_SUBDOMAIN, _DNS1123_LABEL, _LABEL_VALUE, SpecError
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_CRD = REPO_ROOT.parent / "shared" / "crds" / "kubeflow.org_tfjobs.yaml"
-CRD_ENV = "TFJOB_CRD"
+SCHEMA = "tfjob"
+CRD_ENV = schemas.get(SCHEMA).env
 CONTAINER = "tensorflow"
 REPLICA_TYPES = ("Chief", "Master", "PS", "Worker", "Evaluator")
 CACHE_VERSION = 1  # bump when strict() changes
@@ -58,15 +59,16 @@ class CRDNotFound(SpecError):
     pass
 
 
-def crd_path() -> Path | None:
-    """$TFJOB_CRD (must exist when set) or the shared CRD; None when there is none."""
-    configured = os.environ.get(CRD_ENV)
+def crd_path(name: str = SCHEMA) -> Path:
+    """The CRD file to validate with: $TFJOB_CRD (must exist when set) or the packaged copy."""
+    configured = schemas.configured_path(name)
     if configured:
         path = Path(configured).expanduser()
         if not path.is_file():
-            raise CRDNotFound(CRD_ENV, f"{configured!r} is not a file; point it at kubeflow.org_tfjobs.yaml or unset it")
+            env, file = schemas.get(name).env, schemas.get(name).file
+            raise CRDNotFound(env, f"{configured!r} is not a file; point it at {file} or unset it")
         return path
-    return DEFAULT_CRD if DEFAULT_CRD.is_file() else None
+    return schemas.packaged_path(name)
 
 
 def _load_yaml(path: Path):
@@ -77,15 +79,20 @@ def _load_yaml(path: Path):
         return yaml.load(handle, Loader=loader)
 
 
-def crd_schema(path: Path) -> dict:
-    """The v1 openAPIV3Schema of the TFJob CRD at `path`."""
-    crd = _load_yaml(path)
+def crd_schema(path: Path, name: str = SCHEMA) -> dict:
+    """The openAPIV3Schema of the CRD file at `path`."""
+    return version_schema(_load_yaml(path), str(path), name)
+
+
+def version_schema(crd: dict, where: str, name: str = SCHEMA) -> dict:
+    """The served version's openAPIV3Schema of a CRD object (from a file or a cluster)."""
+    info = schemas.get(name)
     try:
-        version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")
+        version = next(v for v in crd["spec"]["versions"] if v["name"] == info.version)
         return version["schema"]["openAPIV3Schema"]
     except (KeyError, TypeError, StopIteration) as exc:
-        raise CRDNotFound(CRD_ENV, f"{str(path)!r} is not the TFJob CRD (no v1 openAPIV3Schema); "
-                          "use kubeflow.org_tfjobs.yaml from training-operator v1.9") from exc
+        raise CRDNotFound(info.env, f"{where!r} is not the {info.kind} CRD (no {info.version} openAPIV3Schema); "
+                          f"use {info.file} from {schemas.describe(name)}") from exc
 
 
 def _subschemas(node: dict):
@@ -156,6 +163,16 @@ def strict_schema(path: Path) -> dict:
 
 @lru_cache(maxsize=4)
 def _validator(path_key: str, mtime: float):
+    return _make_validator(strict_schema(Path(path_key)))
+
+
+@lru_cache(maxsize=2)
+def _cluster_validator(text: str):
+    """A validator for a CRD object read from a cluster (JSON text, cached per content)."""
+    return _make_validator(strict(version_schema(json.loads(text), "the cluster's CRD")))
+
+
+def _make_validator(schema: dict):
     import jsonschema
 
     checker = jsonschema.FormatChecker(formats=())
@@ -163,7 +180,7 @@ def _validator(path_key: str, mtime: float):
         checker.checks(name)(lambda value, low=low, high=high:
                              not isinstance(value, int) or low <= value <= high)
     kube = jsonschema.validators.extend(jsonschema.Draft7Validator, {"pattern": _pattern})
-    return kube(strict_schema(Path(path_key)), format_checker=checker)
+    return kube(schema, format_checker=checker)
 
 
 def field_path(parts) -> str:
@@ -204,10 +221,13 @@ def _fix(error) -> str:
     return f"{error.message}; fix this field"
 
 
-def _schema_errors(tfjob: dict, path: Path) -> None:
+def _schema_errors(tfjob: dict, crd: Path | dict) -> None:
     import jsonschema
 
-    validator = _validator(str(path), path.stat().st_mtime)
+    if isinstance(crd, dict):
+        validator = _cluster_validator(json.dumps(crd, sort_keys=True))
+    else:
+        validator = _validator(str(crd), crd.stat().st_mtime)
     error = jsonschema.exceptions.best_match(validator.iter_errors(tfjob))
     if error is not None:
         raise SchemaError(field_path(error.absolute_path), _fix(error))
@@ -242,11 +262,10 @@ def _webhook_rules(tfjob: dict) -> None:
             raise SchemaError(f"spec.runPolicy.{key}", "must be greater than or equal to 0")
 
 
-def validate(tfjob: dict, crd: Path | None = None) -> bool:
-    """Raise SchemaError for the first problem. Returns False when the schema was skipped
-    because no CRD file could be found (the webhook rules are checked either way)."""
-    path = crd or crd_path()
-    if path is not None:
-        _schema_errors(tfjob, path)
+def validate(tfjob: dict, crd: Path | dict | None = None) -> bool:
+    """Raise SchemaError for the first problem; True when valid. `crd`: a CRD file, a CRD
+    object read from a cluster, or None for `crd_path()` ($TFJOB_CRD or the packaged copy).
+    The operator's webhook rules are checked either way."""
+    _schema_errors(tfjob, crd_path() if crd is None else crd)
     _webhook_rules(tfjob)
-    return path is not None
+    return True

@@ -25,6 +25,10 @@ class NotFound(BackendError):
     pass
 
 
+class CRDUnavailable(BackendError):
+    """The cluster's copy of a CRD could not be read (not installed, not permitted)."""
+
+
 @dataclass(frozen=True)
 class JobStatus:
     """A snapshot: the TFJob's conditions and one row per replica."""
@@ -57,6 +61,11 @@ class Backend(abc.ABC):
 
     def default_job_dir(self, name: str, namespace: str) -> str | None:
         """Where outputs go when the user gave no --job-dir (None: the trainer's default)."""
+        return None
+
+    def installed_crd(self, crd_name: str) -> dict | None:
+        """The CRD object (e.g. tfjobs.kubeflow.org) installed where jobs run; None when
+        there is no such place (local); CRDUnavailable when it cannot be read."""
         return None
 
     @abc.abstractmethod

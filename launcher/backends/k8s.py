@@ -39,6 +39,9 @@ class KubernetesBackend(Backend):
     def close(self) -> None:
         self.api.close()
 
+    def installed_crd(self, crd_name: str) -> dict | None:
+        return self.api.get_crd(crd_name)
+
     # ---- create -------------------------------------------------------------------
     def dry_run(self, tfjob: dict) -> dict:
         """Server-side dry run (dryRun=All): the object as the server would store it."""

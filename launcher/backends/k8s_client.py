@@ -29,7 +29,7 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from .base import AlreadyExists, BackendError, NotFound
+from .base import AlreadyExists, BackendError, CRDUnavailable, NotFound
 
 GROUP, VERSION, PLURAL = "kubeflow.org", "v1", "tfjobs"
 CONNECT_TIMEOUT = 10  # seconds to open a connection
@@ -247,6 +247,7 @@ class KubeApi:
         self.host = api_client.configuration.host
         self.core = client.CoreV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
+        self.extensions = client.ApiextensionsV1Api(api_client)
 
     @contextmanager
     def errors(self, action: str, not_found: str | None = None, exists: str | None = None) -> Iterator[None]:
@@ -261,6 +262,18 @@ class KubeApi:
             if exc.status == 409 and exists:
                 raise AlreadyExists(exists) from None
             raise BackendError(one_line(f"{action}: {server_message(exc)}")) from None
+        except TRANSPORT_ERRORS as exc:
+            raise unreachable(self.host, exc) from None
+
+    # ---- CRDs ---------------------------------------------------------------------
+    def get_crd(self, crd_name: str) -> dict:
+        """The CustomResourceDefinition object; CRDUnavailable when missing or forbidden."""
+        try:
+            return read_json(self.extensions.read_custom_resource_definition(
+                crd_name, _preload_content=False, _request_timeout=(CONNECT_TIMEOUT, CALL_TIMEOUT)))
+        except ApiException as exc:
+            why = {403: "not permitted to read it", 404: "not installed"}.get(exc.status, server_message(exc))
+            raise CRDUnavailable(f"cannot read CRD {crd_name} from {self.host} ({why})") from None
         except TRANSPORT_ERRORS as exc:
             raise unreachable(self.host, exc) from None
 

@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Iterator
 
 from ..events import Event, LogLine
@@ -227,9 +228,13 @@ class LocalBackend(Backend):
         terminate_groups([(r["pid"], r.get("pid_start")) for r in leftovers["replicas"] if r.get("pid")], grace)
         self._reap()
 
-    def delete(self, name: str, namespace: str, wait: bool = False) -> None:
-        """Stop the job's processes and remove its folder (logs and default output too).
+    def delete(self, name: str, namespace: str, wait: bool = False, purge: bool = False) -> Path | None:
+        """Stop the job's processes and remove its folder, except the default job dir
+        (output/) unless `purge`; returns the kept output path (None: nothing kept).
         Always synchronous, so `wait` changes nothing."""
+        run = self.runs.job(name, namespace)
+        if purge and not run.exists() and run.output.is_dir():  # outputs kept by an earlier delete
+            return run.remove()
         run = self._run(name, namespace)
         self._stop_run(run)
-        run.remove()
+        return run.remove(keep_output=not purge)

@@ -146,8 +146,16 @@ class RunDir:
     def claim(self, pid: int, start: int | None) -> None:
         write_json_atomic(self.owner_path, {"pid": pid, "start": start})
 
-    def remove(self) -> None:
-        shutil.rmtree(self.path, ignore_errors=True)
+    def remove(self, keep_output: bool = False) -> Path | None:
+        """Remove the job's folder; with `keep_output`, all but a non-empty output/ (the
+        default job dir: checkpoints, events, the exported model), whose path is returned."""
+        if not keep_output or not self.output.is_dir() or not any(self.output.iterdir()):
+            shutil.rmtree(self.path, ignore_errors=True)
+            return None
+        for entry in self.path.iterdir():
+            if entry != self.output:
+                shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink(missing_ok=True)
+        return self.output
 
 
 class RunsDir:

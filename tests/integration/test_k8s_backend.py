@@ -223,3 +223,12 @@ def test_refused_credentials_are_reported(fake_apiserver, tmp_path):
             backend.list(None)
     finally:
         backend.close()
+
+
+# ---- the cluster's CRD ---------------------------------------------------------------------------
+def test_a_cluster_without_the_tfjob_crd_is_crd_unavailable(k8s_backend, fake_apiserver):
+    from launcher.backends.base import CRDUnavailable
+
+    with pytest.raises(CRDUnavailable) as err:
+        k8s_backend.installed_crd("tfjobs.kubeflow.org")
+    assert str(err.value) == f"cannot read CRD tfjobs.kubeflow.org from {k8s_backend.api.host} (not installed)"

@@ -87,8 +87,19 @@ def test_detached_job_is_followed_and_deleted_from_later_launchers(env, state, t
     args = run.manifest()["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["args"]
     assert args[:2] == ["--job-dir", str(run.output)]  # the default job dir sits next to the logs
 
+    (run.output / "checkpoints").mkdir(parents=True, exist_ok=True)
+    (run.output / "checkpoints" / "ckpt-1.index").write_text("a checkpoint")  # what a trainer leaves
     deleted = launcher("delete", "bg", "--backend", "local", env=env)
     assert deleted.returncode == 0, deleted.stderr
     assert all(gone(pid) for pid in replica_pids(state).values())
+    assert deleted.stdout.splitlines() == [
+        "tfjob bg deleted",
+        f"Kept its outputs (checkpoints, TensorBoard events, exported model) in {run.output}; a new job named bg "
+        "resumes from them. Remove them with --purge."]
+    assert (run.output / "checkpoints" / "ckpt-1.index").read_text() == "a checkpoint"
     missing = launcher("status", "bg", "--backend", "local", env=env)
     assert missing.returncode == 1 and "bg" in missing.stderr
+    assert "bg" not in launcher("list", "--backend", "local", env=env).stdout
+    purged = launcher("delete", "bg", "--backend", "local", "--purge", env=env)
+    assert (purged.returncode, purged.stdout) == (0, "tfjob bg deleted\n"), purged.stderr
+    assert not run.path.exists()

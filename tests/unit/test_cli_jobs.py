@@ -107,3 +107,10 @@ def test_delete_missing_exits_1(cli):
 
 def test_replica_phase_helper_types():
     assert replica_phase("evaluator-0", "Running").type == "Evaluator"
+
+
+def test_purge_is_refused_on_a_cluster(cli):
+    fake = backend()
+    result = cli("delete", "mnist", "--backend", "k8s", "--purge", backend=fake)
+    assert (result.code, result.out) == (2, "") and fake.deleted == []
+    assert result.err.startswith("error: --purge: only the local backend keeps outputs itself")

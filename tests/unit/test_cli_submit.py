@@ -147,3 +147,87 @@ def test_status_watch_exit_codes(cli, outcome, code):
     result = cli("status", "mnist", "-w", "--backend", "k8s", backend=backend)
     assert result.code == code
     assert result.out.splitlines()[-1] == f"mnist: {outcome}"
+
+
+def test_render_refuses_an_out_of_range_count_with_the_packaged_crd(cli, monkeypatch):
+    monkeypatch.delenv("TFJOB_CRD", raising=False)
+    result = cli("render", "--workers", "1000000000000")
+    assert result.code == 2 and result.out == ""
+    assert result.err.startswith("error: spec.tfReplicaSpecs.Worker.replicas:") and "int32" in result.err
+
+
+class ClusterCRDBackend(FakeBackend):
+    """FakeBackend whose cluster has a given TFJob CRD installed (or none readable)."""
+
+    def __init__(self, crd=None, error=None, **kwargs):
+        super().__init__(**kwargs)
+        self.crd, self.error, self.crd_requests = crd, error, []
+
+    def installed_crd(self, crd_name):
+        self.crd_requests.append(crd_name)
+        if self.error:
+            raise self.error
+        return self.crd
+
+
+def stricter_crd(maximum: int) -> dict:
+    import yaml
+
+    from launcher.schemas import packaged_path
+
+    crd = yaml.safe_load(packaged_path("tfjob").read_text())
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"][
+        "tfReplicaSpecs"]["additionalProperties"]["properties"]["replicas"]["maximum"] = maximum
+    return crd
+
+
+def test_submit_validates_against_the_crd_the_cluster_has_installed(cli):
+    backend = ClusterCRDBackend(name="k8s", crd=stricter_crd(1))
+    result = submit(cli, backend, "--workers", "2")
+    assert result.code == 2 and backend.submitted == []
+    assert backend.crd_requests == ["tfjobs.kubeflow.org"]
+    assert "spec.tfReplicaSpecs.Worker.replicas" in result.err
+
+
+def test_tfjob_crd_wins_over_the_clusters_crd(cli, monkeypatch):
+    from launcher.schemas import packaged_path
+
+    monkeypatch.setenv("TFJOB_CRD", str(packaged_path("tfjob")))
+    backend = ClusterCRDBackend(name="k8s", crd=stricter_crd(1))
+    result = submit(cli, backend, "--workers", "2", "--detach")
+    assert result.code == 0, result.err
+    assert backend.crd_requests == [] and len(backend.submitted) == 1
+
+
+def test_unreadable_cluster_crd_falls_back_to_the_packaged_copy_with_a_note(cli):
+    from launcher.backends.base import CRDUnavailable
+
+    backend = ClusterCRDBackend(name="k8s", error=CRDUnavailable(
+        "cannot read CRD tfjobs.kubeflow.org from https://k8s (not permitted to read it)"))
+    result = submit(cli, backend, "--detach")
+    assert result.code == 0, result.err
+    assert ("note: cannot read CRD tfjobs.kubeflow.org from https://k8s (not permitted to read it); "
+            "validating with the packaged CRD of training-operator v1.9.4") in result.err
+    bad = submit(cli, ClusterCRDBackend(name="k8s", error=CRDUnavailable("x")), "--workers", "1000000000000")
+    assert bad.code == 2 and "int32" in bad.err
+
+
+def test_version_prints_the_distribution_version(cli):
+    from importlib import metadata
+
+    result = cli("--version")
+    assert (result.code, result.out) == (0, f"tfjob-launcher {metadata.version('tfjob-launcher')}\n")
+
+
+def test_local_submit_without_tensorflow_stops_before_anything_starts(cli, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tensorflow" else real(name, *a))
+    backend = FakeBackend(name="local")
+    result = submit(cli, backend)
+    assert (result.code, result.out) == (2, "") and backend.submitted == []
+    assert result.err == ("error: --backend local: the local backend runs the trainer on this machine and needs "
+                          "TensorFlow, which is not installed; pip install 'tfjob-launcher[local]', or submit to a "
+                          "cluster with --backend k8s\n")
+    assert submit(cli, FakeBackend(name="local"), "--dry-run").code == 0  # a dry run starts nothing: allowed

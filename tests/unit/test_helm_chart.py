@@ -13,16 +13,14 @@ from kubernetes_validate.utils import latest_version
 
 from launcher.helm_values import values_yaml
 from launcher.render import context
-from launcher.validate import DEFAULT_CRD, validate
+from launcher.schemas import packaged_path
+from launcher.validate import validate
 from tests.support.tools import helm_template, run_helm
 from tests.unit.test_helm_parity import CHART, helm_tfjob, spec_matrix
 
 
 def crd() -> Path:
-    if not DEFAULT_CRD.is_file():
-        pytest.fail(f"TFJob CRD not found at {DEFAULT_CRD}; the shared/ checkout must sit next to the repository",
-                    pytrace=False)
-    return DEFAULT_CRD
+    return packaged_path("tfjob")
 
 
 def write_values(tmp_path, values: dict, name: str = "values.yaml"):

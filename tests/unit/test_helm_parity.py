@@ -6,7 +6,7 @@ import pytest
 
 from launcher.helm_values import values_yaml
 from launcher.render import render
-from launcher.spec import JobSpec, ReplicaSpec, RunPolicy
+from launcher.spec import JobSpec, ReplicaSpec, RunPolicy, Volume
 from tests.support.tools import ROOT, helm_template
 
 CHART = ROOT / "charts" / "tfjob"
@@ -52,6 +52,9 @@ def spec_matrix() -> dict[str, JobSpec]:
         "mwms-no-ps": JobSpec(name="mwms", image="registry.local:5000/trainer:dev",
                               replicas={"Worker": ReplicaSpec(4, gpus=1, cpu="500m", memory="1Gi")},
                               job_dir="/mnt/runs/mwms", trainer_args=("--strategy", "multi-worker")),
+        "volumes": JobSpec(name="pvc", replicas={"Chief": ReplicaSpec(1), "PS": ps, "Worker": worker},
+                           job_dir="/mnt/runs/pvc",
+                           volumes=(Volume("training-runs", "/mnt/runs"), Volume("mnist.data", "/mnt/data", True))),
         "chief-only": JobSpec(name="a" * 55, replicas={"Chief": ReplicaSpec(1), "Worker": ReplicaSpec(0)}),
     }
 

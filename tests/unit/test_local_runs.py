@@ -82,3 +82,22 @@ def test_runs_dir_lists_jobs_by_namespace(tmp_path, monkeypatch):
     assert [r.path.name for r in runs.jobs("a")] == ["one", "two"]
     assert [r.path.name for r in runs.jobs(None)] == ["one", "two", "three"]
     assert runs.jobs("missing") == []
+
+
+def test_remove_keeps_a_non_empty_output_unless_asked(tmp_path):
+    run = RunsDir(tmp_path).job("j", "ns")
+    run.create({"kind": "TFJob"}, {})
+    run.log_path("chief-0").write_text("log")
+    (run.output / "export" / "1").mkdir(parents=True)
+    (run.output / "export" / "1" / "saved_model.pb").write_bytes(b"model")
+    assert run.remove(keep_output=True) == run.output
+    assert sorted(p.name for p in run.path.iterdir()) == ["output"] and not run.exists()
+    assert (run.output / "export" / "1" / "saved_model.pb").read_bytes() == b"model"
+    assert run.remove() is None and not run.path.exists()
+
+
+def test_remove_drops_an_empty_output(tmp_path):
+    run = RunsDir(tmp_path).job("j", "ns")
+    run.create({"kind": "TFJob"}, {})
+    run.output.mkdir()
+    assert run.remove(keep_output=True) is None and not run.path.exists()

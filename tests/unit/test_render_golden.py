@@ -55,6 +55,9 @@ CASES = {
                   "--restart-policy", "ExitCode", "--clean-pod-policy", "All", "--ttl-seconds", "3600",
                   "--active-deadline-seconds", "7200", "--backoff-limit", "3", "--env", "LOG_LEVEL=debug",
                   "--label", "team=ml", "--service-account", "trainer"],
+    "volumes": ["--name", "mnist-pvc", "--workers", "2", "--ps", "1", "--job-dir", "/mnt/runs/mnist-pvc",
+                "--volume", "training-runs:/mnt/runs", "--volume", "mnist.data:/mnt/data/:ro",
+                "--", "--data-dir", "/mnt/data/mnist"],
     "cloudml_standard_1": ["--name", "census", "--config", "{STANDARD_1}"],
     "cloudml_custom": ["--name", "custom-job", "--config", "{CUSTOM}"],
 }
@@ -108,3 +111,14 @@ def test_cloudml_tiers_become_replica_counts():
               for case in ("cloudml_standard_1", "cloudml_custom")}
     assert counts["cloudml_standard_1"] == {"Chief": 1, "PS": 3, "Worker": 4}
     assert counts["cloudml_custom"] == {"Chief": 1, "PS": 2, "Worker": 3, "Evaluator": 1}
+
+
+def test_volumes_are_mounted_in_every_replica():
+    manifest = yaml.safe_load((GOLDEN / "volumes.yaml").read_text())
+    for replica in manifest["spec"]["tfReplicaSpecs"].values():
+        pod = replica["template"]["spec"]
+        assert pod["volumes"] == [{"name": "pvc-0", "persistentVolumeClaim": {"claimName": "training-runs"}},
+                                  {"name": "pvc-1", "persistentVolumeClaim": {"claimName": "mnist.data"}}]
+        assert pod["containers"][0]["volumeMounts"] == [
+            {"name": "pvc-0", "mountPath": "/mnt/runs", "readOnly": False},
+            {"name": "pvc-1", "mountPath": "/mnt/data/", "readOnly": True}]

@@ -49,3 +49,19 @@ def test_values_file_is_accepted_by_real_helm_with_yaml_boolean_lookalikes(cli, 
     container = tfjob["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     assert container["env"] == [{"name": "A", "value": "y"}, {"name": "B", "value": "on"}]
     assert container["args"][-1] == "off"
+
+
+def test_values_out_with_volumes_renders_the_same_tfjob_in_real_helm(cli, tmp_path):
+    from tests.support.tools import ROOT, helm_template
+
+    target = tmp_path / "values.yaml"
+    result = cli("render", "--name", "mnist", "--workers", "2", "--volume", "runs:/mnt/runs",
+                 "--volume", "on:/mnt/on:ro", "--values-out", str(target))
+    assert result.code == 0, result.err
+    docs = helm_template(ROOT / "charts" / "tfjob", [target], tmp_path / "helm-home")
+    tfjob = next(doc for doc in docs if doc["kind"] == "TFJob")
+    for rtype, replica in result.manifest()["spec"]["tfReplicaSpecs"].items():
+        pod = tfjob["spec"]["tfReplicaSpecs"][rtype]["template"]["spec"]
+        assert pod["volumes"] == replica["template"]["spec"]["volumes"]
+        assert pod["containers"][0]["volumeMounts"] == replica["template"]["spec"]["containers"][0]["volumeMounts"]
+        assert pod["volumes"][1] == {"name": "pvc-1", "persistentVolumeClaim": {"claimName": "on"}}

@@ -1,4 +1,4 @@
-"""launcher.validate against the real TFJob CRD schema (../shared/crds) and operator rules."""
+"""launcher.validate against the real TFJob CRD schema (the packaged copy) and operator rules."""
 from __future__ import annotations
 
 import copy
@@ -91,13 +91,37 @@ def test_crd_path_from_env(monkeypatch, tmp_path):
         v.crd_path()
 
 
-def test_missing_crd_skips_schema_but_keeps_operator_rules(monkeypatch, tmp_path, tfjob):
-    monkeypatch.delenv("TFJOB_CRD")
-    monkeypatch.setattr(v, "DEFAULT_CRD", tmp_path / "absent.yaml")
-    assert v.crd_path() is None
-    assert v.validate(mutated(tfjob, (*WORKER, "unknownField"), 1)) is False
-    with pytest.raises(v.SchemaError):
-        v.validate(mutated(tfjob, (*CONTAINER, "name"), "x"))
+def test_without_tfjob_crd_the_packaged_copy_is_used(monkeypatch, tfjob):
+    monkeypatch.delenv("TFJOB_CRD", raising=False)
+    assert v.crd_path() == CRD and CRD.is_file()
+    with pytest.raises(v.SchemaError, match="unknown field"):
+        v.validate(mutated(tfjob, (*WORKER, "unknownField"), 1))
+
+
+def test_tfjob_crd_wins_over_the_packaged_copy(monkeypatch, tmp_path, tfjob):
+    import yaml
+
+    crd = yaml.safe_load(CRD.read_text())
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"][
+        "tfReplicaSpecs"]["additionalProperties"]["properties"]["replicas"]["maximum"] = 1
+    stricter = tmp_path / "stricter.yaml"
+    stricter.write_text(yaml.safe_dump(crd))
+    assert v.validate(tfjob) is True
+    monkeypatch.setenv("TFJOB_CRD", str(stricter))
+    with pytest.raises(v.SchemaError) as caught:
+        v.validate(tfjob)
+    assert caught.value.field == "spec.tfReplicaSpecs.Worker.replicas"
+
+
+def test_a_crd_object_from_a_cluster_is_used_as_given(tfjob):
+    import yaml
+
+    crd = yaml.safe_load(CRD.read_text())
+    assert v.validate(tfjob, crd=crd) is True
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"][
+        "runPolicy"]["properties"].pop("cleanPodPolicy")
+    with pytest.raises(v.SchemaError, match="cleanPodPolicy"):
+        v.validate(tfjob, crd=crd)
 
 
 def test_not_a_crd_is_reported(tmp_path):

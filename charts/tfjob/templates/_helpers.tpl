@@ -147,7 +147,7 @@ nodeSelector plus the accelerator label on GPU roles. Call with (dict "root" $ "
 {{- end }}
 
 {{/*
-Rules that span several values (launcher: JobSpec._check_replicas / _check_names).
+Rules that span several values (launcher: JobSpec._check_replicas / _check_names / _check_volumes).
 Per-value rules live in values.schema.json. Each failure names the value and the fix.
 */}}
 {{- define "tfjob.validate" -}}
@@ -181,5 +181,18 @@ Per-value rules live in values.schema.json. Each failure names the value and the
 {{- fail (printf "jobName: %q is too long: replica service name %q has %d characters (max 63); set a shorter jobName" $name $replica (len $replica)) }}
 {{- end }}
 {{- end }}
+{{- end }}
+{{- $claims := dict }}
+{{- $paths := dict }}
+{{- range $i, $volume := .Values.volumes }}
+{{- if hasKey $claims $volume.claimName }}
+{{- fail (printf "volumes[%d].claimName: claim %q is given twice; mount each claim once" $i $volume.claimName) }}
+{{- end }}
+{{- $path := trimSuffix "/" $volume.mountPath }}
+{{- if hasKey $paths $path }}
+{{- fail (printf "volumes[%d].mountPath: %q is used twice; give each claim its own directory" $i $volume.mountPath) }}
+{{- end }}
+{{- $_ := set $claims $volume.claimName true }}
+{{- $_ := set $paths $path true }}
 {{- end }}
 {{- end }}

@@ -1,0 +1,48 @@
+"""The wheel and sdist built from the checkout (`python -m build`): valid metadata (twine
+check), the console script, the extras, and the package data the launcher reads at run
+time (the Jinja template, the CRD schemas and their origin records)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import tarfile
+import zipfile
+
+import pytest
+
+from launcher import schemas
+from tests.support.packaging import Dists, dists  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.packaging
+PACKAGE_DATA = ["launcher/templates/tfjob.yaml.j2"] + [
+    f"launcher/schemas/{s.file}{suffix}" for s in schemas.SCHEMAS.values() for suffix in ("", ".origin.json")]
+
+
+def test_twine_check_passes(dists: Dists):
+    done = subprocess.run([sys.executable, "-m", "twine", "check", "--strict", str(dists.wheel), str(dists.sdist)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("PASSED") == 2
+
+
+def test_wheel_holds_templates_schemas_and_the_console_script(dists: Dists):
+    with zipfile.ZipFile(dists.wheel) as wheel:
+        names = set(wheel.namelist())
+        meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
+        metadata = wheel.read(meta).decode()
+        entry_points = wheel.read(meta.replace("METADATA", "entry_points.txt")).decode()
+    assert set(PACKAGE_DATA) <= names, sorted(set(PACKAGE_DATA) - names)
+    assert "launcher/backends/k8s.py" in names and "trainer/task.py" in names
+    assert "tfjob = launcher.__main__:run" in entry_points
+    requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
+    base = [line for line in requires if "extra ==" not in line]
+    assert base and not any("tensorflow" in line or "tensorboard" in line for line in base), base
+    assert any(line.startswith("Requires-Dist: tensorflow-cpu") and "extra == \"trainer\"" in line for line in requires)
+    assert any("tfjob-launcher[trainer]" in line and "extra == \"local\"" in line for line in requires)
+
+
+def test_sdist_holds_templates_and_schemas(dists: Dists):
+    with tarfile.open(dists.sdist) as sdist:
+        names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
+    assert set(PACKAGE_DATA) <= names, sorted(set(PACKAGE_DATA) - names)
+    assert {"pyproject.toml", "README.md", "LICENSE"} <= names

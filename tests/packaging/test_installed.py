@@ -1,0 +1,99 @@
+"""The wheel installed into new virtual environments and run from a directory outside the
+checkout, as a user would: without TensorFlow (render, submit --dry-run, the local
+backend's one-line refusal, --version), and with the [local] extra (a short real
+parameter-server job to Succeeded on the local backend)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from launcher.validate import validate
+from tests.support.packaging import ROOT, Dists, Venv, dists, new_venv  # noqa: F401 (fixture)
+from tests.support.trainer_cluster import mnist_dir  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.packaging
+VERSION = "0.1.0"
+JOB_TIMEOUT = 900.0
+
+
+@pytest.fixture(scope="module")
+def lean(dists: Dists, tmp_path_factory) -> Venv:
+    """The wheel alone: no TensorFlow."""
+    venv = new_venv(tmp_path_factory.mktemp("lean"))
+    venv.pip_install(str(dists.wheel))
+    return venv
+
+
+def one_line_error(done) -> str:
+    assert done.returncode == 2 and done.stdout == "", done.stdout + done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert len(lines) == 1, done.stderr
+    return lines[0]
+
+
+def test_the_installed_launcher_runs_from_site_packages_without_tensorflow(lean: Venv):
+    done = lean.run(lean.python, "-c", "import importlib.util, json, launcher, trainer; print(json.dumps("
+                    "[launcher.__file__, trainer.__file__, importlib.util.find_spec('tensorflow') is None]))")
+    assert done.returncode == 0, done.stderr
+    launcher_file, trainer_file, no_tensorflow = json.loads(done.stdout)
+    assert launcher_file.startswith(str(lean.path)) and trainer_file.startswith(str(lean.path))
+    assert no_tensorflow
+
+
+@pytest.mark.parametrize("command", [("tfjob",), ("python", "-m", "launcher")])
+def test_version(lean: Venv, command):
+    done = lean.run(*command, "--version")
+    assert (done.returncode, done.stdout) == (0, f"tfjob-launcher {VERSION}\n"), done.stderr
+
+
+def test_render_is_valid_against_the_crd(lean: Venv):
+    done = lean.run("tfjob", "render", "--name", "pkg", "--workers", "2", "--ps", "1",
+                    "--volume", "runs:/mnt/runs", "--", "--train-steps", "10")
+    assert done.returncode == 0, done.stderr
+    manifest = yaml.safe_load(done.stdout)
+    assert manifest["kind"] == "TFJob" and set(manifest["spec"]["tfReplicaSpecs"]) == {"Chief", "PS", "Worker"}
+    assert validate(manifest) is True
+    assert "spec.tfReplicaSpecs.Worker.replicas" in one_line_error(lean.run("tfjob", "render", "--workers",
+                                                                            "1000000000000"))
+
+
+def test_values_out_and_json_output(lean: Venv):
+    done = lean.run("tfjob", "render", "--name", "pkg", "-o", "json", "--values-out", "values.yaml")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["metadata"]["name"] == "pkg"
+    assert yaml.safe_load((lean.home / "values.yaml").read_text())["jobName"] == "pkg"
+
+
+@pytest.mark.parametrize("backend", ["k8s", "local"])
+def test_submit_dry_run(lean: Venv, backend):
+    done = lean.run("tfjob", "submit", "--dry-run", "--backend", backend, "--name", "pkg", "--workers", "2")
+    assert done.returncode == 0, done.stderr
+    manifest = yaml.safe_load(done.stdout)
+    assert validate(manifest) is True
+    assert not (lean.home / "runs").exists()
+
+
+def test_local_backend_without_tensorflow_is_one_line_and_starts_nothing(lean: Venv):
+    done = lean.run("tfjob", "submit", "--name", "pkg", "--workers", "2", "--ps", "1")  # auto: no cluster
+    line = one_line_error(done)
+    assert line.startswith("error: --backend local: ") and "pip install 'tfjob-launcher[local]'" in line
+    assert not (lean.home / "runs").exists()
+    assert one_line_error(lean.run("tfjob", "submit", "--backend", "local", "--name", "pkg")) == line
+
+
+@pytest.mark.slow
+def test_with_the_local_extra_a_ps_job_succeeds(dists: Dists, tmp_path, mnist_dir):  # noqa: F811
+    venv = new_venv(tmp_path)
+    venv.pip_install(f"{dists.wheel}[local]")
+    done = venv.run("tfjob", "submit", "--backend", "local", "--name", "pkg-ps", "--workers", "1", "--ps", "1",
+                    "--", "--data-dir", mnist_dir, "--train-steps", "30", "--threads", "1",
+                    "--log-every-steps", "10", "--steps-per-execution", "5", "--eval-every-steps", "0",
+                    "--checkpoint-every-steps", "30", "--poll-seconds", "1", timeout=JOB_TIMEOUT)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "Succeeded" in done.stdout
+    output = venv.home / "runs" / "default" / "pkg-ps" / "output"
+    assert any(p.name == "saved_model.pb" for p in (output / "export").rglob("*")), sorted(output.rglob("*"))
+    status = venv.run("tfjob", "status", "pkg-ps", "--backend", "local")
+    assert status.stdout.splitlines()[0].endswith("Succeeded"), status.stdout + status.stderr
