@@ -45,6 +45,9 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
     job.add_argument("--volume", action="append", default=[], metavar="CLAIM:PATH[:ro]",
                      help="mount the PersistentVolumeClaim CLAIM at PATH in every replica, read-only with :ro "
                           "(repeatable; k8s backend only), e.g. --volume training-data:/mnt/data")
+    job.add_argument("--no-network-policy", action="store_true",
+                     help="k8s: no NetworkPolicy for the job (by default one admits traffic to the job's pods on the "
+                          "TensorFlow port only from the job's own pods, where the cluster's network plugin enforces it)")
     reps = parser.add_argument_group("replicas")
     reps.add_argument("--workers", type=non_negative_int, metavar="N", help="worker replicas (default 2)")
     reps.add_argument("--ps", type=non_negative_int, metavar="N", help="parameter servers (default 1)")
@@ -199,6 +202,7 @@ def build_spec(args: argparse.Namespace, trainer_args: tuple[str, ...] = ()) -> 
         service_account=args.service_account,
         command=settings.command,
         volumes=volumes(args.volume),
+        network_policy=not getattr(args, "no_network_policy", False),
     )
     return spec, settings.notes
 

@@ -82,6 +82,13 @@ def installed_crd(backend) -> dict | None:
         return None
 
 
+def network_policy(spec: JobSpec) -> dict | None:
+    """The job's NetworkPolicy (k8s backend), None with --no-network-policy."""
+    from .render import render_network_policy
+
+    return render_network_policy(spec)
+
+
 def manifest_text(tfjob: dict, output: str = "yaml") -> str:
     from .render import to_yaml
 
@@ -134,13 +141,17 @@ def submit(args, trainer_args, factory) -> int:
     if kind == "local" and uses_gpus(spec):
         _note(LOCAL_GPU_NOTE)
     tfjob = rendered(spec, backend)
+    policy = network_policy(spec) if kind == "k8s" else None
     if args.dry_run:
-        _out(manifest_text(tfjob))
+        _out(manifest_text(tfjob) + ("---\n" + manifest_text(policy) if policy else ""))
         return EXIT_OK
     if args.server_dry_run:
         _out(manifest_text(backend.dry_run(tfjob)))
         return EXIT_OK
-    backend.submit(tfjob, replace=args.replace)
+    if policy is None:
+        backend.submit(tfjob, replace=args.replace)
+    else:
+        backend.submit(tfjob, replace=args.replace, network_policy=policy)
     _out(f"tfjob {spec.name} submitted (namespace {spec.namespace}, {backend.name} backend)")
     hints = Hints(spec, args.backend, args.kubeconfig, args.context)
     if args.detach:

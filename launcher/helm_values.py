@@ -61,6 +61,7 @@ def values_for(spec: JobSpec) -> dict:
                            "gcpServiceAccount": "", "annotations": {}, "automount": False},
         "volumes": [{"claimName": v.claim, "mountPath": v.mount_path, "readOnly": v.read_only}
                     for v in spec.volumes],
+        "networkPolicy": {"enabled": spec.network_policy},
         "podSecurityContext": ctx["pod_security_context"],
         "securityContext": ctx["container_security_context"],
     }

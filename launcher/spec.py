@@ -18,6 +18,7 @@ CLEAN_POD_POLICIES = ("Running", "All", "None")
 DEFAULT_IMAGE = "tfjob-trainer:0.1.0"
 DEFAULT_NAMESPACE = "default"
 TF_PORT = 2222
+JOB_NAME_LABEL = "training.kubeflow.org/job-name"  # training-operator labels every pod of a job with it
 ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
 GPU_RESOURCE = "nvidia.com/gpu"
 RUN_AS_USER = 1000
@@ -156,6 +157,7 @@ class JobSpec:
     service_account: str | None = None
     command: tuple[str, ...] = ()
     volumes: tuple[Volume, ...] = ()
+    network_policy: bool = True  # a NetworkPolicy: the TF port admits the job's own pods only
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "replicas", MappingProxyType(

@@ -247,6 +247,7 @@ class KubeApi:
         self.host = api_client.configuration.host
         self.core = client.CoreV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
+        self.networking = client.NetworkingV1Api(api_client)
         self.extensions = client.ApiextensionsV1Api(api_client)
 
     @contextmanager
@@ -302,6 +303,18 @@ class KubeApi:
                 GROUP, VERSION, PLURAL, _preload_content=False, **params)
         return self.custom.list_namespaced_custom_object(
             GROUP, VERSION, namespace, PLURAL, _preload_content=False, **params)
+
+    # ---- NetworkPolicies ----------------------------------------------------------
+    def create_network_policy(self, policy: dict) -> dict:
+        return self.networking.create_namespaced_network_policy(
+            policy["metadata"]["namespace"], policy, _preload_content=False,
+            _request_timeout=(CONNECT_TIMEOUT, CALL_TIMEOUT))
+
+    def replace_network_policy(self, policy: dict) -> dict:
+        meta = policy["metadata"]
+        return self.networking.replace_namespaced_network_policy(
+            meta["name"], meta["namespace"], policy, _preload_content=False,
+            _request_timeout=(CONNECT_TIMEOUT, CALL_TIMEOUT))
 
     # ---- pods ---------------------------------------------------------------------
     def pods(self, namespace: str, **params) -> urllib3.BaseHTTPResponse:

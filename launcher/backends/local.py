@@ -105,7 +105,9 @@ class LocalBackend(Backend):
             annotations[f"{ANNOTATION_PREFIX}/{replica['id']}"] = command_line(replica)
         return annotated
 
-    def submit(self, tfjob: dict, replace: bool = False) -> None:
+    def submit(self, tfjob: dict, replace: bool = False, network_policy: dict | None = None) -> None:
+        """`network_policy` is not applied here: the replicas' private network namespace
+        (see local_netns) is the local counterpart."""
         name, namespace = _identity(tfjob)
         plan = build_plan(tfjob)
         run = self.runs.job(name, namespace)
