@@ -40,6 +40,17 @@ def require_tensorflow(spec: JobSpec) -> None:
         raise SpecError("--backend local", TENSORFLOW_MISSING)
 
 
+def require_local_secrets(spec: JobSpec) -> None:
+    """Every --secret-env has a value on this machine (see backends/local_secrets)."""
+    from .backends.local_secrets import unresolved
+
+    refs = [{"name": s.name, "secret": s.secret, "key": s.key} for s in spec.secret_env]
+    problem = unresolved(refs, dict(os.environ))
+    if problem:
+        flag, _, message = problem.partition(": ")
+        raise SpecError(flag, message)
+
+
 def refuse_local_volumes(spec: JobSpec) -> None:
     """A PersistentVolumeClaim exists only on a cluster: the local backend refuses --volume."""
     if spec.volumes:
@@ -135,6 +146,7 @@ def submit(args, trainer_args, factory) -> int:
         refuse_local_volumes(spec)
         if not args.dry_run:
             require_tensorflow(spec)
+            require_local_secrets(spec)
     backend = factory(kind) if (kind == "local" or not args.dry_run) else None
     if backend is not None:
         spec = _with_default_job_dir(spec, backend)

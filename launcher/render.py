@@ -51,7 +51,7 @@ def context(spec: JobSpec) -> dict:
         "image": spec.image,
         "command": list(spec.command),
         "args": spec.container_args(),
-        "env": [{"name": k, "value": v} for k, v in spec.env.items()],
+        "env": spec.container_env(),
         "port": TF_PORT,
         "volumes": spec.pod_volumes(),
         "volume_mounts": spec.volume_mounts(),

@@ -31,6 +31,7 @@ from ..tfconfig import replica_counts
 from .base import AlreadyExists, Backend, BackendError, JobStatus, JobSummary, NotFound
 from .local_logs import Tail, follow_logs, read_logs
 from .local_netns import HOST, host_line
+from .local_secrets import unresolved
 from .local_plan import REPO_ROOT, build_plan, command_line
 from .local_procs import alive, signal_group, start_time, terminate_groups, wait_until
 from .local_runs import (RunDir, RunsDir, history_after, is_terminal, job_status, open_private,
@@ -110,6 +111,9 @@ class LocalBackend(Backend):
         (see local_netns) is the local counterpart."""
         name, namespace = _identity(tfjob)
         plan = build_plan(tfjob)
+        problem = unresolved([ref for r in plan["replicas"] for ref in r["secretEnv"]], dict(os.environ))
+        if problem:
+            raise BackendError(problem)
         run = self.runs.job(name, namespace)
         if run.exists():
             if not replace:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from .local_netns import HOST, ISOLATED, Namespace, network_need
 from .local_plan import child_env
+from .local_secrets import resolve, unresolved
 from .local_policy import BACKOFF_RESET_AFTER, backoff_exceeded, restart_delay, should_restart
 from .local_procs import alive, die_with_parent, exit_code, start_time, terminate_groups
 from .local_runs import (PRIVATE_UMASK, STATUS_VERSION, RunDir, Transitions, now, open_private, set_condition,
@@ -165,10 +166,18 @@ class Supervisor:
     def start(self, replica: Replica) -> None:
         replica.restart_at = None
         argv = replica.spec["argv"]
+        env = child_env(replica.spec["env"], dict(os.environ))
+        for ref in replica.spec.get("secretEnv", []):
+            value = resolve(ref, env)
+            if value is None:
+                replica.phase, replica.exit_code = "Failed", 127
+                replica.message = f"no value for secret env {ref['name']}"
+                return self.fail("TFJobFailed", f"replica {replica.id}: {unresolved([ref], env)}")
+            env[ref["name"]] = value
         try:
             with open_private(replica.log_path) as out:
                 replica.proc = subprocess.Popen(
-                    argv, env=child_env(replica.spec["env"], dict(os.environ)),
+                    argv, env=env,
                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                     start_new_session=True, preexec_fn=self.preexec())
         except OSError as err:

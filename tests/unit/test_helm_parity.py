@@ -7,7 +7,7 @@ import pytest
 
 from launcher.helm_values import values_yaml
 from launcher.render import render, render_network_policy
-from launcher.spec import JobSpec, ReplicaSpec, RunPolicy, Volume
+from launcher.spec import JobSpec, ReplicaSpec, RunPolicy, SecretEnv, Volume
 from tests.support.tools import ROOT, helm_template
 
 CHART = ROOT / "charts" / "tfjob"
@@ -56,6 +56,9 @@ def spec_matrix() -> dict[str, JobSpec]:
         "volumes": JobSpec(name="pvc", replicas={"Chief": ReplicaSpec(1), "PS": ps, "Worker": worker},
                            job_dir="/mnt/runs/pvc",
                            volumes=(Volume("training-runs", "/mnt/runs"), Volume("mnist.data", "/mnt/data", True))),
+        "secret-env": JobSpec(name="secrets", replicas={"Worker": worker}, env={"PLAIN": "on"},
+                              secret_env=(SecretEnv("HF_TOKEN", "hf-token", "token"),
+                                          SecretEnv("DB.PASSWORD", "db.creds", "pass_word-1"))),
         "chief-only": JobSpec(name="a" * 55, replicas={"Chief": ReplicaSpec(1), "Worker": ReplicaSpec(0)}),
     }
 
