@@ -20,6 +20,7 @@ status.json ("network") and the launcher prints one line saying so.
 from __future__ import annotations
 
 import ctypes
+import errno
 import fcntl
 import os
 import re
@@ -91,11 +92,19 @@ def make_namespace() -> None:
     loopback_up()
 
 
+_WHY = {
+    errno.ENOSPC: "user namespaces are disabled here (sysctl user.max_user_namespaces is 0)",
+    errno.EPERM: "unprivileged user namespaces are not allowed here (e.g. sysctl "
+                 "kernel.unprivileged_userns_clone=0, or an AppArmor or seccomp policy)",
+    errno.EINVAL: "this kernel cannot make the namespaces",
+}
+
+
 def hold() -> int:
     try:
         make_namespace()
     except OSError as err:
-        print(f"no private network namespace: {err}", flush=True)
+        print(_WHY.get(err.errno, f"{err.strerror or err}"), flush=True)
         return 1
     print(READY, flush=True)
     sys.stdin.read()  # until the supervisor closes our stdin or dies (EOF either way)

@@ -148,7 +148,7 @@ class Supervisor:
         try:
             self.netns = Namespace.start(preexec=die_with_parent())
         except OSError as err:
-            return {"mode": HOST, "reason": f"this machine gives no private network namespace ({err})"}
+            return {"mode": HOST, "reason": f"no private network namespace: {err}"}
         return {"mode": ISOLATED}
 
     def preexec(self):

@@ -123,3 +123,30 @@ def test_a_job_that_needs_the_network_says_so_in_one_line(tmp_path):
     assert backend.status("needs-net", "default").phase == "Succeeded"
     assert len(notes) == 1 and "reachable from other machines" in notes[0] and "gs://some-bucket/data" in notes[0]
     assert backend.runs.job("needs-net", "default").status()["network"]["mode"] == "host"
+
+
+def test_without_user_namespaces_the_job_runs_and_says_why_once(tmp_path):
+    """A kernel that refuses user namespaces, for real: the launcher runs inside a user
+    namespace whose user.max_user_namespaces is 0 (a per-namespace sysctl), so its
+    supervisor cannot make one; the job still runs, and one line names the reason."""
+    code = ("import sys, time\n"
+            "from launcher.backends.local import LocalBackend\n"
+            "from launcher.render import render\n"
+            "from launcher.spec import JobSpec, ReplicaSpec\n"
+            "b = LocalBackend(runs_dir=sys.argv[1], note=print)\n"
+            "b.submit(render(JobSpec(name='no-userns', replicas={'Worker': ReplicaSpec(2)}, "
+            "command=('python', '-c', 'pass'))))\n"
+            "deadline = time.monotonic() + 60\n"
+            "while b.status('no-userns', 'default').phase not in ('Succeeded', 'Failed') "
+            "and time.monotonic() < deadline:\n    time.sleep(0.1)\n"
+            "print('phase', b.status('no-userns', 'default').phase)\n")
+    if subprocess.run(["unshare", "--user", "true"], capture_output=True, timeout=30).returncode != 0:
+        pytest.skip("this machine has no user namespaces to restrict")
+    shell = 'echo 0 > /proc/sys/user/max_user_namespaces && exec "$@"'
+    done = subprocess.run(["unshare", "--user", "--map-root-user", "sh", "-c", shell, "sh", sys.executable, "-c",
+                           code, str(tmp_path / "runs")], cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    lines = done.stdout.splitlines()
+    assert lines[-1] == "phase Succeeded", done.stdout + done.stderr
+    warnings = [line for line in lines if line.startswith("warning:")]
+    assert len(warnings) == 1 and "user namespaces are disabled here" in warnings[0], lines
