@@ -13,9 +13,15 @@ stdin (or dies). Each replica joins the holder's user and network namespaces bef
 executes (setns in a preexec hook), so all replicas share one loopback.
 
 A job whose arguments or env name a remote URL (gs://, s3://, http(s)://...) or ask the
-trainer to download data (--prepare-data) needs the network and runs unisolated; so does
-every job where the kernel refuses user namespaces. The supervisor records which in
-status.json ("network") and the launcher prints one line saying so.
+trainer to download data (--prepare-data) needs outbound network. Where slirp4netns is
+installed it gets it without inbound exposure: slirp4netns (user-mode networking, run by
+the supervisor against the holder) gives the namespace a tap0 with a default route whose
+connections leave through ordinary sockets of the host; it forwards no port inward (no
+API socket, host loopback disabled). Without slirp4netns, or when the job needs this
+machine's loopback (a proxy, the GCS emulator or the DNS resolver on 127.0.0.1), the job
+runs unisolated; so does every job where the kernel refuses user namespaces. The
+supervisor records which in status.json ("network") and the launcher prints one line
+saying so. $TFJOB_LOCAL_SLIRP4NETNS names the binary ("" never uses it).
 """
 from __future__ import annotations
 
@@ -25,11 +31,14 @@ import fcntl
 import os
 import re
 import select
+import ipaddress
+import shutil
 import socket
 import struct
 import subprocess
 import sys
 import time
+from urllib.parse import urlsplit
 
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
@@ -40,6 +49,11 @@ ISOLATED, HOST = "isolated", "host"
 _LIBC = ctypes.CDLL(None, use_errno=True)
 _REMOTE = re.compile(r"\b(?!file://)[a-z][a-z0-9+.-]*://", re.I)
 _NETWORK_FLAGS = ("--prepare-data",)
+_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s\"',]+", re.I)
+SLIRP_ENV = "TFJOB_LOCAL_SLIRP4NETNS"
+_LOOPBACK_VARS = ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY",
+                  "STORAGE_EMULATOR_HOST")
+RESOLV_CONF = "/etc/resolv.conf"
 
 
 # ---- which jobs can be isolated ----------------------------------------------------
@@ -52,6 +66,48 @@ def network_need(plan: dict) -> str | None:
                 return f"{replica['id']} uses {value!r}, which needs the network"
             if value in _NETWORK_FLAGS:
                 return f"{replica['id']} runs with {value}, which may download data"
+    return None
+
+
+def _on_loopback(value: str) -> bool:
+    """True if `value` (a URL or host[:port]) names this machine's loopback."""
+    try:
+        host = urlsplit(value if "://" in value else f"//{value}").hostname or ""
+    except ValueError:
+        return False
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _resolvers(path: str = RESOLV_CONF) -> list[str]:
+    try:
+        with open(path) as f:
+            return [line.split()[1] for line in f if line.startswith("nameserver") and len(line.split()) > 1]
+    except OSError:
+        return []
+
+
+def outbound_blocker(plan: dict, environ: dict) -> str | None:
+    """Why the job cannot have outbound-only networking here (None if it can)."""
+    slirp = environ.get(SLIRP_ENV, "slirp4netns")
+    if not slirp or shutil.which(slirp) is None:
+        return "install slirp4netns to give such jobs outbound-only networking"
+    for replica in plan["replicas"]:
+        env = {**environ, **{k: v for k, v in replica["env"].items() if v is not None}}
+        for name in _LOOPBACK_VARS:
+            if env.get(name) and _on_loopback(env[name]):
+                return f"{name} points at this machine's loopback, which a private namespace cannot reach"
+        for value in [*replica["argv"], *env.values()]:
+            for url in _URL.findall(value):
+                if _on_loopback(url):
+                    return f"{url} is on this machine's loopback, which a private namespace cannot reach"
+    resolvers = _resolvers()
+    if resolvers and all(_on_loopback(r) for r in resolvers):
+        return f"the DNS resolver ({RESOLV_CONF}) is on this machine's loopback"
     return None
 
 
@@ -118,6 +174,7 @@ class Namespace:
 
     def __init__(self, proc: subprocess.Popen):
         self.proc = proc
+        self.slirp: subprocess.Popen | None = None
         self.fds = [os.open(f"/proc/{proc.pid}/ns/{kind}", os.O_RDONLY | os.O_CLOEXEC)
                     for kind in ("user", "net")]
 
@@ -133,6 +190,30 @@ class Namespace:
             raise OSError(line or f"the namespace holder exited with code {proc.returncode}")
         return cls(proc)
 
+    def outbound(self, environ: dict, preexec=None, log=None) -> None:
+        """Outbound-only networking through slirp4netns (see above); OSError if it fails."""
+        binary = shutil.which(environ.get(SLIRP_ENV, "slirp4netns") or "slirp4netns")
+        if binary is None:
+            raise OSError("slirp4netns is not installed")
+        ready_r, ready_w = os.pipe()
+        try:
+            self.slirp = subprocess.Popen(
+                [binary, "--configure", "--mtu=65520", "--disable-host-loopback", f"--ready-fd={ready_w}",
+                 str(self.proc.pid), "tap0"],
+                pass_fds=(ready_w,), stdin=subprocess.DEVNULL, stdout=log or subprocess.DEVNULL,
+                stderr=subprocess.STDOUT, preexec_fn=preexec)
+        finally:
+            os.close(ready_w)
+        try:
+            ready, _, _ = select.select([ready_r], [], [], READY_TIMEOUT)
+            answer = os.read(ready_r, 1) if ready else b""
+        finally:
+            os.close(ready_r)
+        if answer != b"1":
+            code = self.slirp.poll()
+            raise OSError(f"slirp4netns did not come up ({'exit code ' + str(code) if code is not None else 'no answer'}"
+                          f"{'; see the supervisor log' if log else ''})")
+
     def join(self) -> None:
         """In a forked child before exec: enter the holder's user, then network namespace."""
         for fd, kind in zip(self.fds, (CLONE_NEWUSER, CLONE_NEWNET)):
@@ -142,6 +223,14 @@ class Namespace:
         for fd in self.fds:
             os.close(fd)
         self.fds = []
+        if self.slirp is not None:
+            self.slirp.terminate()
+            try:
+                self.slirp.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.slirp.kill()
+                self.slirp.wait()
+            self.slirp = None
         _end(self.proc)
 
 

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .local_netns import HOST, ISOLATED, Namespace, network_need
+from .local_netns import HOST, ISOLATED, Namespace, network_need, outbound_blocker
 from .local_plan import child_env
 from .local_secrets import resolve, unresolved
 from .local_policy import BACKOFF_RESET_AFTER, backoff_exceeded, restart_delay, should_restart
@@ -143,13 +143,22 @@ class Supervisor:
     def isolate(self) -> dict:
         """A private network namespace for the replicas, or why they run without one."""
         need = network_need(self.plan)
-        if need:
-            return {"mode": HOST, "reason": need}
+        blocker = outbound_blocker(self.plan, dict(os.environ)) if need else None
+        if blocker:
+            return {"mode": HOST, "reason": f"{need}; {blocker}"}
         try:
             self.netns = Namespace.start(preexec=die_with_parent())
         except OSError as err:
             return {"mode": HOST, "reason": f"no private network namespace: {err}"}
-        return {"mode": ISOLATED}
+        if not need:
+            return {"mode": ISOLATED}
+        try:
+            self.netns.outbound(dict(os.environ), preexec=die_with_parent(), log=sys.stderr)
+        except OSError as err:
+            self.netns.close()
+            self.netns = None
+            return {"mode": HOST, "reason": f"{need}; {err}"}
+        return {"mode": ISOLATED, "outbound": "slirp4netns"}
 
     def preexec(self):
         """Runs in each replica before exec: die with the supervisor, join the namespace."""

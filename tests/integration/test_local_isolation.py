@@ -10,8 +10,10 @@ Succeeded. Needs root for `ip netns` (skipped otherwise)."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -108,21 +110,79 @@ def _connect_from_host(host: str, port: int) -> str:
     return "open"
 
 
-def test_a_job_that_needs_the_network_says_so_in_one_line(tmp_path):
-    """A gs:// argument needs outbound network: the replicas run unisolated and submit says
-    so in one line (a stand-in command that only carries the URL: no traffic leaves)."""
+def run_standin(tmp_path, argv: tuple[str, ...], name: str = "needs-net", timeout: float = 60) -> tuple[str, list, dict]:
+    """Run a 1-worker job whose command is `argv` (python ...) on the real local backend:
+    (final phase, the notes submit printed, status.json)."""
     notes: list[str] = []
     backend = LocalBackend(runs_dir=str(tmp_path / "runs"), note=notes.append)
-    spec = JobSpec(name="needs-net", replicas={"Worker": ReplicaSpec(1)},
-                   command=("python", "-c", "import sys", "gs://some-bucket/data"))
     try:
-        backend.submit(render(spec))
-        wait_for(lambda: backend.status("needs-net", "default").phase in ("Succeeded", "Failed"), "the job", 60)
+        backend.submit(render(JobSpec(name=name, replicas={"Worker": ReplicaSpec(1)}, command=argv)))
+        wait_for(lambda: backend.status(name, "default").phase in ("Succeeded", "Failed"), "the job", timeout)
     finally:
-        backend.stop("needs-net", "default")
-    assert backend.status("needs-net", "default").phase == "Succeeded"
-    assert len(notes) == 1 and "reachable from other machines" in notes[0] and "gs://some-bucket/data" in notes[0]
-    assert backend.runs.job("needs-net", "default").status()["network"]["mode"] == "host"
+        backend.stop(name, "default")
+    return backend.status(name, "default").phase, notes, backend.runs.job(name, "default").status()
+
+
+@pytest.mark.parametrize("env, words", [
+    ({"TFJOB_LOCAL_SLIRP4NETNS": ""}, "install slirp4netns"),
+    ({"https_proxy": "http://127.0.0.1:3128"}, "https_proxy points at this machine's loopback"),
+])
+def test_a_job_that_needs_the_network_but_cannot_have_it_isolated_says_so_once(tmp_path, monkeypatch, env, words):
+    """A gs:// argument needs outbound network; without slirp4netns, or with a proxy on
+    loopback, the replicas run unisolated and submit says so in one line (a stand-in
+    command that only carries the URL: no traffic leaves)."""
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    phase, notes, status = run_standin(tmp_path, ("python", "-c", "import sys", "gs://some-bucket/data"))
+    assert phase == "Succeeded"
+    assert len(notes) == 1 and "reachable from other machines" in notes[0], notes
+    assert "gs://some-bucket/data" in notes[0] and words in notes[0], notes
+    assert status["network"]["mode"] == "host"
+
+
+SERVE_AND_FETCH = """
+import os, socket, sys, time, urllib.request
+body = urllib.request.urlopen(sys.argv[1], timeout=20).read().decode()  # outbound, through slirp4netns
+server = socket.socket(); server.bind(("0.0.0.0", 0)); server.listen()  # as TensorFlow binds
+state = sys.argv[2]
+open(os.path.join(state, "port.tmp"), "w").write(str(server.getsockname()[1]))
+os.replace(os.path.join(state, "port.tmp"), os.path.join(state, "port"))
+deadline = time.monotonic() + 60
+while not os.path.exists(os.path.join(state, "done")) and time.monotonic() < deadline:
+    time.sleep(0.05)
+sys.exit(0 if body == "weights-from-the-lan" else 3)
+"""
+
+
+@pytest.mark.skipif(shutil.which("slirp4netns") is None, reason="slirp4netns is not installed")
+def test_outbound_only_through_slirp4netns(tmp_path, monkeypatch):
+    """A job that needs the network stays isolated with slirp4netns: its replica fetches a
+    file from a server on "the LAN" (a test namespace), while a port it listens on (on
+    every interface, as TensorFlow does) is refused from that same LAN."""
+    for proxy in ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(proxy, raising=False)
+    served, state = tmp_path / "www", tmp_path / "state"
+    served.mkdir()
+    state.mkdir()
+    (served / "model.txt").write_text("weights-from-the-lan")
+    with netns.peer_namespace("wan") as lan, netns.http_server(lan, served) as port:
+        url = f"http://{lan.peer_ip}:{port}/model.txt"
+        job = threading.Thread(target=lambda: result.append(run_standin(
+            tmp_path, ("python", "-c", SERVE_AND_FETCH, url, str(state)), name="outbound")))
+        result: list = []
+        job.start()
+        try:
+            listening = int(wait_for(lambda: (state / "port").exists() and (state / "port").read_text(),
+                                     "the replica's listening port", 60))
+            probe = lan.connect(lan.host_ip, listening)
+            on_host = listening in netns.listening_ports()
+        finally:
+            (state / "done").write_text("")
+            job.join(timeout=90)
+    phase, notes, status = result[0]
+    assert probe == "ConnectionRefusedError" and not on_host
+    assert status["network"] == {"mode": "isolated", "outbound": "slirp4netns"}
+    assert phase == "Succeeded" and notes == []
 
 
 def test_without_user_namespaces_the_job_runs_and_says_why_once(tmp_path):

@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -82,3 +83,28 @@ def listener() -> Iterator[int]:
         sock.bind(("0.0.0.0", 0))
         sock.listen()
         yield sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def http_server(namespace: PeerNamespace, directory) -> Iterator[int]:
+    """`python -m http.server` serving `directory` on the namespace's own address (the
+    "LAN" side); yields its port. Stopped on exit."""
+    with socket.socket() as sock:  # a free port number (the namespace has its own ports anyway)
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen(["ip", "netns", "exec", namespace.name, sys.executable, "-m", "http.server",
+                             "--bind", namespace.peer_ip, "--directory", str(directory), str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while namespace.connect(namespace.peer_ip, port) != "open":
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"http.server in {namespace.name} did not start")
+        yield port
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
