@@ -95,7 +95,7 @@ class _ExecPluginRecords(logging.Filter):
         self.failures: list[str] = []
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if "kubernetes" not in record.pathname.replace(os.sep, "/").split("/site-packages/")[-1]:
+        if "/kubernetes/config/" not in record.pathname.replace(os.sep, "/"):
             return True
         message = record.getMessage()
         if message.startswith("exec:") or "process returned" in message:
