@@ -1,7 +1,8 @@
 """`python -m launcher submit|render|status|logs|list|delete`: parsing and dispatch.
 
 Exit codes: 0 success (for `submit` and `status -w`: the TFJob Succeeded); 1 the TFJob
-Failed, or the backend reported an error (no such job, name taken, cluster unreachable);
+Failed (`status` with or without -w), or the backend reported an error (no such job,
+name taken, cluster unreachable; `delete --ignore-not-found` exits 0 for a missing job);
 2 bad input (one line `error: <field>: <problem>; <fix>` on stderr, nothing applied,
 nothing on stdout); 130 interrupted with Ctrl-C.
 
@@ -22,6 +23,7 @@ from .spec import _DNS1035, _DNS1123_LABEL, DEFAULT_NAMESPACE, SpecError
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 _REPLICA = re.compile(r"(chief|ps|worker|evaluator)-\d+")
 PROG = "python -m launcher"
+OUTPUTS = ("yaml", "json", "name", "wide")
 
 
 class UsageError(SpecError):
@@ -39,12 +41,23 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(field, " ".join(detail.split()))
 
 
+def duration(text: str) -> float:
+    """argparse type: kubectl's --request-timeout form, a positive number of seconds or 30s, 2m, 1h."""
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([smh]?)", text.strip())
+    seconds = float(match[1]) * {"": 1, "s": 1, "m": 60, "h": 3600}[match[2]] if match else 0
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive duration; use e.g. 30s, 2m or 45")
+    return seconds
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", choices=KINDS, default="auto",
                         help="k8s (cluster), local (this machine) or auto (default: k8s when configured)")
     parser.add_argument("-n", "--namespace", default=None, help=f"namespace (default {DEFAULT_NAMESPACE})")
     parser.add_argument("--kubeconfig", help="kubeconfig file (implies --backend k8s; default $KUBECONFIG, ~/.kube/config)")
     parser.add_argument("--context", help="kubeconfig context (implies --backend k8s)")
+    parser.add_argument("--request-timeout", type=duration, metavar="DURATION",
+                        help="how long to wait for each answer of the API server, e.g. 30s, 2m (default 30s)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -57,9 +70,16 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     submit = commands.add_parser("submit", help="run a training job and follow it")
     add_job_flags(submit)
-    submit.add_argument("--dry-run", action="store_true", help="print the TFJob; apply nothing")
-    submit.add_argument("--server-dry-run", action="store_true", help="let the backend validate it; apply nothing")
-    submit.add_argument("--detach", action="store_true", help="return once submitted")
+    submit.add_argument("--dry-run", nargs="?", const="client", choices=("client", "server", "none"),
+                        help="apply nothing: client (the default of a bare --dry-run) prints the TFJob; server has "
+                             "the API server validate it and prints its answer (kubectl's form)")
+    submit.add_argument("--server-dry-run", action="store_true", help="the same as --dry-run=server")
+    submit.add_argument("-o", "--output", choices=("yaml", "json", "name"),
+                        help="how to print the TFJob of a dry run (default yaml), or, when submitting, "
+                             "name (tfjob.kubeflow.org/NAME created), yaml or json (the TFJob sent)")
+    submit.add_argument("--detach", "--async", action="store_true", help="return once submitted (--async: gcloud's name)")
+    submit.add_argument("--stream-logs", action="store_true",
+                        help="follow the job and its chief's logs until it ends: the default (gcloud's flag)")
     submit.add_argument("--replace", action="store_true", help="replace a job of the same name")
     render = commands.add_parser("render", help="print the TFJob for the same flags")
     add_job_flags(render)
@@ -68,15 +88,22 @@ def build_parser() -> argparse.ArgumentParser:
     status = commands.add_parser("status", help="conditions and replicas of a job")
     status.add_argument("name")
     status.add_argument("-w", "--watch", action="store_true", help="follow until the job ends")
+    status.add_argument("-o", "--output", choices=OUTPUTS, help="yaml, json (the status as data), name, wide; "
+                        "default: conditions and a replica table")
     logs = commands.add_parser("logs", help="log lines of one replica or all")
     logs.add_argument("name")
-    logs.add_argument("--replica", help="chief-0, ps-0, worker-1, ... or all (default: chief-0, else worker-0)")
+    logs.add_argument("--replica", help="chief-0 (or gcloud's master-0), ps-0, worker-1, ... or all "
+                      "(default: chief-0, else worker-0)")
     logs.add_argument("-f", "--follow", action="store_true", help="follow across restarts until the job ends")
+    logs.add_argument("--tail", type=int, metavar="N", help="only the last N lines of each replica (not with -f)")
     listing = commands.add_parser("list", help="jobs in a namespace")
     listing.add_argument("-A", "--all-namespaces", action="store_true")
+    listing.add_argument("-o", "--output", choices=OUTPUTS, help="yaml, json, name (tfjob.kubeflow.org/NAME), "
+                         "wide (with the creation time); default: a table")
     delete = commands.add_parser("delete", help="delete a job and its replicas")
     delete.add_argument("name")
     delete.add_argument("--wait", action="store_true", help="return once it is gone")
+    delete.add_argument("--ignore-not-found", action="store_true", help="exit 0 when there is no such job (kubectl's flag)")
     delete.add_argument("--purge", action="store_true",
                         help="local backend: also remove the outputs kept in the job's default job dir")
     for sub in (submit, render, status, logs, listing, delete):
@@ -114,6 +141,13 @@ def namespace_of(args: argparse.Namespace) -> str:
     return namespace
 
 
+def replica_alias(replica: str | None) -> str | None:
+    """gcloud's name of the chief, master-N, is chief-N."""
+    if replica and replica.startswith("master-"):
+        return "chief-" + replica[len("master-"):]
+    return replica
+
+
 def check_replica(replica: str | None) -> None:
     if replica not in (None, "all") and not _REPLICA.fullmatch(replica):
         raise SpecError("--replica", f"{replica!r} is not a replica; use e.g. chief-0, ps-0, worker-1 or all")
@@ -126,7 +160,8 @@ def _default_factory(args: argparse.Namespace) -> BackendFactory:
     def factory(kind: str):
         from .backends import get_backend
 
-        return get_backend(kind, kubeconfig=args.kubeconfig, context=args.context)
+        return get_backend(kind, kubeconfig=args.kubeconfig, context=args.context,
+                           request_timeout=args.request_timeout)
 
     return factory
 
@@ -157,7 +192,10 @@ def main(argv: list[str] | None = None, backend_factory: BackendFactory | None =
         if args.command is None:
             build_parser().print_help(sys.stderr)
             return EXIT_USAGE
-        if (args.kubeconfig or args.context) and args.backend == "auto":
+        if args.kubeconfig or args.context:
+            if args.backend == "local":
+                flag = "--kubeconfig" if args.kubeconfig else "--context"
+                raise SpecError(flag, "selects a cluster, which --backend local does not use; drop one of them")
             args.backend = "k8s"
         return _dispatch(args, trainer_args, backend_factory or _default_factory(args))
     except SpecError as exc:

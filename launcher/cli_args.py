@@ -15,13 +15,14 @@ import datetime as _dt
 import re
 from dataclasses import dataclass
 
-from .spec import (CLEAN_POD_POLICIES, DEFAULT_IMAGE, DEFAULT_NAMESPACE, RESTART_POLICIES, ROLES,
-                   JobSpec, ReplicaSpec, RunPolicy, SecretEnv, SpecError, Volume)
+from .spec import (CLEAN_POD_POLICIES, DEFAULT_IMAGE, DEFAULT_NAMESPACE, END_OF_LIFE_ACCELERATORS, RESTART_POLICIES, ROLES,
+                   JobSpec, ReplicaSpec, RunPolicy, SecretEnv, SpecError, Volume, check_accelerator, check_quantity)
 
 ROLE_FLAGS = {"chief": "Chief", "ps": "PS", "worker": "Worker", "evaluator": "Evaluator"}
 COUNT_FLAGS = {"Chief": "chief", "PS": "ps", "Worker": "workers", "Evaluator": "evaluator"}
 DEFAULT_COUNTS = {"Worker": 2, "PS": 1, "Evaluator": 0}
 DEFAULT_PREFIX = "tfjob"
+SCALE_TIERS = ("BASIC", "BASIC_GPU", "STANDARD_1", "PREMIUM_1")
 
 
 def non_negative_int(text: str) -> int:
@@ -38,6 +39,9 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
     job.add_argument("--name", help="TFJob name (DNS-1035); default <model>-YYYYMMDD-HHMMSS")
     job.add_argument("--image", help=f"trainer image (default {DEFAULT_IMAGE})")
     job.add_argument("--config", metavar="CONFIG_YAML", help="Cloud ML config.yaml (trainingInput); flags override it")
+    job.add_argument("--scale-tier", type=str.upper, choices=SCALE_TIERS, metavar="TIER",
+                     help=f"Cloud ML scale tier ({', '.join(SCALE_TIERS)}; CUSTOM through --config); "
+                          "replica flags override it")
     job.add_argument("--job-dir", help="output directory: local path or gs://BUCKET/path")
     job.add_argument("--service-account", help="Kubernetes service account of the pods")
     job.add_argument("--env", action="append", default=[], metavar="K=V", help="container env var (repeatable)")
@@ -57,20 +61,33 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
     reps.add_argument("--ps", type=non_negative_int, metavar="N", help="parameter servers (default 1)")
     reps.add_argument("--chief", type=non_negative_int, metavar="0|1", help="chief replicas (default 1 when ps > 0, else 0)")
     reps.add_argument("--evaluator", type=non_negative_int, metavar="0|1", help="evaluator replicas (default 0)")
-    reps.add_argument("--cpu", action="append", default=[], metavar="[ROLE=]Q", help="CPU request, e.g. worker=2 (repeatable)")
-    reps.add_argument("--memory", action="append", default=[], metavar="[ROLE=]Q", help="memory request, e.g. ps=4Gi (repeatable)")
+    reps.add_argument("--cpu", action="append", default=[], metavar="[ROLE=]Q", help="CPU request: Q for every replica type, ROLE=Q for one (it wins over Q), e.g. worker=2; repeatable")
+    reps.add_argument("--memory", action="append", default=[], metavar="[ROLE=]Q", help="memory request, as --cpu, e.g. ps=4Gi; repeatable")
     gpus = parser.add_argument_group("GPUs")
     for role in ("worker", "chief", "evaluator", "ps"):
         gpus.add_argument(f"--gpus-per-{role}", type=non_negative_int, metavar="N",
                           help=argparse.SUPPRESS if role == "ps" else f"nvidia.com/gpu per {role}")
     gpus.add_argument("--accelerator", metavar="TYPE", help="GKE accelerator, e.g. nvidia-tesla-t4 (GPU replicas only)")
-    gpus.add_argument("--node-selector", action="append", default=[], metavar="K=V", help="node selector (repeatable)")
+    for role in ("master", "worker"):
+        gpus.add_argument(f"--{role}-accelerator", metavar="type=TYPE,count=N",
+                          help=f"gcloud's form of --accelerator TYPE --gpus-per-{'chief' if role == 'master' else role} N")
+    gpus.add_argument("--node-selector", action="append", default=[], metavar="[ROLE:]K=V",
+                      help="node selector of every replica, or of one replica type with ROLE: "
+                           "(e.g. worker:cloud.google.com/gke-nodepool=gpu); repeatable")
     policy = parser.add_argument_group("policies")
     policy.add_argument("--restart-policy", choices=RESTART_POLICIES, help="replica restart policy (default OnFailure)")
     policy.add_argument("--clean-pod-policy", choices=CLEAN_POD_POLICIES, help="pods to delete at the end (default Running)")
     policy.add_argument("--ttl-seconds", type=non_negative_int, metavar="S", help="delete the TFJob S seconds after it ends")
     policy.add_argument("--active-deadline-seconds", type=non_negative_int, metavar="S", help="fail the job after S seconds")
     policy.add_argument("--backoff-limit", type=non_negative_int, metavar="N", help="retries before the job fails")
+    policy.add_argument("--success-policy", choices=("AllWorkers",),
+                        help="AllWorkers: the job succeeds when every worker has (default: when the chief has)")
+    sched = parser.add_argument_group("scheduling (GKE)")
+    sched.add_argument("--queue-name", metavar="QUEUE", help="Kueue LocalQueue: label the job for it and create it "
+                       "suspended, for Kueue to admit when the queue has quota")
+    sched.add_argument("--priority-class", metavar="NAME", help="PriorityClass of the pods")
+    sched.add_argument("--istio-sidecar", action="store_true", help="keep Istio's sidecar injection (by default the "
+                       "pods opt out: a sidecar keeps a finished TFJob Running)")
 
 
 def key_values(items: list[str], flag: str) -> dict[str, str]:
@@ -106,6 +123,40 @@ def secret_like_env_warnings(env: dict[str, str]) -> list[str]:
             for name in env if _SECRET_LIKE.search(name)]
 
 
+def gcloud_accelerator(text: str, flag: str) -> tuple[str, int]:
+    """"type=nvidia-tesla-t4,count=2" (gcloud's --master-accelerator) -> ("nvidia-tesla-t4", 2)."""
+    from .cloudml import accelerator_label
+
+    fields = dict(part.partition("=")[::2] for part in text.split(",") if part)
+    unknown = set(fields) - {"type", "count"}
+    if unknown or not fields.get("type"):
+        raise SpecError(flag, f"{text!r} is not type=TYPE[,count=N]; use e.g. {flag} type=nvidia-tesla-t4,count=1")
+    count = fields.get("count", "1")
+    if not count.isdigit() or int(count) < 1:
+        raise SpecError(flag, f"count {count!r} is not a number of GPUs; use count=1 or more")
+    kind = accelerator_label(fields["type"])
+    check_accelerator(kind, flag)
+    return kind, int(count)
+
+
+def node_selectors(items: list[str]) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+    """["pool=a", "worker:gpu=yes"] -> ({"pool": "a"}, {"Worker": {"gpu": "yes"}}). Label keys
+    cannot contain ':', so a ROLE: prefix is unambiguous."""
+    every: list[str] = []
+    per: dict[str, list[str]] = {}
+    for item in items:
+        role, sep, rest = item.partition(":")
+        if sep and "=" not in role:
+            if role.lower() not in ROLE_FLAGS:
+                raise SpecError("--node-selector", f"unknown replica type {role!r} in {item!r}; use chief, ps, worker "
+                                "or evaluator (e.g. --node-selector worker:pool=gpu)")
+            per.setdefault(ROLE_FLAGS[role.lower()], []).append(rest)
+        else:
+            every.append(item)
+    return (key_values(every, "--node-selector"),
+            {role: key_values(values, "--node-selector") for role, values in per.items()})
+
+
 def volumes(items: list[str]) -> tuple[Volume, ...]:
     """["data:/mnt/data:ro"] -> (Volume("data", "/mnt/data", True),); the JobSpec checks names and paths."""
     parsed = []
@@ -119,18 +170,21 @@ def volumes(items: list[str]) -> tuple[Volume, ...]:
 
 
 def per_role(items: list[str], flag: str) -> dict[str, str]:
-    """["2", "ps=1"] -> {"Chief": "2", "Worker": "2", "Evaluator": "2", "PS": "1"}: bare values
-    apply to every replica type, ROLE=VALUE to one (later flags win)."""
-    values: dict[str, str] = {}
+    """["ps=1", "2"] -> {"Chief": "2", "Worker": "2", "Evaluator": "2", "PS": "1"}: a bare value
+    applies to every replica type, ROLE=VALUE to one and wins over a bare value whatever the
+    order; among values of the same kind the later flag wins."""
+    every: dict[str, str] = {}
+    one: dict[str, str] = {}
     for item in items:
         role, sep, value = item.partition("=")
         if not sep:
-            values.update({r: item for r in ROLES})
+            check_quantity(item, flag)
+            every = {r: item for r in ROLES}
             continue
         if role.lower() not in ROLE_FLAGS:
             raise SpecError(flag, f"unknown replica type {role!r}; use chief, ps, worker or evaluator (e.g. {flag} worker=2)")
-        values[ROLE_FLAGS[role.lower()]] = value
-    return values
+        one[ROLE_FLAGS[role.lower()]] = value
+    return {**every, **one}
 
 
 def default_name(trainer_args: tuple[str, ...] = (), now: _dt.datetime | None = None) -> str:
@@ -174,23 +228,34 @@ def _pick(flag_value, config_value, default=None):
 
 def merge_settings(args: argparse.Namespace, trainer_args: tuple[str, ...]) -> Settings:
     config = None
-    if args.config:
+    if args.config or args.scale_tier:
         from . import cloudml
 
-        config = cloudml.load(args.config)
+        config = (cloudml.load(args.config, args.scale_tier) if args.config
+                  else cloudml.from_training_input({"scaleTier": args.scale_tier}))
     base_counts = config.replicas if config else DEFAULT_COUNTS
     counts = {role: _pick(getattr(args, COUNT_FLAGS[role]), base_counts.get(role), 0)
               for role in ("PS", "Worker", "Evaluator")}
     counts["Chief"] = _pick(args.chief, (config.replicas.get("Chief") if config else None),
                             1 if counts["PS"] > 0 else 0)
     gpus = dict(config.gpus) if config else {}
+    accelerator = _pick(args.accelerator, config.accelerator if config else None)
+    kinds = {"--accelerator": args.accelerator} if args.accelerator else {}
+    for flag, role in (("master", "Chief"), ("worker", "Worker")):
+        given = getattr(args, f"{flag}_accelerator")
+        if given:
+            kind, gpus[role] = gcloud_accelerator(given, f"--{flag}-accelerator")
+            if set(kinds.values()) - {kind}:
+                raise SpecError(f"--{flag}-accelerator", f"{kind} differs from {', '.join(set(kinds.values()))} "
+                                f"({', '.join(kinds)}); a job uses one GPU type")
+            kinds[f"--{flag}-accelerator"] = accelerator = kind
     for flag, role in ROLE_FLAGS.items():
         value = getattr(args, f"gpus_per_{flag}")
         if value is not None:
             gpus[role] = value
     return Settings(
         counts=counts, gpus=gpus,
-        accelerator=_pick(args.accelerator, config.accelerator if config else None),
+        accelerator=accelerator,
         image=_pick(args.image, config.image if config else None, DEFAULT_IMAGE),
         command=config.command if config else (),
         trainer_args=trainer_args or (config.trainer_args if config else ()),
@@ -206,10 +271,35 @@ def build_spec(args: argparse.Namespace, trainer_args: tuple[str, ...] = ()) -> 
     """Flags (+ config.yaml) -> a validated JobSpec and the notes to print."""
     settings = merge_settings(args, tuple(trainer_args))
     cpu, memory = per_role(args.cpu, "--cpu"), per_role(args.memory, "--memory")
+    every_selector, role_selectors = node_selectors(args.node_selector)
     replicas = {role: ReplicaSpec(count=settings.counts[role], gpus=settings.gpus.get(role, 0),
                                   cpu=cpu.get(role), memory=memory.get(role))
                 for role in ROLES if settings.counts[role] or settings.gpus.get(role)}
-    spec = JobSpec(
+    try:
+        spec = _job_spec(args, settings, replicas, every_selector, role_selectors)
+    except SpecError as exc:
+        raise blamed_on_config(exc, args) from None
+    notes = list(settings.notes)
+    if spec.accelerator in END_OF_LIFE_ACCELERATORS:
+        notes.append(f"note: {spec.accelerator} is end-of-life on GKE (no new node pools); "
+                     "consider --accelerator nvidia-tesla-t4 or nvidia-l4")
+    return spec, notes + secret_like_env_warnings(dict(spec.env))
+
+
+def blamed_on_config(exc: SpecError, args: argparse.Namespace) -> SpecError:
+    """A rule broken by a value that came from --config, not from the flag the rule names:
+    name the file (the message still says which setting, and the flag that overrides it)."""
+    flag = exc.field.split()[0]
+    attr = flag.lstrip("-").replace("-", "_")
+    if not args.config or not flag.startswith("--") or not hasattr(args, attr) \
+            or getattr(args, attr) not in (None, []):
+        return exc
+    message = str(exc)[len(exc.field) + 2:]
+    return SpecError(f"--config {args.config}", f"{exc.field} from the file: {message}")
+
+
+def _job_spec(args, settings: Settings, replicas, every_selector, role_selectors) -> JobSpec:
+    return JobSpec(
         name=args.name if args.name is not None else default_name(settings.trainer_args),
         namespace=args.namespace or DEFAULT_NAMESPACE,
         replicas=replicas,
@@ -220,7 +310,8 @@ def build_spec(args: argparse.Namespace, trainer_args: tuple[str, ...] = ()) -> 
                              active_deadline_seconds=settings.active_deadline_seconds,
                              backoff_limit=args.backoff_limit),
         accelerator=settings.accelerator,
-        node_selector=key_values(args.node_selector, "--node-selector"),
+        node_selector=every_selector,
+        role_node_selectors=role_selectors,
         env=key_values(args.env, "--env"),
         labels=settings.labels,
         trainer_args=settings.trainer_args,
@@ -228,10 +319,13 @@ def build_spec(args: argparse.Namespace, trainer_args: tuple[str, ...] = ()) -> 
         service_account=args.service_account,
         command=settings.command,
         volumes=volumes(args.volume),
+        success_policy=args.success_policy or "",
+        queue_name=args.queue_name,
+        priority_class=args.priority_class,
+        istio_sidecar=args.istio_sidecar,
         network_policy=not getattr(args, "no_network_policy", False),
         secret_env=secret_envs(args.secret_env),
     )
-    return spec, settings.notes + secret_like_env_warnings(dict(spec.env))
 
 
 def uses_gpus(spec: JobSpec) -> bool:

@@ -4,7 +4,8 @@ from __future__ import annotations
 import sys
 
 from .backends import resolve_kind
-from .cli import EXIT_FAILED, EXIT_OK, check_name, check_replica, namespace_of
+from .backends.base import NotFound
+from .cli import EXIT_FAILED, EXIT_OK, check_name, check_replica, namespace_of, replica_alias
 from .events import JobCondition, TERMINAL
 from .spec import SpecError
 from .view import JobView, age, format_rows, replica_rows
@@ -13,11 +14,36 @@ LIST_COLUMNS = ("NAME", "NAMESPACE", "PHASE", "REPLICAS", "AGE")
 
 
 def _backend(args, factory):
-    return factory(resolve_kind(args.backend))
+    """The backend, chosen without the "no cluster configured" note: submit says it once, and
+    status, logs, list and delete name the backend where it matters (status, --help)."""
+    return factory(resolve_kind(args.backend, note=lambda line: None))
 
 
 def _print(line: str = "") -> None:
     print(line, flush=True)
+
+
+RESOURCE = "tfjob.kubeflow.org"
+
+
+def _dump(data, output: str) -> None:
+    """-o json|yaml: the data as kubectl would print an object."""
+    import json
+
+    import yaml
+
+    text = json.dumps(data, indent=2) + "\n" if output == "json" else yaml.safe_dump(data, sort_keys=False)
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def status_data(snapshot) -> dict:
+    import dataclasses
+
+    return {"name": snapshot.name, "namespace": snapshot.namespace, "backend": snapshot.backend,
+            "phase": snapshot.phase, "created": snapshot.created,
+            "conditions": [dataclasses.asdict(c) for c in snapshot.conditions],
+            "replicas": [dataclasses.asdict(r) for r in snapshot.replicas]}
 
 
 def status(args, factory) -> int:
@@ -26,14 +52,25 @@ def status(args, factory) -> int:
     namespace = namespace_of(args)
     snapshot = backend.status(args.name, namespace)
     if args.watch and snapshot.phase not in TERMINAL:
+        if args.output in ("json", "yaml", "name"):
+            from .spec import SpecError
+
+            raise SpecError("--output", f"-o {args.output} prints one snapshot; drop -w or -o")
         return _watch(backend, snapshot)
+    code = EXIT_FAILED if snapshot.phase == "Failed" or (args.watch and snapshot.phase != "Succeeded") else EXIT_OK
+    if args.output in ("json", "yaml"):
+        _dump(status_data(snapshot), args.output)
+        return code
+    if args.output == "name":
+        _print(f"{RESOURCE}/{snapshot.name}")
+        return code
     _print(f"TFJob {snapshot.name} (namespace {snapshot.namespace}, {backend.name} backend): {snapshot.phase}")
     for condition in snapshot.conditions:
         parts = (f"{condition.type}={condition.status}", condition.time, condition.reason, condition.message)
         _print("  " + " ".join(part for part in parts if part))
     for line in format_rows(replica_rows(snapshot.replicas)):
         _print(line)
-    return EXIT_OK if not args.watch or snapshot.phase == "Succeeded" else EXIT_FAILED
+    return code
 
 
 def _watch(backend, snapshot) -> int:
@@ -61,7 +98,12 @@ def default_replica(backend, name: str, namespace: str) -> str | None:
 
 def logs(args, factory) -> int:
     check_name(args.name)
+    args.replica = replica_alias(args.replica)
     check_replica(args.replica)
+    if args.tail is not None and (args.tail < 0 or args.follow):
+        from .spec import SpecError
+
+        raise SpecError("--tail", "use a number >= 0, without -f (to follow, run logs -f after logs --tail N)")
     backend = _backend(args, factory)
     namespace = namespace_of(args)
     replica = args.replica
@@ -69,25 +111,59 @@ def logs(args, factory) -> int:
         replica = default_replica(backend, args.name, namespace)
     elif replica == "all":
         replica = None
-    for line in backend.logs(args.name, namespace, replica, follow=args.follow):
+    lines = backend.logs(args.name, namespace, replica, follow=args.follow)
+    if args.tail is not None:
+        lines = last_lines(lines, args.tail)
+    for line in lines:
         sys.stdout.write(f"[{line.replica}] {line.line}\n")
         sys.stdout.flush()
     return EXIT_OK
 
 
+def last_lines(lines, count: int):
+    """The last `count` lines of each replica, replicas in their original order."""
+    from collections import deque
+
+    kept: dict[str, deque] = {}
+    for line in lines:
+        kept.setdefault(line.replica, deque(maxlen=count)).append(line)
+    for replica_lines in kept.values():
+        yield from replica_lines
+
+
 def list_jobs(args, factory) -> int:
     backend = _backend(args, factory)
     namespace = None if args.all_namespaces else namespace_of(args)
+    jobs = backend.list(namespace)
+    if args.output in ("json", "yaml"):
+        import dataclasses
+
+        _dump({"items": [dataclasses.asdict(job) for job in jobs]}, args.output)
+        return EXIT_OK
+    if args.output == "name":
+        for job in jobs:
+            _print(f"{RESOURCE}/{job.name}")
+        return EXIT_OK
+    wide = args.output == "wide"
     rows = []
-    for job in backend.list(namespace):
+    for job in jobs:
         replicas = " ".join(f"{rtype.lower()}={count}" for rtype, count in job.replicas.items())
-        rows.append((job.name, job.namespace, job.phase, replicas, age(job.created)))
-    for line in format_rows(rows, LIST_COLUMNS):
+        rows.append((job.name, job.namespace, job.phase, replicas, age(job.created), *((job.created,) if wide else ())))
+    for line in format_rows(rows, LIST_COLUMNS + (("CREATED",) if wide else ())):
         _print(line)
     return EXIT_OK
 
 
 def delete(args, factory) -> int:
+    try:
+        return _delete(args, factory)
+    except NotFound:
+        if args.ignore_not_found:
+            return EXIT_OK
+        raise
+
+
+def _delete(args, factory) -> int:
     check_name(args.name)
     namespace = namespace_of(args)
     backend = _backend(args, factory)
@@ -98,7 +174,7 @@ def delete(args, factory) -> int:
         backend.delete(args.name, namespace, wait=args.wait)
         _print(f"tfjob {args.name} deleted" + ("" if args.wait else " (replicas are being removed)"))
         return EXIT_OK
-    kept = backend.delete(args.name, namespace, wait=args.wait, purge=args.purge)
+    kept = backend.delete(args.name, namespace, wait=args.wait, **({"purge": True} if args.purge else {}))
     _print(f"tfjob {args.name} deleted")
     if kept:
         _print(f"Kept its outputs (checkpoints, TensorBoard events, exported model) in {kept}; a new job named "

@@ -15,6 +15,8 @@ from .events import JobCondition
 from .spec import JobSpec, SpecError
 
 LOCAL_GPU_NOTE = "note: GPU settings are ignored by the local backend (replicas run on this machine's CPU)"
+LOCAL_RESOURCES_NOTE = ("note: CPU and memory requests are ignored by the local backend "
+                        "(replicas share this machine's cores and memory)")
 
 
 def _note(line: str) -> None:
@@ -137,34 +139,67 @@ def render_command(args, trainer_args, factory) -> int:
     return EXIT_OK
 
 
+def dry_run_mode(args) -> str | None:
+    """kubectl's --dry-run=client|server|none, with --server-dry-run as an alias of server."""
+    mode = None if args.dry_run == "none" else args.dry_run
+    if args.server_dry_run:
+        if mode == "client":
+            raise SpecError("--server-dry-run", "conflicts with --dry-run (client); use one: --dry-run=client "
+                            "prints the TFJob, --dry-run=server has the API server check it")
+        mode = "server"
+    if args.stream_logs and args.detach:
+        raise SpecError("--stream-logs", "conflicts with --detach/--async; use one")
+    if mode and (args.detach or args.replace):
+        flag = "--detach" if args.detach else "--replace"
+        raise SpecError(flag, f"a dry run submits nothing, so {flag} has no effect; drop one of them")
+    return mode
+
+
 def submit(args, trainer_args, factory) -> int:
+    dry_run = dry_run_mode(args)
     spec, notes = build_spec(args, trainer_args)
     for line in notes:
         _note(line)
     kind = resolve_kind(args.backend)
     if kind == "local":
         refuse_local_volumes(spec)
-        if not args.dry_run:
+        if not dry_run:
             require_tensorflow(spec)
             require_local_secrets(spec)
-    backend = factory(kind) if (kind == "local" or not args.dry_run) else None
+    backend = factory(kind) if (kind == "local" or dry_run != "client") else None
     if backend is not None:
         spec = _with_default_job_dir(spec, backend)
     if kind == "local" and uses_gpus(spec):
         _note(LOCAL_GPU_NOTE)
+    if kind == "local" and any(r.cpu or r.memory for r in spec.replicas.values()):
+        _note(LOCAL_RESOURCES_NOTE)
+    cluster_only = [flag for flag, value in (("--queue-name", spec.queue_name), ("--priority-class", spec.priority_class),
+                                             ("--success-policy", spec.success_policy)) if value]
+    if kind == "local" and cluster_only:
+        _note(f"note: {', '.join(cluster_only)} {'is' if len(cluster_only) == 1 else 'are'} ignored by the local "
+              "backend (it starts every replica at once; the chief decides success)")
     tfjob = rendered(spec, backend)
     policy = network_policy(spec) if kind == "k8s" else None
-    if args.dry_run:
-        _out(manifest_text(tfjob) + ("---\n" + manifest_text(policy) if policy else ""))
-        return EXIT_OK
-    if args.server_dry_run:
-        _out(manifest_text(backend.dry_run(tfjob)))
+    output = args.output or "yaml"
+    if dry_run:
+        answer = tfjob if dry_run == "client" else backend.dry_run(tfjob)
+        if output == "name":
+            _out(f"tfjob.kubeflow.org/{spec.name} created (dry run)")
+        elif output == "yaml" and policy and dry_run == "client":  # the policy follows the TFJob it goes with
+            _out(manifest_text(answer, output) + "---\n" + manifest_text(policy, output))
+        else:
+            _out(manifest_text(answer, output))
         return EXIT_OK
     if policy is None:
         backend.submit(tfjob, replace=args.replace)
     else:
         backend.submit(tfjob, replace=args.replace, network_policy=policy)
-    _out(f"tfjob {spec.name} submitted (namespace {spec.namespace}, {backend.name} backend)")
+    if args.output == "name":
+        _out(f"tfjob.kubeflow.org/{spec.name} created")
+    elif args.output:
+        _out(manifest_text(tfjob, args.output))
+    else:
+        _out(f"tfjob {spec.name} submitted (namespace {spec.namespace}, {backend.name} backend)")
     hints = Hints(spec, args.backend, args.kubeconfig, args.context)
     if args.detach:
         _out(hints.follow())

@@ -1,8 +1,9 @@
 """Cloud ML Engine / AI Platform Training `config.yaml` (a `trainingInput`) -> job settings.
 
 The file is what `gcloud ai-platform jobs submit training --config config.yaml` takes:
-a `trainingInput` mapping (optionally with top-level `labels`). Command-line flags given
-next to `--config` override what the file says.
+a `trainingInput` mapping (optionally with top-level `labels`), or the same fields
+without the `trainingInput:` key. Command-line flags given next to `--config` override
+what the file says.
 
 Scale tiers, as AI Platform Training documents them, and the TFJob replicas they become
 (the Cloud ML "master" is the TFJob Chief):
@@ -35,7 +36,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .spec import SpecError
+from .spec import SpecError, check_accelerator
 
 FLAG = "--config"
 
@@ -151,6 +152,8 @@ def _apply_role_config(config: CloudMLConfig, prefix: str, role_config) -> None:
         count = _count(accel.get("count", 0), key, "acceleratorConfig", "count")
         if count and not accel.get("type"):
             raise SpecError(_where(key, "acceleratorConfig", "type"), "missing GPU type; set e.g. type: NVIDIA_TESLA_T4")
+        if accel.get("type"):
+            check_accelerator(accelerator_label(accel["type"]), _where(key, "acceleratorConfig", "type"))
         _set_gpus(config, ROLE_PREFIX[prefix], count, accelerator_label(accel.get("type", "")),
                   key, "acceleratorConfig")
     _apply_container(config, prefix, role_config)
@@ -259,8 +262,16 @@ def _labels(labels) -> dict[str, str]:
     return {str(k): str(v) for k, v in labels.items()}
 
 
-def load(path: str | Path) -> CloudMLConfig:
-    """Read a config.yaml; every problem is a SpecError on `--config`."""
+def load(path: str | Path, scale_tier: str | None = None) -> CloudMLConfig:
+    """Read a config.yaml; every problem is a SpecError on `--config`. `scale_tier` (the
+    --scale-tier flag) replaces the file's scaleTier."""
+    training, labels = _document(path)
+    if scale_tier is not None:
+        training = {**training, "scaleTier": scale_tier}
+    return from_training_input(training, labels)
+
+
+def _document(path: str | Path) -> tuple[dict, dict | None]:
     import yaml
 
     try:
@@ -269,10 +280,17 @@ def load(path: str | Path) -> CloudMLConfig:
         raise SpecError(FLAG, f"cannot read {str(path)!r} ({exc.strerror}); check the path") from exc
     except yaml.YAMLError as exc:
         raise SpecError(FLAG, f"{str(path)!r} is not valid YAML ({' '.join(str(exc).split())}); fix the file") from exc
+    if isinstance(document, dict) and "trainingInput" not in document \
+            and any(key in KNOWN or key in IGNORED for key in document):
+        # the bare form: the TrainingInput fields at the top level (labels may sit beside them)
+        training = {k: v for k, v in document.items() if k != "labels"}
+        return training, document.get("labels")
     if not isinstance(document, dict) or "trainingInput" not in document:
-        raise SpecError(FLAG, f"{str(path)!r} has no trainingInput; use the gcloud format "
-                        "'trainingInput: {scaleTier: STANDARD_1}'")
+        raise SpecError(FLAG, f"{str(path)!r} has no trainingInput fields; use the gcloud format "
+                        "'trainingInput: {scaleTier: STANDARD_1}' or the fields alone, e.g. 'scaleTier: STANDARD_1'")
     unknown = set(document) - {"trainingInput", "labels"}
     if unknown:
         raise SpecError(FLAG, f"unknown top-level field(s) {sorted(unknown)}; use trainingInput and labels")
-    return from_training_input(document["trainingInput"], document.get("labels"))
+    if not isinstance(document["trainingInput"], dict):
+        raise SpecError(_where(), "must be a mapping; use e.g. {scaleTier: STANDARD_1}")
+    return document["trainingInput"], document.get("labels")

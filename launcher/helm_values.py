@@ -37,6 +37,7 @@ def replica_values(spec: JobSpec, role: str) -> dict:
         values["gpus"] = replica.gpus if replica else 0
     values["cpu"] = (replica.cpu if replica else None) or ""
     values["memory"] = (replica.memory if replica else None) or ""
+    values["nodeSelector"] = dict(spec.role_node_selectors.get(role, {}))
     return values
 
 
@@ -57,11 +58,15 @@ def values_for(spec: JobSpec) -> dict:
         "args": list(spec.trainer_args),
         "jobDir": spec.job_dir or "",
         "restartPolicy": spec.restart_policy,
-        "runPolicy": run_policy(spec),
+        "runPolicy": {k: v for k, v in run_policy(spec).items() if k != "suspend"},  # the chart: from queueName
         "serviceAccount": {"create": False, "name": spec.service_account or "",
                            "gcpServiceAccount": "", "annotations": {}, "automount": False},
         "volumes": [{"claimName": v.claim, "mountPath": v.mount_path, "readOnly": v.read_only}
                     for v in spec.volumes],
+        "successPolicy": spec.success_policy,
+        "queueName": spec.queue_name or "",
+        "priorityClassName": spec.priority_class or "",
+        "istioSidecar": spec.istio_sidecar,
         "networkPolicy": {"enabled": spec.network_policy},
         "podSecurityContext": ctx["pod_security_context"],
         "securityContext": ctx["container_security_context"],

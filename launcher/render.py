@@ -36,6 +36,8 @@ def run_policy(spec: JobSpec) -> dict:
         "backoffLimit": spec.run_policy.backoff_limit,
     }
     policy.update({k: v for k, v in optional.items() if v is not None})
+    if spec.queue_name:
+        policy["suspend"] = True  # Kueue admits (unsuspends) the job when its queue has quota
     return policy
 
 
@@ -45,6 +47,10 @@ def context(spec: JobSpec) -> dict:
         "name": spec.name,
         "namespace": spec.namespace,
         "labels": spec.all_labels(),
+        "job_labels": spec.job_labels(),
+        "pod_annotations": spec.pod_annotations(),
+        "success_policy": spec.success_policy,
+        "priority_class": spec.priority_class,
         "run_policy": run_policy(spec),
         "restart_policy": spec.restart_policy,
         "service_account": spec.service_account,

@@ -5,6 +5,7 @@ values and the local backend all derive from it; see `render.py` and `helm_value
 """
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -14,14 +15,24 @@ from typing import Mapping
 ROLES = ("Chief", "PS", "Worker", "Evaluator")
 GPU_ROLES = ("Chief", "Worker", "Evaluator")
 RESTART_POLICIES = ("OnFailure", "ExitCode", "Never", "Always")
+SUCCESS_POLICIES = ("", "AllWorkers")  # "": the chief (or worker 0) decides, the operator's default
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+ISTIO_INJECT = "sidecar.istio.io/inject"
 CLEAN_POD_POLICIES = ("Running", "All", "None")
 DEFAULT_IMAGE = "tfjob-trainer:0.1.0"
 DEFAULT_NAMESPACE = "default"
 TF_PORT = 2222
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"  # training-operator labels every pod of a job with it
 ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
+# GKE's `cloud.google.com/gke-accelerator` values for NVIDIA GPUs (gcloud --accelerator type=...).
+GKE_ACCELERATORS = ("nvidia-tesla-t4", "nvidia-l4", "nvidia-tesla-a100", "nvidia-a100-80gb", "nvidia-h100-80gb",
+                    "nvidia-h100-mega-80gb", "nvidia-h200-141gb", "nvidia-b200", "nvidia-tesla-v100",
+                    "nvidia-tesla-p100", "nvidia-tesla-p4", "nvidia-tesla-k80")
+END_OF_LIFE_ACCELERATORS = ("nvidia-tesla-k80",)
 GPU_RESOURCE = "nvidia.com/gpu"
 RUN_AS_USER = 1000
+STANDARD_LABEL_KEYS = ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component",
+                       "app.kubernetes.io/managed-by")
 
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -66,6 +77,20 @@ def check_quantity(value: str | None, field_name: str) -> None:
         raise SpecError(field_name, f"{value!r} is not a Kubernetes quantity; use e.g. 500m, 2, 4Gi")
 
 
+def check_accelerator(value: str, field_name: str = "--accelerator") -> None:
+    """A GKE accelerator name; a near miss (NVIDIA_TESLA_T4, nvidia-tesla-t1000) gets a suggestion."""
+    if value in GKE_ACCELERATORS:
+        return
+    spelled = value.strip().lower().replace("_", "-").replace(" ", "-")
+    near = [spelled] if spelled in GKE_ACCELERATORS else difflib.get_close_matches(spelled, GKE_ACCELERATORS, 3, 0.75)
+    best = difflib.SequenceMatcher(None, spelled, near[0]).ratio() if near else 0
+    near = [n for n in near if difflib.SequenceMatcher(None, spelled, n).ratio() > best - 0.02]
+    hint = (f"did you mean {near[0]}? " if len(near) == 1 else
+            f"did you mean one of {', '.join(near)}? " if near else "")
+    raise SpecError(field_name, f"{value!r} is not a GKE accelerator; {hint}use one of {', '.join(GKE_ACCELERATORS)} "
+                    f"(a newer GPU: --node-selector worker:{ACCELERATOR_LABEL}=VALUE)")
+
+
 def check_job_dir(job_dir: str | None) -> None:
     if job_dir is None:
         return
@@ -97,6 +122,9 @@ class ReplicaSpec:
             raise SpecError(f"--gpus-per-{flag}", f"{self.gpus!r} is invalid; use an integer >= 0")
         if self.gpus and role not in GPU_ROLES:
             raise SpecError(f"--gpus-per-{flag}", "GPUs are only for chief, worker and evaluator; ps run on CPU nodes")
+        if self.gpus and not self.count:
+            count_flag = {"Worker": "--workers N", "Chief": "--chief 1", "Evaluator": "--evaluator 1"}[role]
+            raise SpecError(f"--gpus-per-{flag}", f"the job has no {flag}; add {count_flag} or drop the flag")
         check_quantity(self.cpu, f"--cpu {flag}=")
         check_quantity(self.memory, f"--memory {flag}=")
 
@@ -157,11 +185,12 @@ class RunPolicy:
     def check(self) -> None:
         if self.clean_pod_policy not in CLEAN_POD_POLICIES:
             raise SpecError("--clean-pod-policy", f"{self.clean_pod_policy!r}; use one of {', '.join(CLEAN_POD_POLICIES)}")
-        for flag, value in (("--ttl-seconds", self.ttl_seconds_after_finished),
-                            ("--active-deadline-seconds", self.active_deadline_seconds),
-                            ("--backoff-limit", self.backoff_limit)):
-            if value is not None and (not isinstance(value, int) or value < 0):
-                raise SpecError(flag, f"{value!r} is invalid; use an integer >= 0")
+        for flag, value, low in (("--ttl-seconds", self.ttl_seconds_after_finished, 0),
+                                 ("--active-deadline-seconds", self.active_deadline_seconds, 1),
+                                 ("--backoff-limit", self.backoff_limit, 0)):
+            if value is not None and (not isinstance(value, int) or value < low):
+                hint = " (the CRD wants a positive number; leave it out for no deadline)" if low else ""
+                raise SpecError(flag, f"{value!r} is invalid; use an integer >= {low}{hint}")
 
 
 @dataclass(frozen=True)
@@ -176,6 +205,7 @@ class JobSpec:
     run_policy: RunPolicy = field(default_factory=RunPolicy)
     accelerator: str | None = None
     node_selector: Mapping[str, str] = field(default_factory=dict)
+    role_node_selectors: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # per role, over node_selector
     env: Mapping[str, str] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)
     trainer_args: tuple[str, ...] = ()
@@ -183,6 +213,10 @@ class JobSpec:
     service_account: str | None = None
     command: tuple[str, ...] = ()
     volumes: tuple[Volume, ...] = ()
+    success_policy: str = ""
+    queue_name: str | None = None        # Kueue LocalQueue: the job is created suspended for Kueue to admit
+    priority_class: str | None = None    # the pods' priorityClassName
+    istio_sidecar: bool = False          # False: pods opt out of Istio sidecar injection
     network_policy: bool = True  # a NetworkPolicy: the TF port admits the job's own pods only
     secret_env: tuple[SecretEnv, ...] = ()  # env vars from Secrets (after `env`)
 
@@ -191,6 +225,8 @@ class JobSpec:
             {role: self.replicas[role] for role in ROLES if role in self.replicas}))
         for attr in ("node_selector", "env", "labels"):
             object.__setattr__(self, attr, _frozen(getattr(self, attr)))
+        object.__setattr__(self, "role_node_selectors", MappingProxyType(
+            {role: _frozen(sel) for role, sel in self.role_node_selectors.items() if sel}))
         object.__setattr__(self, "trainer_args", tuple(self.trainer_args))
         object.__setattr__(self, "command", tuple(self.command))
         object.__setattr__(self, "volumes", tuple(self.volumes))
@@ -207,13 +243,14 @@ class JobSpec:
         if not self.image or any(c.isspace() for c in self.image):
             raise SpecError("--image", f"{self.image!r} is not an image reference; use e.g. gcr.io/PROJECT/trainer:TAG")
         if self.accelerator is not None:
-            check_label_value(ACCELERATOR_LABEL, self.accelerator, "--accelerator")
-        for key, value in self.node_selector.items():
-            check_label_key(key, "--node-selector")
-            check_label_value(key, value, "--node-selector")
+            check_accelerator(self.accelerator)
+        self._check_node_selectors()
         for key, value in self.labels.items():
             check_label_key(key, "--label")
             check_label_value(key, value, "--label")
+            if key in STANDARD_LABEL_KEYS:
+                raise SpecError("--label", f"{key} is set by the launcher (to {self.standard_labels()[key]!r}) "
+                                "and would be overwritten; drop it or use another key")
         for key in self.env:
             if not _ENV_NAME.fullmatch(key) or key == "TF_CONFIG":
                 raise SpecError("--env", f"{key!r} is not allowed as a variable name "
@@ -221,6 +258,18 @@ class JobSpec:
         check_job_dir(self.job_dir)
         self._check_volumes()
         self._check_secret_env()
+        if self.success_policy not in SUCCESS_POLICIES:
+            raise SpecError("--success-policy", f"{self.success_policy!r}; use AllWorkers or leave it out (the chief decides)")
+        if self.queue_name is not None:
+            if not self.queue_name or not _DNS1123_LABEL.fullmatch(self.queue_name) or len(self.queue_name) > 63:
+                raise SpecError("--queue-name", f"{self.queue_name!r} is not a Kueue LocalQueue name; use lowercase "
+                                "letters, digits and '-' (kubectl get localqueues)")
+            if QUEUE_LABEL in self.labels:
+                raise SpecError("--label", f"{QUEUE_LABEL} is set by --queue-name; drop the label")
+        if self.priority_class is not None and (len(self.priority_class) > 253
+                                                or not _DNS_SUBDOMAIN.fullmatch(self.priority_class)):
+            raise SpecError("--priority-class", f"{self.priority_class!r} is not a PriorityClass name; use a lowercase "
+                            "DNS name (kubectl get priorityclasses)")
         if self.service_account is not None and not _DNS_SUBDOMAIN.fullmatch(self.service_account):
             raise SpecError("--service-account", f"{self.service_account!r} is not a valid name; use lowercase DNS name")
 
@@ -235,6 +284,20 @@ class JobSpec:
         if longest > MAX_NAME:
             raise SpecError("--name", f"{self.name!r} is too long: replica service names would reach {longest} "
                             f"characters (max {MAX_NAME}); use a shorter name")
+
+    def _check_node_selectors(self) -> None:
+        for role, selector in (("", self.node_selector), *self.role_node_selectors.items()):
+            if role and role not in ROLES:
+                raise SpecError("--node-selector", f"unknown replica type {role!r}; use chief, ps, worker or evaluator")
+            for key, value in selector.items():
+                check_label_key(key, "--node-selector")
+                check_label_value(key, value, "--node-selector")
+        for role, spec in self.replicas.items():
+            if spec.count and not spec.gpus and ACCELERATOR_LABEL in self.replica_node_selector(role):
+                flag = role.lower()
+                raise SpecError("--node-selector", f"{ACCELERATOR_LABEL} would put the {flag} replicas, which have no "
+                                "GPUs, on GPU nodes (tainted: they would never schedule); select the GPU pool per "
+                                f"role, e.g. --node-selector worker:{ACCELERATOR_LABEL}=..., or use --accelerator")
 
     def _check_volumes(self) -> None:
         claims: set[str] = set()
@@ -278,6 +341,9 @@ class JobSpec:
             raise SpecError("--workers", "a job needs a chief or at least one worker; use --workers N or --chief 1")
         if self.count("PS") and not self.count("Chief"):
             raise SpecError("--chief", "parameter-server training needs a chief as coordinator; use --chief 1")
+        if self.count("PS") and not self.count("Worker"):
+            raise SpecError("--workers", "parameter-server training needs at least one worker to run the steps; "
+                            "use --workers N (N >= 1), or --ps 0 for a single chief")
         if self.accelerator and not any(s.gpus for s in self.replicas.values()):
             raise SpecError("--accelerator", "no replica has GPUs; set GPUs too, e.g. --gpus-per-worker 1")
 
@@ -290,7 +356,8 @@ class JobSpec:
         return [role for role, spec in self.replicas.items() if spec.count > 0]
 
     def replica_node_selector(self, role: str) -> dict[str, str]:
-        selector = dict(self.node_selector)
+        """Every replica's selector, then this role's own, then the accelerator for GPU roles."""
+        selector = {**self.node_selector, **self.role_node_selectors.get(role, {})}
         if self.accelerator and self.replicas[role].gpus:
             selector[ACCELERATOR_LABEL] = self.accelerator
         return selector
@@ -334,6 +401,15 @@ class JobSpec:
 
     def all_labels(self) -> dict[str, str]:
         return {**self.labels, **self.standard_labels()}
+
+    def job_labels(self) -> dict[str, str]:
+        """The TFJob's own labels: the pods' plus Kueue's queue label (Kueue reads it on the job)."""
+        queue = {QUEUE_LABEL: self.queue_name} if self.queue_name else {}
+        return {**self.all_labels(), **queue}
+
+    def pod_annotations(self) -> dict[str, str]:
+        """Istio's sidecar would outlive the trainer and keep a finished TFJob Running: opt out."""
+        return {} if self.istio_sidecar else {ISTIO_INJECT: "false"}
 
 
 def replica_name(job_name: str, role: str, index: int) -> str:

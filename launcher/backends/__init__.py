@@ -70,15 +70,17 @@ def resolve_kind(kind: str, note: Callable[[str], None] = _stderr, **probe) -> s
 
 
 def get_backend(kind: str = "auto", note: Callable[[str], None] = _stderr,
-                kubeconfig: str | None = None, context: str | None = None) -> Backend:
+                kubeconfig: str | None = None, context: str | None = None,
+                request_timeout: float | None = None) -> Backend:
     """An instance of the chosen backend (imported lazily); `kubeconfig` / `context`
-    select the cluster for the k8s backend."""
+    select the cluster for the k8s backend, `request_timeout` bounds each API call."""
     kind = resolve_kind(kind, note)
     try:
         if kind == "k8s":
             from .k8s import KubernetesBackend
 
-            return KubernetesBackend(kubeconfig=kubeconfig, context=context)
+            timeout = {} if request_timeout is None else {"request_timeout": request_timeout}
+            return KubernetesBackend(kubeconfig=kubeconfig, context=context, **timeout)
         from .local import LocalBackend
 
         return LocalBackend(note=note)

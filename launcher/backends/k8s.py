@@ -23,8 +23,8 @@ from kubernetes.client.exceptions import ApiException
 from ..events import Event, LogLine
 from ..tfconfig import replica_counts
 from .base import Backend, BackendError, JobStatus, JobSummary, NotFound
-from .k8s_client import (TRANSPORT_ERRORS, CountingApiClient, KubeApi, RequestCounter, absent, load_configuration,
-                         one_line, read_json, server_message, unreachable)
+from .k8s_client import (CALL_TIMEOUT, TRANSPORT_ERRORS, CountingApiClient, KubeApi, RequestCounter, absent,
+                         load_configuration, one_line, read_json, server_message, unreachable)
 from .k8s_events import job_events
 from .k8s_logs import DRAIN_SECONDS, check_replica, follow_logs, read_logs
 from .k8s_objects import (created, job_conditions, owner_reference, parse_replica, pod_selector, replica_order,
@@ -38,9 +38,11 @@ PROPAGATION = "Foreground"  # the TFJob disappears only after its pods and servi
 class KubernetesBackend(Backend):
     name = "k8s"
 
-    def __init__(self, kubeconfig: str | None = None, context: str | None = None):
+    def __init__(self, kubeconfig: str | None = None, context: str | None = None,
+                 request_timeout: float = CALL_TIMEOUT):
         self.requests = RequestCounter()
-        self.api = KubeApi(CountingApiClient(load_configuration(kubeconfig, context), self.requests))
+        self.api = KubeApi(CountingApiClient(load_configuration(kubeconfig, context), self.requests),
+                           request_timeout=request_timeout)
         self.log_drain_seconds = DRAIN_SECONDS
         self.delete_timeout = DELETE_TIMEOUT
 

@@ -18,9 +18,12 @@ import json
 import logging
 import os
 import re
+import sys
 import threading
+import warnings
 from collections import Counter
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Iterator
 from urllib.parse import urlsplit
 
@@ -29,11 +32,12 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from ..spec import SpecError
 from .base import AlreadyExists, BackendError, CRDUnavailable, NotFound
 
 GROUP, VERSION, PLURAL = "kubeflow.org", "v1", "tfjobs"
 CONNECT_TIMEOUT = 10  # seconds to open a connection
-CALL_TIMEOUT = 60  # seconds to read the answer of a plain (non-streaming) call
+CALL_TIMEOUT = 30  # default seconds to wait for the answer of a plain (non-streaming) call (--request-timeout)
 LOCAL_HINT = "or use --backend local to run on this machine"
 _POOL_SIZE = 32  # log -f holds one connection per replica
 REDACTED = "<redacted>"
@@ -151,6 +155,16 @@ def request_kind(method: str, url: str) -> str:
     return "/".join(segments) or "/"
 
 
+class NoReadTimeoutRetry(urllib3.Retry):
+    """urllib3's retries, except after a read timeout: a server that accepted the request
+    and did not answer in time would otherwise make the user wait several timeouts."""
+
+    def increment(self, method=None, url=None, response=None, error=None, _pool=None, _stacktrace=None):
+        if isinstance(error, urllib3.exceptions.ReadTimeoutError):
+            raise error
+        return super().increment(method, url, response, error, _pool, _stacktrace)
+
+
 class CountingApiClient(client.ApiClient):
     """The official ApiClient, counting every request it makes (plain, list, watch, log)."""
 
@@ -175,6 +189,8 @@ def load_configuration(kubeconfig: str | None = None, context: str | None = None
     if _EXEC_RECORDS not in root.filters:
         root.addFilter(_EXEC_RECORDS)  # stays: the client runs the plugin again to refresh
     del _EXEC_RECORDS.failures[:]
+    if explicit or exists:
+        check_kubeconfig(path, kubeconfig, context)
     try:
         if explicit or exists:
             config.load_kube_config(config_file=path, context=context, client_configuration=cfg,
@@ -192,7 +208,49 @@ def load_configuration(kubeconfig: str | None = None, context: str | None = None
                            f"{f' with exit code {code}' if code else ''}; its output is not shown (it may hold "
                            f"credentials): run the plugin's command yourself, {LOCAL_HINT}")
     cfg.connection_pool_maxsize = max(cfg.connection_pool_maxsize or 0, _POOL_SIZE)
+    cfg.retries = NoReadTimeoutRetry(total=urllib3.Retry.DEFAULT.total)
+    if not cfg.verify_ssl:  # say it once, instead of urllib3's warning on every request
+        warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
+        print(f"note: TLS certificates of {cfg.host} are not verified (insecure-skip-tls-verify in the "
+              "kubeconfig)", file=sys.stderr)
     return cfg
+
+
+def check_kubeconfig(path: str, flag: str | None, context: str | None) -> None:
+    """The mistakes users make, said in their terms before the client says them in its own:
+    a --kubeconfig or $KUBECONFIG that names no file, a file that is not YAML, an unknown
+    --context, no current context."""
+    import yaml
+
+    files = [Path(p).expanduser() for p in path.split(os.pathsep) if p]
+    present = [f for f in files if f.is_file()]
+    if flag is not None and not present:
+        raise SpecError("--kubeconfig", f"{flag!r} is not a file; give the path of a kubeconfig "
+                        "(e.g. ~/.kube/config, or what `kubectl config view --flatten` prints, saved)")
+    if not present:
+        where = f"KUBECONFIG={path}" if os.environ.get("KUBECONFIG") else path
+        raise BackendError(f"no kubeconfig file at {where}; fix KUBECONFIG or pass --kubeconfig, {LOCAL_HINT}")
+    contexts: list[str] = []
+    current = None
+    for file in present:
+        try:
+            doc = yaml.safe_load(file.read_text()) or {}
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            mark = getattr(exc, "problem_mark", None)
+            at = f" at line {mark.line + 1}" if mark is not None else ""
+            raise BackendError(f"kubeconfig {file} cannot be read as YAML{at}; fix it or point --kubeconfig "
+                               "elsewhere") from None
+        if not isinstance(doc, dict):
+            raise BackendError(f"kubeconfig {file} is not a kubeconfig (no mapping); fix it or point --kubeconfig elsewhere")
+        contexts += [c.get("name") for c in doc.get("contexts") or [] if isinstance(c, dict) and c.get("name")]
+        current = current or doc.get("current-context")
+    listed = ", ".join(contexts) or "none"
+    if context is not None and context not in contexts:
+        raise SpecError("--context", f"no context {context!r} in {path}; use one of: {listed} "
+                        "(kubectl config get-contexts)")
+    if context is None and not current:
+        raise BackendError(f"kubeconfig {path} has no current context; pick one with --context NAME "
+                           f"(contexts: {listed}), {LOCAL_HINT}")
 
 
 def absent(name: str, namespace: str) -> str:
@@ -230,8 +288,17 @@ def is_missing_api(exc: ApiException) -> bool:
     return exc.status == 404 and not (status_of(exc).get("details") or {}).get("name")
 
 
+def timed_out(exc: Exception) -> bool:
+    reason = getattr(exc, "reason", None)
+    return any(isinstance(e, (urllib3.exceptions.ReadTimeoutError, TimeoutError)) for e in (exc, reason))
+
+
 def unreachable(host: str, exc: Exception) -> BackendError:
     reason = getattr(exc, "reason", None) or exc
+    if timed_out(exc):
+        return BackendError(one_line(f"the Kubernetes API server at {host} did not answer in time ({reason}); "
+                                     f"check that it is up (kubectl get --raw /readyz), raise --request-timeout, "
+                                     f"{LOCAL_HINT}"))
     return BackendError(one_line(f"cannot reach the Kubernetes API server at {host} ({reason}); "
                                  f"check your kubeconfig context, {LOCAL_HINT}"))
 
@@ -242,8 +309,9 @@ TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, OSError)
 class KubeApi:
     """The calls the backend makes, on JSON dicts, with errors turned into BackendError."""
 
-    def __init__(self, api_client: CountingApiClient):
+    def __init__(self, api_client: CountingApiClient, request_timeout: float = CALL_TIMEOUT):
         self.client = api_client
+        self.timeout = (min(CONNECT_TIMEOUT, request_timeout), request_timeout)  # (connect, read) of plain calls
         self.host = api_client.configuration.host
         self.core = client.CoreV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
@@ -271,7 +339,7 @@ class KubeApi:
         """The CustomResourceDefinition object; CRDUnavailable when missing or forbidden."""
         try:
             return read_json(self.extensions.read_custom_resource_definition(
-                crd_name, _preload_content=False, _request_timeout=(CONNECT_TIMEOUT, CALL_TIMEOUT)))
+                crd_name, _preload_content=False, _request_timeout=self.timeout))
         except ApiException as exc:
             why = {403: "not permitted to read it", 404: "not installed"}.get(exc.status, server_message(exc))
             raise CRDUnavailable(f"cannot read CRD {crd_name} from {self.host} ({why})") from None
@@ -283,21 +351,22 @@ class KubeApi:
         namespace = tfjob["metadata"].get("namespace", "default")
         return self.custom.create_namespaced_custom_object(
             GROUP, VERSION, namespace, PLURAL, tfjob, dry_run="All" if dry_run else None,
-            _request_timeout=(CONNECT_TIMEOUT, CALL_TIMEOUT))
+            _request_timeout=self.timeout)
 
     def get_tfjob(self, name: str, namespace: str) -> dict:
         """The TFJob; NotFound (with the name and namespace) when there is none."""
         with self.errors(f"reading tfjob {name}", not_found=absent(name, namespace)):
             return self.custom.get_namespaced_custom_object(
-                GROUP, VERSION, namespace, PLURAL, name, _request_timeout=(CONNECT_TIMEOUT, CALL_TIMEOUT))
+                GROUP, VERSION, namespace, PLURAL, name, _request_timeout=self.timeout)
 
     def delete_tfjob(self, name: str, namespace: str, propagation: str) -> dict:
         return self.custom.delete_namespaced_custom_object(
             GROUP, VERSION, namespace, PLURAL, name, propagation_policy=propagation,
-            _request_timeout=(CONNECT_TIMEOUT, CALL_TIMEOUT))
+            _request_timeout=self.timeout)
 
     def tfjobs(self, namespace: str | None, **params) -> urllib3.BaseHTTPResponse:
         """List or (watch=True) watch TFJobs; the raw response."""
+        params.setdefault("_request_timeout", self.timeout)
         if namespace is None:
             return self.custom.list_custom_object_for_all_namespaces(
                 GROUP, VERSION, PLURAL, _preload_content=False, **params)
@@ -308,23 +377,24 @@ class KubeApi:
     def create_network_policy(self, policy: dict) -> dict:
         return self.networking.create_namespaced_network_policy(
             policy["metadata"]["namespace"], policy, _preload_content=False,
-            _request_timeout=(CONNECT_TIMEOUT, CALL_TIMEOUT))
+            _request_timeout=self.timeout)
 
     def replace_network_policy(self, policy: dict) -> dict:
         meta = policy["metadata"]
         return self.networking.replace_namespaced_network_policy(
             meta["name"], meta["namespace"], policy, _preload_content=False,
-            _request_timeout=(CONNECT_TIMEOUT, CALL_TIMEOUT))
+            _request_timeout=self.timeout)
 
     # ---- pods ---------------------------------------------------------------------
     def pods(self, namespace: str, **params) -> urllib3.BaseHTTPResponse:
         """List or (watch=True) watch pods; the raw response."""
+        params.setdefault("_request_timeout", self.timeout)
         return self.core.list_namespaced_pod(namespace, _preload_content=False, **params)
 
     def pod_log(self, name: str, namespace: str, container: str, follow: bool) -> urllib3.BaseHTTPResponse:
         """The current container instance's log (kubelet rules); streamed when `follow`
         (without a read timeout: a training step may print nothing for a long time)."""
-        timeout = {} if follow else {"_request_timeout": (CONNECT_TIMEOUT, CALL_TIMEOUT)}
+        timeout = {} if follow else {"_request_timeout": self.timeout}
         return self.core.read_namespaced_pod_log(
             name, namespace, container=container, follow=follow, _preload_content=False, **timeout)
 

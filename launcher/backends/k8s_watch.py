@@ -103,7 +103,7 @@ class ListWatch(threading.Thread):
 
     def _list(self) -> None:
         try:
-            body = read_json(self._call(_request_timeout=(CONNECT_TIMEOUT, WATCH_SECONDS)))
+            body = read_json(self._call())  # the API's plain-call timeout (--request-timeout)
         except ApiException as exc:
             if exc.status == GONE:
                 raise _Gone() from None

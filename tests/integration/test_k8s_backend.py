@@ -165,10 +165,12 @@ def test_delete_wait_gives_up_with_a_clear_message(k8s_backend, fake_apiserver):
 
 
 # ---- configuration and reachability ----------------------------------------------------------
-def test_a_missing_kubeconfig_points_at_the_local_backend(tmp_path):
-    with pytest.raises(BackendError) as err:
+def test_a_missing_kubeconfig_is_a_usage_error_naming_the_flag(tmp_path):
+    from launcher.spec import SpecError
+
+    with pytest.raises(SpecError) as err:
         KubernetesBackend(kubeconfig=str(tmp_path / "absent"))
-    assert "--backend local" in str(err.value) and str(tmp_path / "absent") in str(err.value)
+    assert err.value.field == "--kubeconfig" and str(tmp_path / "absent") in str(err.value)
 
 
 def test_no_kubeconfig_and_no_cluster_points_at_the_local_backend(tmp_path, monkeypatch):

@@ -97,8 +97,8 @@ def test_follow_of_a_finished_job_prints_what_exists_and_ends(k8s_backend, fake_
 
 
 def test_follow_stops_a_replica_still_running_after_the_job_ended(k8s_backend, fake_apiserver, fake_operator):
-    k8s_backend.log_drain_seconds = 0.2  # cleanPodPolicy None: ps would run forever
-    k8s_backend.submit(manifest(workers=0, ps=1))
+    k8s_backend.log_drain_seconds = 0.2  # cleanPodPolicy None: ps would run forever (the worker never starts)
+    k8s_backend.submit(manifest(workers=1, ps=1))
     fake_operator.create_pods("mnist")
     fake_operator.start("mnist-ps-0")
     fake_operator.start("mnist-chief-0")

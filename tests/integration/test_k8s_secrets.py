@@ -61,7 +61,7 @@ def test_bad_context(tmp_path, secrets_, user):
 def test_malformed_kubeconfig_next_to_a_token(tmp_path, secrets_):
     config = tmp_path / "config"
     config.write_text(f"users:\n- name: u\n  user:\n    token: {secrets_.token}\n   bad: [indent\n")
-    check(secrets_, launcher("list", "--kubeconfig", str(config)), "no usable Kubernetes configuration")
+    check(secrets_, launcher("list", "--kubeconfig", str(config)), "cannot be read as YAML")
 
 
 def test_exec_plugin_failure_says_so_without_its_output(tmp_path, secrets_):

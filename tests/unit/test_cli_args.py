@@ -58,6 +58,12 @@ def test_cpu_and_memory_per_role_and_bare():
     assert {r: s.memory for r, s in spec.replicas.items()} == {"Chief": None, "PS": "8Gi", "Worker": None}
 
 
+@pytest.mark.parametrize("order", [("--cpu", "worker=4", "--cpu", "1"), ("--cpu", "1", "--cpu", "worker=4")])
+def test_a_per_role_value_wins_over_the_bare_value_in_any_order(order):
+    spec = spec_for("--name", "a", *order)
+    assert {r: s.cpu for r, s in spec.replicas.items()} == {"Chief": "1", "PS": "1", "Worker": "4"}
+
+
 def test_gpu_flags():
     spec = spec_for("--name", "a", "--gpus-per-worker", "2", "--gpus-per-chief", "1", "--accelerator", "nvidia-l4")
     assert (spec.replicas["Worker"].gpus, spec.replicas["Chief"].gpus, spec.replicas["PS"].gpus) == (2, 1, 0)
@@ -104,3 +110,88 @@ def test_key_values_and_per_role_refuse_bad_items():
     with pytest.raises(SpecError, match="unknown replica type 'master'"):
         per_role(["master=2"], "--cpu")
     assert per_role(["PS=1"], "--cpu") == {"PS": "1"}
+
+
+def test_per_role_node_selectors_reach_only_their_role():
+    spec = spec_for("--name", "a", "--node-selector", "pool=cpu", "--node-selector", "worker:pool=gpu",
+                    "--node-selector", "worker:cloud.google.com/gke-accelerator=nvidia-b200",
+                    "--gpus-per-worker", "1")
+    assert spec.replica_node_selector("Worker") == {"pool": "gpu", "cloud.google.com/gke-accelerator": "nvidia-b200"}
+    assert spec.replica_node_selector("PS") == {"pool": "cpu"} == spec.replica_node_selector("Chief")
+
+
+@pytest.mark.parametrize("given, suggestion", [
+    ("NVIDIA_TESLA_T4", "did you mean nvidia-tesla-t4?"),
+    ("nvidia-tesla-t1000", "did you mean one of nvidia-tesla-v100, nvidia-tesla-p100, nvidia-tesla-a100?"),
+    ("nvidia-l4-24gb", "did you mean nvidia-l4?"),
+    ("nvidia-a100-80g", "did you mean nvidia-a100-80gb?"),
+])
+def test_accelerator_near_misses_get_a_suggestion(given, suggestion):
+    with pytest.raises(SpecError) as caught:
+        spec_for("--name", "a", "--gpus-per-worker", "1", "--accelerator", given)
+    assert caught.value.field == "--accelerator" and suggestion in str(caught.value)
+
+
+def test_an_end_of_life_accelerator_is_noted():
+    args = build_parser().parse_args(["render", "--name", "a", "--gpus-per-worker", "1",
+                                      "--accelerator", "nvidia-tesla-k80"])
+    spec, notes = build_spec(args)
+    assert spec.accelerator == "nvidia-tesla-k80"
+    assert notes == ["note: nvidia-tesla-k80 is end-of-life on GKE (no new node pools); "
+                     "consider --accelerator nvidia-tesla-t4 or nvidia-l4"]
+
+
+def test_a_config_accelerator_error_names_the_config_field(tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text("trainingInput:\n  scaleTier: CUSTOM\n  masterType: n1-standard-4\n  workerCount: 2\n"
+                      "  workerConfig: {acceleratorConfig: {count: 1, type: NVIDIA_TESLA_T1000}}\n")
+    with pytest.raises(SpecError) as caught:
+        spec_for("--name", "a", "--config", str(config))
+    assert caught.value.field == "--config trainingInput.workerConfig.acceleratorConfig.type"
+
+
+def test_a_rule_broken_by_the_config_file_names_the_file(tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text("trainingInput:\n  scaleTier: CUSTOM\n  masterType: n1-standard-4\n  workerCount: 0\n"
+                      "  parameterServerCount: 1\n")
+    with pytest.raises(SpecError) as caught:
+        spec_for("--name", "a", "--config", str(config))
+    assert caught.value.field == f"--config {config}"
+    assert str(caught.value).startswith(f"--config {config}: --workers from the file: parameter-server training")
+    with pytest.raises(SpecError) as flagged:  # the same rule broken by the flag names the flag
+        spec_for("--name", "a", "--config", str(config), "--workers", "0")
+    assert flagged.value.field == "--workers"
+    assert spec_for("--name", "a", "--config", str(config), "--workers", "2").count("Worker") == 2
+
+
+def test_gcloud_scale_tier_and_accelerator_flags():
+    standard = spec_for("--name", "a", "--scale-tier", "standard_1")
+    assert {r: s.count for r, s in standard.replicas.items()} == {"Chief": 1, "PS": 3, "Worker": 4}
+    assert spec_for("--name", "a", "--scale-tier", "STANDARD_1", "--workers", "2").count("Worker") == 2
+    gpu = spec_for("--name", "a", "--workers", "2", "--master-accelerator", "type=nvidia-tesla-t4,count=1",
+                   "--worker-accelerator", "type=NVIDIA_TESLA_T4,count=2")
+    assert gpu.accelerator == "nvidia-tesla-t4"
+    assert (gpu.replicas["Chief"].gpus, gpu.replicas["Worker"].gpus, gpu.replicas["PS"].gpus) == (1, 2, 0)
+
+
+def test_scale_tier_overrides_the_config_files(tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text("trainingInput: {scaleTier: BASIC, jobDir: gs://bucket/run}\n")
+    spec = spec_for("--name", "a", "--config", str(config), "--scale-tier", "PREMIUM_1")
+    assert spec.count("Worker") == 19 and spec.job_dir == "gs://bucket/run"
+
+
+@pytest.mark.parametrize("argv, field", [
+    (["--scale-tier", "CUSTOM"], "--scale-tier"),
+    (["--worker-accelerator", "nvidia-tesla-t4"], "--worker-accelerator"),
+    (["--worker-accelerator", "type=nvidia-tesla-t4,count=0"], "--worker-accelerator"),
+    (["--worker-accelerator", "type=nvidia-tesla-t9,count=1"], "--worker-accelerator"),
+    (["--master-accelerator", "type=nvidia-l4", "--worker-accelerator", "type=nvidia-tesla-t4"], "--worker-accelerator"),
+    (["--accelerator", "nvidia-l4", "--worker-accelerator", "type=nvidia-tesla-t4"], "--worker-accelerator"),
+])
+def test_bad_gcloud_flags(argv, field):
+    from launcher.cli import UsageError
+
+    with pytest.raises((SpecError, UsageError)) as caught:
+        spec_for("--name", "a", *argv)
+    assert caught.value.field == field

@@ -7,7 +7,7 @@ import pytest
 
 from launcher import backends
 from launcher.spec import SpecError
-from tests.support.cli_env import cli_env, schema_cache  # noqa: F401 (fixtures: CRD + cache env)
+from tests.support.cli_env import cli, cli_env, schema_cache  # noqa: F401 (fixtures: CLI, CRD + cache env)
 
 CONFIG = "apiVersion: v1\nkind: Config\ncurrent-context: {context}\ncontexts: []\nclusters: []\nusers: []\n"
 
@@ -101,3 +101,33 @@ def test_render_loads_neither_kubernetes_nor_rich_nor_tensorflow():
                              "    assert launcher.cli.main(['render', '--name', 'x']) == 0")
     assert not [m for m in loaded if m.split(".")[0] in ("kubernetes", "rich", "tensorflow")]
     assert "jsonschema" in loaded  # it did validate
+
+
+def test_kubeconfig_mistakes_are_one_line(cli, tmp_path, monkeypatch):
+    import yaml
+
+    good = tmp_path / "config"
+    good.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "a",
+        "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:9"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "a", "context": {"cluster": "c", "user": "u"}},
+                     {"name": "b", "context": {"cluster": "c", "user": "u"}}]}))
+    broken = tmp_path / "broken"
+    broken.write_text("clusters: [\n")
+    no_current = tmp_path / "no-current"
+    no_current.write_text(good.read_text().replace("current-context: a", "current-context: ''"))
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    for flags, code, line in [
+        (["--kubeconfig", str(tmp_path / "absent")], 2, f"error: --kubeconfig: '{tmp_path / 'absent'}' is not a file"),
+        (["--kubeconfig", str(good), "--context", "nope"], 2,
+         f"error: --context: no context 'nope' in {good}; use one of: a, b (kubectl config get-contexts)"),
+        (["--kubeconfig", str(broken)], 1, f"error: kubeconfig {broken} cannot be read as YAML at line 2"),
+        (["--kubeconfig", str(no_current)], 1, f"error: kubeconfig {no_current} has no current context"),
+    ]:
+        result = cli("list", *flags)
+        assert (result.code, result.out) == (code, ""), (flags, result.err)
+        assert result.err.startswith(line) and result.err.count("\n") == 1, (flags, result.err)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "gone"))
+    result = cli("list", "--backend", "k8s")
+    assert result.code == 1 and result.err.startswith(f"error: no kubeconfig file at KUBECONFIG={tmp_path / 'gone'}")

@@ -37,7 +37,7 @@ def test_status_of_a_missing_job_exits_1(cli):
 @pytest.mark.parametrize("argv, field", [
     (["status", "Bad_Name"], "NAME"),
     (["logs", "mnist", "--replica", "worker1"], "--replica"),
-    (["logs", "mnist", "--replica", "master-0"], "--replica"),
+    (["logs", "mnist", "--replica", "launcher-0"], "--replica"),
     (["delete", "mnist\n"], "NAME"),
     (["list", "-n", "Team A"], "--namespace"),
 ])
@@ -114,3 +114,48 @@ def test_purge_is_refused_on_a_cluster(cli):
     result = cli("delete", "mnist", "--backend", "k8s", "--purge", backend=fake)
     assert (result.code, result.out) == (2, "") and fake.deleted == []
     assert result.err.startswith("error: --purge: only the local backend keeps outputs itself")
+
+
+def test_status_of_a_failed_job_exits_1_without_watch_too(cli):
+    failed = cli("status", "mnist", "--backend", "k8s", backend=backend(events=lifecycle("Failed")))
+    assert failed.code == 1 and failed.out.splitlines()[0].endswith("Failed")
+    assert cli("status", "mnist", "--backend", "k8s", backend=backend(events=lifecycle("Succeeded"))).code == 0
+
+
+def test_delete_ignore_not_found(cli):
+    result = cli("delete", "ghost", "--backend", "k8s", "--ignore-not-found", backend=backend())
+    assert (result.code, result.out, result.err) == (0, "", "")
+
+
+def test_master_is_gclouds_name_of_the_chief(cli):
+    fake = backend()
+    result = cli("logs", "mnist", "--backend", "k8s", "--replica", "master-0", backend=fake)
+    assert result.code == 0, result.err
+    assert fake.log_requests == [("mnist", "chief-0", False)]
+
+
+def test_output_formats_of_status_and_list(cli):
+    import json
+
+    import yaml
+
+    as_json = json.loads(cli("status", "mnist", "--backend", "k8s", "-o", "json", backend=backend()).out)
+    assert as_json["name"] == "mnist" and as_json["phase"] == "Succeeded"
+    assert [c["type"] for c in as_json["conditions"]][-1] == "Succeeded"
+    assert {r["replica"] for r in as_json["replicas"]} >= {"chief-0", "worker-0"}
+    assert yaml.safe_load(cli("status", "mnist", "--backend", "k8s", "-o", "yaml", backend=backend()).out) == as_json
+    assert cli("status", "mnist", "--backend", "k8s", "-o", "name", backend=backend()).out == "tfjob.kubeflow.org/mnist\n"
+    assert cli("list", "--backend", "k8s", "-o", "name", backend=backend()).out == "tfjob.kubeflow.org/mnist\n"
+    items = json.loads(cli("list", "--backend", "k8s", "-o", "json", backend=backend()).out)["items"]
+    assert [item["name"] for item in items] == ["mnist"]
+    wide = cli("list", "--backend", "k8s", "-o", "wide", backend=backend()).out.splitlines()
+    assert wide[0].split() == ["NAME", "NAMESPACE", "PHASE", "REPLICAS", "AGE", "CREATED"]
+
+
+def test_tail_keeps_the_last_lines_of_each_replica(cli):
+    fake = FakeBackend(name="k8s", existing=("mnist",), logs={"chief-0": ["c1", "c2", "c3"], "worker-0": ["w1", "w2"]})
+    result = cli("logs", "mnist", "--backend", "k8s", "--replica", "all", "--tail", "2", backend=fake)
+    assert result.code == 0, result.err
+    assert result.out.splitlines() == ["[chief-0] c2", "[chief-0] c3", "[worker-0] w1", "[worker-0] w2"]
+    refused = cli("logs", "mnist", "--backend", "k8s", "--tail", "2", "-f", backend=fake)
+    assert refused.code == 2 and refused.err.startswith("error: --tail: ")

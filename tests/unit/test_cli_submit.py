@@ -80,12 +80,42 @@ def test_dry_run_prints_and_never_touches_a_cluster(capsys):
     assert "kind: TFJob" in out and "name: mnist" in out
 
 
-def test_server_dry_run_asks_the_backend_and_applies_nothing(cli):
+@pytest.mark.parametrize("flags", [["--server-dry-run"], ["--dry-run=server"], ["--dry-run", "server"],
+                                   ["--dry-run=server", "--server-dry-run"]])
+def test_server_dry_run_asks_the_backend_and_applies_nothing(cli, flags):
     backend = FakeBackend(name="k8s")
-    result = submit(cli, backend, "--server-dry-run")
+    result = submit(cli, backend, *flags)
     assert result.code == 0
     assert len(backend.dry_runs) == 1 and backend.submitted == []
     assert "dryRun: true" in result.out
+
+
+def test_dry_run_client_is_the_bare_dry_run_and_none_submits(cli):
+    backend = FakeBackend(name="k8s")
+    client = submit(cli, backend, "--dry-run=client")
+    assert client.code == 0 and client.out == submit(cli, backend, "--dry-run").out
+    assert backend.dry_runs == [] and backend.submitted == []
+    assert submit(cli, backend, "--dry-run=none", "--detach").code == 0 and len(backend.submitted) == 1
+
+
+@pytest.mark.parametrize("flags, field", [
+    (["--dry-run", "--server-dry-run"], "--server-dry-run"),
+    (["--dry-run=client", "--server-dry-run"], "--server-dry-run"),
+    (["--dry-run=sever"], "--dry-run"),
+    (["--dry-run", "--detach"], "--detach"),
+    (["--stream-logs", "--async"], "--stream-logs"),
+    (["--server-dry-run", "--replace"], "--replace"),
+    (["--backend", "local", "--kubeconfig", "/tmp/kubeconfig"], "--kubeconfig"),
+    (["--backend", "local", "--context", "gke"], "--context"),
+    (["--request-timeout", "0"], "--request-timeout"),
+    (["--request-timeout", "soon"], "--request-timeout"),
+])
+def test_conflicting_or_bad_flags_are_refused(cli, flags, field):
+    backend = FakeBackend(name="k8s")
+    result = cli("submit", "--name", "mnist", *(["--backend", "k8s"] if "--backend" not in flags else []), *flags,
+                 backend=backend)
+    assert (result.code, result.out) == (2, "") and backend.submitted == [] and backend.dry_runs == []
+    assert result.err.startswith(f"error: {field}: ") and result.err.count("\n") == 1, result.err
 
 
 def test_existing_name_is_reported_and_replace_replaces(cli):
@@ -231,3 +261,49 @@ def test_local_submit_without_tensorflow_stops_before_anything_starts(cli, monke
                           "TensorFlow, which is not installed; pip install 'tfjob-launcher[local]', or submit to a "
                           "cluster with --backend k8s\n")
     assert submit(cli, FakeBackend(name="local"), "--dry-run").code == 0  # a dry run starts nothing: allowed
+
+
+def test_local_backend_notes_ignored_cpu_and_memory_requests(cli):
+    result = submit(cli, FakeBackend(name="local"), "--cpu", "worker=2", "--memory", "1Gi")
+    assert result.code == 0, result.err
+    assert ("note: CPU and memory requests are ignored by the local backend "
+            "(replicas share this machine's cores and memory)") in result.err.splitlines()
+    assert "CPU and memory" not in submit(cli, FakeBackend(name="local")).err
+
+
+def test_the_no_cluster_note_comes_with_submit_only(cli, monkeypatch, tmp_path):
+    from launcher.backends import LOCAL_NOTE
+
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    fake = FakeBackend(name="local", existing=("mnist",))
+    assert LOCAL_NOTE in cli("submit", "--name", "job", "--detach", backend=fake).err
+    for argv in (["status", "mnist"], ["list"], ["logs", "mnist"], ["delete", "mnist"]):
+        result = cli(*argv, backend=FakeBackend(name="local", existing=("mnist",)))
+        assert result.code == 0 and LOCAL_NOTE not in result.err, (argv, result.err)
+
+
+def test_output_formats_of_submit(cli):
+    import json
+
+    backend = FakeBackend(name="k8s")
+    as_json = json.loads(submit(cli, backend, "--dry-run", "-o", "json").out)
+    assert as_json["kind"] == "TFJob" and as_json["metadata"]["name"] == "mnist"
+    assert submit(cli, backend, "--dry-run=server", "-o", "name").out == "tfjob.kubeflow.org/mnist created (dry run)\n"
+    named = submit(cli, backend, "--detach", "-o", "name")
+    assert named.code == 0 and named.out.splitlines()[0] == "tfjob.kubeflow.org/mnist created"
+
+
+def test_local_backend_notes_cluster_only_scheduling_flags(cli):
+    result = submit(cli, FakeBackend(name="local"), "--queue-name", "q", "--success-policy", "AllWorkers")
+    assert result.code == 0, result.err
+    assert ("note: --queue-name, --success-policy are ignored by the local backend (it starts every replica at once; "
+            "the chief decides success)") in result.err.splitlines()
+
+
+def test_gclouds_async_is_detach_and_stream_logs_the_default(cli):
+    backend = FakeBackend(name="k8s")
+    detached = submit(cli, backend, "--async")
+    assert detached.code == 0 and backend.log_requests == [] and detached.out.splitlines()[-1].startswith("Follow it:")
+    streamed = submit(cli, FakeBackend(name="k8s", logs=CHIEF_LOGS), "--stream-logs")
+    assert streamed.code == 0 and "[chief-0] starting" in streamed.out

@@ -91,7 +91,8 @@ def test_bad_training_input_names_the_key(training, field):
 
 
 @pytest.mark.parametrize("text, problem", [
-    ("scaleTier: BASIC\n", "no trainingInput"),
+    ("name: job\nimage: x\n", "no trainingInput fields"),
+    ("- scaleTier: BASIC\n", "no trainingInput fields"),
     ("trainingInput: {scaleTier: BASIC}\nregion: x\n", "unknown top-level"),
     ("trainingInput: [\n", "not valid YAML"),
 ])
@@ -101,6 +102,21 @@ def test_bad_files(tmp_path, text, problem):
     with pytest.raises(SpecError, match=problem) as caught:
         cloudml.load(path)
     assert caught.value.field == "--config"
+
+
+def test_the_fields_without_the_training_input_key(tmp_path):
+    bare, keyed = tmp_path / "bare.yaml", tmp_path / "keyed.yaml"
+    bare.write_text("scaleTier: CUSTOM\nmasterType: n1-standard-4\nworkerCount: 3\nparameterServerCount: 2\n"
+                    "jobDir: gs://b/run\nlabels: {team: ml}\n")
+    keyed.write_text("trainingInput:\n  scaleTier: CUSTOM\n  masterType: n1-standard-4\n  workerCount: 3\n"
+                     "  parameterServerCount: 2\n  jobDir: gs://b/run\nlabels: {team: ml}\n")
+    assert cloudml.load(bare) == cloudml.load(keyed)
+    assert cloudml.load(bare).replicas == {"Chief": 1, "Worker": 3, "PS": 2}
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("scaleTier: BASIC\nworkerCnt: 2\n")
+    with pytest.raises(SpecError) as caught:
+        cloudml.load(bad)
+    assert caught.value.field == "--config trainingInput.workerCnt"
 
 
 def test_missing_file(tmp_path):

@@ -29,10 +29,10 @@ def test_values_cover_every_role_and_ps_has_no_gpus():
     spec = JobSpec(name="mwms", replicas={"Worker": ReplicaSpec(3, gpus=1, memory="2Gi")})
     replicas = values_for(spec)["replicas"]
     assert replicas == {
-        "chief": {"count": 0, "gpus": 0, "cpu": "", "memory": ""},
-        "ps": {"count": 0, "cpu": "", "memory": ""},
-        "worker": {"count": 3, "gpus": 1, "cpu": "", "memory": "2Gi"},
-        "evaluator": {"count": 0, "gpus": 0, "cpu": "", "memory": ""},
+        "chief": {"count": 0, "gpus": 0, "cpu": "", "memory": "", "nodeSelector": {}},
+        "ps": {"count": 0, "cpu": "", "memory": "", "nodeSelector": {}},
+        "worker": {"count": 3, "gpus": 1, "cpu": "", "memory": "2Gi", "nodeSelector": {}},
+        "evaluator": {"count": 0, "gpus": 0, "cpu": "", "memory": "", "nodeSelector": {}},
     }
 
 

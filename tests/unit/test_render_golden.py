@@ -122,3 +122,21 @@ def test_volumes_are_mounted_in_every_replica():
         assert pod["containers"][0]["volumeMounts"] == [
             {"name": "pvc-0", "mountPath": "/mnt/runs", "readOnly": False},
             {"name": "pvc-1", "mountPath": "/mnt/data/", "readOnly": True}]
+
+
+def test_gke_scheduling_flags_reach_the_tfjob(cli):
+    result = cli("render", "--name", "queued", "--success-policy", "AllWorkers", "--queue-name", "team-a",
+                 "--priority-class", "high-priority")
+    assert result.code == 0, result.err
+    tfjob = result.manifest()
+    assert tfjob["spec"]["successPolicy"] == "AllWorkers"
+    assert tfjob["spec"]["runPolicy"]["suspend"] is True
+    assert tfjob["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    for replica in tfjob["spec"]["tfReplicaSpecs"].values():
+        template = replica["template"]
+        assert "kueue.x-k8s.io/queue-name" not in template["metadata"]["labels"]
+        assert template["metadata"]["annotations"] == {"sidecar.istio.io/inject": "false"}
+        assert template["spec"]["priorityClassName"] == "high-priority"
+    assert validate(tfjob, crd=CRD) is True
+    with_sidecar = cli("render", "--name", "mesh", "--istio-sidecar").manifest()
+    assert all("annotations" not in r["template"]["metadata"] for r in with_sidecar["spec"]["tfReplicaSpecs"].values())

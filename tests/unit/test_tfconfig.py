@@ -31,10 +31,11 @@ def test_single_replica_job_gets_no_tf_config():
 
 
 def test_address_function_maps_hosts_for_local_runs():
-    tfjob = job({"Chief": ReplicaSpec(1), "PS": ReplicaSpec(2)})
-    ports = {("chief", 0): 5000, ("ps", 0): 5001, ("ps", 1): 5002}
+    tfjob = job({"Chief": ReplicaSpec(1), "PS": ReplicaSpec(2), "Worker": ReplicaSpec(1)})
+    ports = {("chief", 0): 5000, ("ps", 0): 5001, ("ps", 1): 5002, ("worker", 0): 5003}
     cluster = cluster_spec(tfjob, lambda rt, i: f"127.0.0.1:{ports[(rt, i)]}")
-    assert cluster == {"chief": ["127.0.0.1:5000"], "ps": ["127.0.0.1:5001", "127.0.0.1:5002"]}
+    assert cluster == {"chief": ["127.0.0.1:5000"], "ps": ["127.0.0.1:5001", "127.0.0.1:5002"],
+                       "worker": ["127.0.0.1:5003"]}
 
 
 def test_replicas_enumerates_every_index_in_manifest_order():

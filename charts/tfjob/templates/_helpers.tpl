@@ -55,6 +55,15 @@ All labels as a JSON object: the user's `labels`, overridden by the standard one
 {{- toJson $labels }}
 {{- end }}
 
+{{/* The TFJob's own labels (launcher: JobSpec.job_labels): the pods' plus Kueue's queue label. */}}
+{{- define "tfjob.jobLabels" -}}
+{{- $labels := include "tfjob.labels" . | fromJson }}
+{{- with .Values.queueName }}
+{{- $_ := set $labels "kueue.x-k8s.io/queue-name" . }}
+{{- end }}
+{{- toJson $labels }}
+{{- end }}
+
 {{/* The ServiceAccount the pods run as; empty means the namespace default. */}}
 {{- define "tfjob.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create }}
@@ -82,7 +91,8 @@ All labels as a JSON object: the user's `labels`, overridden by the standard one
 {{- $ref }}
 {{- end }}
 
-{{/* runPolicy as JSON (launcher: render.run_policy): unset integers are left out. */}}
+{{/* runPolicy as JSON (launcher: render.run_policy): unset integers are left out; a job for a
+Kueue queue is created suspended. */}}
 {{- define "tfjob.runPolicy" -}}
 {{- $policy := dict "cleanPodPolicy" .Values.runPolicy.cleanPodPolicy }}
 {{- range $key := list "ttlSecondsAfterFinished" "activeDeadlineSeconds" "backoffLimit" }}
@@ -90,6 +100,9 @@ All labels as a JSON object: the user's `labels`, overridden by the standard one
 {{- if not (kindIs "invalid" $value) }}
 {{- $_ := set $policy $key (int64 $value) }}
 {{- end }}
+{{- end }}
+{{- if .Values.queueName }}
+{{- $_ := set $policy "suspend" true }}
 {{- end }}
 {{- toJson $policy }}
 {{- end }}
@@ -121,10 +134,11 @@ All labels as a JSON object: the user's `labels`, overridden by the standard one
 
 {{/*
 Node selector of one replica type as JSON (launcher: JobSpec.replica_node_selector):
-nodeSelector plus the accelerator label on GPU roles. Call with (dict "root" $ "replica" $r).
+nodeSelector, then the replica's own nodeSelector, then the accelerator label on GPU roles.
+Call with (dict "root" $ "replica" $r).
 */}}
 {{- define "tfjob.replicaNodeSelector" -}}
-{{- $selector := deepCopy (.root.Values.nodeSelector | default dict) }}
+{{- $selector := merge (deepCopy (.replica.nodeSelector | default dict)) (deepCopy (.root.Values.nodeSelector | default dict)) }}
 {{- if and .root.Values.accelerator (gt (include "tfjob.gpus" .replica | int) 0) }}
 {{- $_ := set $selector "cloud.google.com/gke-accelerator" .root.Values.accelerator }}
 {{- end }}
@@ -164,6 +178,9 @@ Per-value rules live in values.schema.json. Each failure names the value and the
 {{- end }}
 {{- if and (gt (int $r.ps.count) 0) (eq $chief 0) }}
 {{- fail "replicas.chief.count: parameter-server training needs a chief as coordinator; set replicas.chief.count: 1" }}
+{{- end }}
+{{- if and (gt (int $r.ps.count) 0) (eq $workers 0) }}
+{{- fail "replicas.worker.count: parameter-server training needs at least one worker to run the steps; set replicas.worker.count >= 1 or replicas.ps.count: 0" }}
 {{- end }}
 {{- if .Values.accelerator }}
 {{- $gpus := 0 }}

@@ -1,0 +1,87 @@
+"""launcher.api.TrainingClient on the local backend with real processes (the stand-in
+replica program of tests/support, no TensorFlow): create, logs, wait, status, list,
+delete, and the README's example run as written."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from launcher.api import TrainingClient
+from launcher.backends.base import AlreadyExists
+from launcher.spec import JobSpec, ReplicaSpec, SpecError
+
+REPO = Path(__file__).resolve().parents[2]
+REPLICA = REPO / "tests" / "support" / "standin_replica.py"
+
+
+@pytest.fixture
+def client(tmp_path, monkeypatch):
+    monkeypatch.setenv("TFJOB_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("TFJOB_LOCAL_STOP_GRACE_SECONDS", "5")
+    monkeypatch.delenv("TFJOB_CRD", raising=False)
+    with TrainingClient(backend="local") as client:
+        yield client
+        for job in client.list_jobs(None):
+            client.backend.stop(job.name, job.namespace)
+
+
+def standin_spec(name: str, state: Path, actions: dict) -> JobSpec:
+    return JobSpec(name=name, replicas={"Chief": ReplicaSpec(1), "PS": ReplicaSpec(1), "Worker": ReplicaSpec(1)},
+                   env={"STATE_DIR": str(state)}, command=("python", str(REPLICA)),
+                   trainer_args=(json.dumps(actions),))
+
+
+def test_create_wait_logs_and_delete(client, tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    tfjob = client.create_job(standin_spec("api-job", state, {"chief-0": ["wait-ready"]}))
+    assert tfjob["metadata"]["name"] == "api-job"
+    assert tfjob["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]["containers"][0]["args"][:2] == [
+        "--job-dir", str(tmp_path / "runs" / "default" / "api-job" / "output")]  # the backend's default job dir
+    with pytest.raises(AlreadyExists):
+        client.create_job(standin_spec("api-job", state, {}))
+    status = client.wait_for_job("api-job", timeout=60)
+    assert status.phase == "Succeeded"
+    assert [job.name for job in client.list_jobs()] == ["api-job"]
+    lines = list(client.get_job_logs("api-job", replica="chief-0"))
+    assert lines and all(line.replica == "chief-0" for line in lines)
+    client.delete_job("api-job")
+    assert client.list_jobs() == []
+
+
+def test_wait_times_out_while_the_job_runs(client, tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    client.create_job(standin_spec("api-slow", state, {"*": ["serve"]}))
+    with pytest.raises(TimeoutError, match="keeps running"):
+        client.wait_for_job("api-slow", timeout=1)
+    assert client.get_job("api-slow").phase not in ("Succeeded", "Failed")
+
+
+def test_bad_input_submits_nothing(client):
+    with pytest.raises(SpecError):
+        client.create_job(JobSpec(name="x", replicas={"Worker": ReplicaSpec(10**12)}))
+    assert client.list_jobs(None) == []
+
+
+def test_the_readme_example_runs_as_written(tmp_path):
+    """The README's Python example, with the trainer swapped for the stand-in (no TensorFlow)."""
+    readme = (REPO / "README.md").read_text()
+    example = re.search(r"## Python API.*?```python\n(.*?)```", readme, re.S)[1]
+    state = tmp_path / "state"
+    state.mkdir()
+    example = example.replace(
+        'trainer_args=("--train-steps", "300"))',
+        f'trainer_args=({json.dumps(json.dumps({"chief-0": ["wait-ready"]}))},), '
+        f'env={{"STATE_DIR": {str(state)!r}}}, command=("python", {str(REPLICA)!r}))')
+    assert "command=" in example, "the README example changed: update this test"
+    done = subprocess.run([sys.executable, "-c", example], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "HOME": str(tmp_path),
+                               "TFJOB_RUNS_DIR": str(tmp_path / "runs"), "KUBECONFIG": str(tmp_path / "none")})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "Succeeded"

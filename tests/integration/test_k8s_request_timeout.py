@@ -1,0 +1,43 @@
+"""Every command against an API server that accepts connections and never answers ends
+within its --request-timeout with one line naming the server and the fix (exit 1); the
+launcher runs as a real process with the real Kubernetes client."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from tests.support.silent_server import SilentServer
+
+REPO = __import__("pathlib").Path(__file__).resolve().parents[2]
+BOUND = 60.0  # far above 1 s timeout; without a timeout the commands never return
+
+
+@pytest.fixture
+def silent(tmp_path):
+    with SilentServer() as server:
+        path = tmp_path / "kubeconfig"
+        path.write_text(yaml.safe_dump(server.kubeconfig()))
+        yield server, path
+
+
+@pytest.mark.parametrize("argv", [
+    ["list"], ["status", "mnist"], ["logs", "mnist"], ["delete", "mnist"],
+    ["submit", "--name", "mnist", "--workers", "1", "--detach"],
+    ["submit", "--name", "mnist", "--workers", "1", "--dry-run=server"],
+])
+def test_a_silent_api_server_is_one_line_within_the_request_timeout(silent, argv, tmp_path):
+    server, kubeconfig = silent
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "KUBECONFIG": str(kubeconfig),
+           "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}
+    done = subprocess.run([sys.executable, "-m", "launcher", *argv, "--request-timeout", "1s"], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=BOUND)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stderr.splitlines()[-1] == done.stderr.strip().splitlines()[-1]
+    lines = done.stderr.strip().splitlines()
+    assert len([line for line in lines if line.startswith("error:")]) == 1, done.stderr
+    assert lines[-1].startswith(f"error: the Kubernetes API server at {server.url} did not answer in time"), lines
+    assert "--request-timeout" in lines[-1] and "--backend local" in lines[-1]
+    assert server.accepted >= 1
