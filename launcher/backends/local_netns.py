@@ -83,9 +83,9 @@ def _on_loopback(value: str) -> bool:
         return False
 
 
-def _resolvers(path: str = RESOLV_CONF) -> list[str]:
+def _resolvers() -> list[str]:
     try:
-        with open(path) as f:
+        with open(RESOLV_CONF) as f:
             return [line.split()[1] for line in f if line.startswith("nameserver") and len(line.split()) > 1]
     except OSError:
         return []
@@ -97,11 +97,12 @@ def outbound_blocker(plan: dict, environ: dict) -> str | None:
     if not slirp or shutil.which(slirp) is None:
         return "install slirp4netns to give such jobs outbound-only networking"
     for replica in plan["replicas"]:
-        env = {**environ, **{k: v for k, v in replica["env"].items() if v is not None}}
+        own = {k: v for k, v in replica["env"].items() if v is not None}  # the job's env, not all of yours
+        env = {**environ, **own}
         for name in _LOOPBACK_VARS:
             if env.get(name) and _on_loopback(env[name]):
                 return f"{name} points at this machine's loopback, which a private namespace cannot reach"
-        for value in [*replica["argv"], *env.values()]:
+        for value in [*replica["argv"], *own.values()]:
             for url in _URL.findall(value):
                 if _on_loopback(url):
                     return f"{url} is on this machine's loopback, which a private namespace cannot reach"
