@@ -100,13 +100,17 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("-A", "--all-namespaces", action="store_true")
     listing.add_argument("-o", "--output", choices=OUTPUTS, help="yaml, json, name (tfjob.kubeflow.org/NAME), "
                          "wide (with the creation time); default: a table")
+    board = commands.add_parser("tensorboard", help="TensorBoard on the job dir of a job (local path or gs://)")
+    board.add_argument("name")
+    board.add_argument("--port", type=int, default=6006, help="local port (default 6006; 0: any free port)")
+    board.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     delete = commands.add_parser("delete", help="delete a job and its replicas")
     delete.add_argument("name")
     delete.add_argument("--wait", action="store_true", help="return once it is gone")
     delete.add_argument("--ignore-not-found", action="store_true", help="exit 0 when there is no such job (kubectl's flag)")
     delete.add_argument("--purge", action="store_true",
                         help="local backend: also remove the outputs kept in the job's default job dir")
-    for sub in (submit, render, status, logs, listing, delete):
+    for sub in (submit, render, status, logs, listing, delete, board):
         _common(sub)
     return parser
 

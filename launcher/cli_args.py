@@ -86,6 +86,10 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
     sched.add_argument("--queue-name", metavar="QUEUE", help="Kueue LocalQueue: label the job for it and create it "
                        "suspended, for Kueue to admit when the queue has quota")
     sched.add_argument("--priority-class", metavar="NAME", help="PriorityClass of the pods")
+    sched.add_argument("--gang", action="store_true", help="gang scheduling: every replica starts together or none "
+                       "(runPolicy.schedulingPolicy; needs the operator's gang scheduler, Volcano or scheduler-plugins)")
+    sched.add_argument("--gang-timeout-seconds", type=non_negative_int, metavar="S",
+                       help="with --gang: give up scheduling the gang after S seconds")
     sched.add_argument("--istio-sidecar", action="store_true", help="keep Istio's sidecar injection (by default the "
                        "pods opt out: a sidecar keeps a finished TFJob Running)")
 
@@ -323,6 +327,8 @@ def _job_spec(args, settings: Settings, replicas, every_selector, role_selectors
         queue_name=args.queue_name,
         priority_class=args.priority_class,
         istio_sidecar=args.istio_sidecar,
+        gang=args.gang,
+        gang_timeout_seconds=args.gang_timeout_seconds,
         network_policy=not getattr(args, "no_network_policy", False),
         secret_env=secret_envs(args.secret_env),
     )

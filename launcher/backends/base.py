@@ -63,6 +63,10 @@ class Backend(abc.ABC):
         """Where outputs go when the user gave no --job-dir (None: the trainer's default)."""
         return None
 
+    def manifest(self, name: str, namespace: str) -> dict:
+        """The TFJob as the backend holds it; NotFound if there is no such job."""
+        raise BackendError(f"the {self.name} backend cannot show the manifest of {name}")
+
     def installed_crd(self, crd_name: str) -> dict | None:
         """The CRD object (e.g. tfjobs.kubeflow.org) installed where jobs run; None when
         there is no such place (local); CRDUnavailable when it cannot be read."""

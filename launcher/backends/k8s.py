@@ -49,6 +49,9 @@ class KubernetesBackend(Backend):
     def close(self) -> None:
         self.api.close()
 
+    def manifest(self, name: str, namespace: str) -> dict:
+        return self.api.get_tfjob(name, namespace)
+
     def installed_crd(self, crd_name: str) -> dict | None:
         return self.api.get_crd(crd_name)
 

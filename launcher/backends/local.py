@@ -95,6 +95,9 @@ class LocalBackend(Backend):
             raise NotFound(f"no local job {namespace}/{name} in {self.runs.root}; see `list`")
         return run
 
+    def manifest(self, name: str, namespace: str) -> dict:
+        return self._run(name, namespace).manifest()
+
     # ---- submit -----------------------------------------------------------------
     def dry_run(self, tfjob: dict) -> dict:
         """The manifest, annotated per replica with the command line it would run locally."""
