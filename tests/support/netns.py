@@ -68,12 +68,23 @@ def peer_namespace(tag: str) -> Iterator[PeerNamespace]:
         _ip("netns", "del", name, check=False)
 
 
-def listening_ports(pid: int | None = None) -> set[int]:
-    """TCP ports in LISTEN state in the host's network namespace, or in `pid`'s (`ss -ltn`)."""
+def listening(pid: int | None = None) -> set[tuple[str, int]]:
+    """(local address, port) of TCP sockets in LISTEN state in the host's network namespace,
+    or in `pid`'s (`ss -ltn`): "127.0.0.1", "*", "0.0.0.0", "[::]", "[::1]", ..."""
     prefix = ["nsenter", "--target", str(pid), "--net"] if pid else []
     out = subprocess.run([*prefix, "ss", "-ltnH"], capture_output=True, text=True, timeout=TIMEOUT,
                          check=True).stdout
-    return {int(line.split()[3].rsplit(":", 1)[1]) for line in out.splitlines() if line.strip()}
+    found = set()
+    for line in out.splitlines():
+        if line.strip():
+            address, _, port = line.split()[3].rpartition(":")
+            found.add((address.split("%")[0], int(port)))
+    return found
+
+
+def listening_ports(pid: int | None = None) -> set[int]:
+    """TCP ports in LISTEN state in the host's network namespace, or in `pid`'s."""
+    return {port for _, port in listening(pid)}
 
 
 @contextlib.contextmanager
