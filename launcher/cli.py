@@ -96,6 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
                       "(default: chief-0, else worker-0)")
     logs.add_argument("-f", "--follow", action="store_true", help="follow across restarts until the job ends")
     logs.add_argument("--tail", type=int, metavar="N", help="only the last N lines of each replica (not with -f)")
+    logs.add_argument("-p", "--previous", action="store_true", help="the replica's previous container (before its "
+                      "last restart; k8s backend)")
+    logs.add_argument("--since", type=duration, metavar="DURATION", help="only lines newer than e.g. 10m, 2h (k8s backend)")
+    logs.add_argument("--timestamps", action="store_true", help="each line starts with its time (k8s backend)")
     listing = commands.add_parser("list", help="jobs in a namespace")
     listing.add_argument("-A", "--all-namespaces", action="store_true")
     listing.add_argument("-o", "--output", choices=OUTPUTS, help="yaml, json, name (tfjob.kubeflow.org/NAME), "

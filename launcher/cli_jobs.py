@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 
 from .backends import resolve_kind
-from .backends.base import BackendError, NotFound
+from .backends.base import BackendError, LogOptions, NotFound
 from .cli import EXIT_FAILED, EXIT_OK, check_name, check_replica, namespace_of, replica_alias
 from .events import JobCondition, TERMINAL
 from .spec import SpecError
@@ -53,8 +53,6 @@ def status(args, factory) -> int:
     snapshot = backend.status(args.name, namespace)
     if args.watch and snapshot.phase not in TERMINAL:
         if args.output in ("json", "yaml", "name"):
-            from .spec import SpecError
-
             raise SpecError("--output", f"-o {args.output} prints one snapshot; drop -w or -o")
         return _watch(backend, snapshot)
     code = EXIT_FAILED if snapshot.phase == "Failed" or (args.watch and snapshot.phase != "Succeeded") else EXIT_OK
@@ -101,17 +99,21 @@ def logs(args, factory) -> int:
     args.replica = replica_alias(args.replica)
     check_replica(args.replica)
     if args.tail is not None and (args.tail < 0 or args.follow):
-        from .spec import SpecError
-
         raise SpecError("--tail", "use a number >= 0, without -f (to follow, run logs -f after logs --tail N)")
+    options = LogOptions(previous=args.previous, timestamps=args.timestamps,
+                         since_seconds=max(1, int(args.since)) if args.since else None)
+    if options.previous and args.follow:
+        raise SpecError("--previous", "a previous container has ended: drop -f")
     backend = _backend(args, factory)
+    backend.check_log_options(options)
     namespace = namespace_of(args)
     replica = args.replica
     if replica is None:
         replica = default_replica(backend, args.name, namespace)
     elif replica == "all":
         replica = None
-    lines = backend.logs(args.name, namespace, replica, follow=args.follow)
+    extra = {"options": options} if options else {}
+    lines = backend.logs(args.name, namespace, replica, follow=args.follow, **extra)
     if args.tail is not None:
         lines = last_lines(lines, args.tail)
     for line in lines:
@@ -201,8 +203,6 @@ def tensorboard(args, factory) -> int:
     on the job's --job-dir, until Ctrl-C."""
     import importlib.util
     import subprocess
-
-    from .spec import SpecError
 
     check_name(args.name)
     if not 0 <= args.port <= 65535:

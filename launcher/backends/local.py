@@ -77,6 +77,7 @@ def _lost(raw: dict, run: RunDir) -> dict:
 
 
 class LocalBackend(Backend):
+    log_options_note = "keeps one log per replica, every attempt appended, without timestamps"
     name = "local"
 
     def __init__(self, runs_dir: str | None = None, note=None):
@@ -194,7 +195,8 @@ class LocalBackend(Backend):
             time.sleep(POLL_SECONDS)
 
     def logs(self, name: str, namespace: str, replica: str | None = None,
-             follow: bool = False) -> Iterator[LogLine]:
+             follow: bool = False, options=None) -> Iterator[LogLine]:
+        self.check_log_options(options)
         run = self._run(name, namespace)
         ids = [r["id"] for r in run.plan()["replicas"]]
         if replica not in (None, "all"):

@@ -96,3 +96,22 @@ def test_without_permission_to_read_crds_the_packaged_copy_is_used_with_a_note(c
         refused = run_launcher(control_plane, "submit", "--kubeconfig", str(kubeconfig), "-n", namespace,
                                "--name", "rbac", "--workers", "1000000000000", "--dry-run=server")
         assert refused.returncode == 2 and "int32" in refused.stderr  # the packaged CRD still checks
+
+
+def test_a_job_for_a_kueue_queue_waits_suspended(control_plane):
+    """Without Kueue to admit it, a --queue-name job stays suspended: the real operator
+    creates no pods and says Suspended, which `status` shows."""
+    from tests.e2e.launcher_process import run_launcher
+    from tests.support.k8s_backend import poll_until
+
+    with control_plane.namespace("e2e-queue") as namespace:
+        submitted = run_launcher(control_plane, "submit", "--backend", "k8s", "-n", namespace, "--name", "queued",
+                                 "--workers", "1", "--ps", "0", "--queue-name", "team-a", "--detach")
+        assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+
+        def phase() -> str:
+            shown = run_launcher(control_plane, "status", "queued", "--backend", "k8s", "-n", namespace, "-o", "json")
+            return __import__("json").loads(shown.stdout)["phase"] if shown.returncode == 0 else ""
+
+        poll_until(lambda: phase() == "Suspended", "the operator to mark the job Suspended", timeout=60)
+        assert control_plane.kubectl_json("get", "pods", "-n", namespace)["items"] == []
