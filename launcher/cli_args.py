@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from .spec import (CLEAN_POD_POLICIES, DEFAULT_IMAGE, DEFAULT_NAMESPACE, END_OF_LIFE_ACCELERATORS, RESTART_POLICIES, ROLES,
-                   JobSpec, ReplicaSpec, RunPolicy, SpecError, Volume, check_accelerator, check_quantity)
+                   JobSpec, ReplicaSpec, RunPolicy, SecretEnv, SpecError, Volume, check_accelerator, check_quantity)
 
 ROLE_FLAGS = {"chief": "Chief", "ps": "PS", "worker": "Worker", "evaluator": "Evaluator"}
 COUNT_FLAGS = {"Chief": "chief", "PS": "ps", "Worker": "workers", "Evaluator": "evaluator"}
@@ -47,10 +47,17 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
     job.add_argument("--job-dir", help="output directory: local path or gs://BUCKET/path")
     job.add_argument("--service-account", help="Kubernetes service account of the pods")
     job.add_argument("--env", action="append", default=[], metavar="K=V", help="container env var (repeatable)")
+    job.add_argument("--secret-env", action="append", default=[], metavar="NAME=SECRET:KEY",
+                     help="container env var NAME from key KEY of the Kubernetes Secret SECRET (repeatable): the value "
+                          "never sits in the TFJob. Local backend: NAME from your environment, else the file "
+                          "$TFJOB_LOCAL_SECRETS_DIR/SECRET/KEY (default ~/.config/tfjob-launcher/secrets)")
     job.add_argument("--label", action="append", default=[], metavar="K=V", help="label on the TFJob and pods (repeatable)")
     job.add_argument("--volume", action="append", default=[], metavar="CLAIM:PATH[:ro]",
                      help="mount the PersistentVolumeClaim CLAIM at PATH in every replica, read-only with :ro "
                           "(repeatable; k8s backend only), e.g. --volume training-data:/mnt/data")
+    job.add_argument("--no-network-policy", action="store_true",
+                     help="k8s: no NetworkPolicy for the job (by default one admits traffic to the job's pods on the "
+                          "TensorFlow port only from the job's own pods, where the cluster's network plugin enforces it)")
     reps = parser.add_argument_group("replicas")
     reps.add_argument("--workers", type=non_negative_int, metavar="N", help="worker replicas (default 2)")
     reps.add_argument("--ps", type=non_negative_int, metavar="N", help="parameter servers (default 1)")
@@ -102,6 +109,28 @@ def key_values(items: list[str], flag: str) -> dict[str, str]:
             raise SpecError(flag, f"{item!r} is not KEY=VALUE; use e.g. {flag} key=value")
         pairs[key] = value
     return pairs
+
+
+_SECRET_LIKE = re.compile(r"(^|[-_.])(TOKEN|PASSWORD|PASSWD|SECRET|KEY|APIKEY|CREDENTIALS?)([-_.]|$)", re.I)
+
+
+def secret_envs(items: list[str]) -> tuple[SecretEnv, ...]:
+    """["HF_TOKEN=hf-token:token"] -> (SecretEnv("HF_TOKEN", "hf-token", "token"),); the JobSpec checks names."""
+    parsed = []
+    for item in items:
+        name, sep, ref = item.partition("=")
+        secret, colon, key = ref.partition(":")
+        if not sep or not name or not colon or not secret or not key:
+            raise SpecError("--secret-env", f"{item!r} is not NAME=SECRET:KEY; use e.g. --secret-env HF_TOKEN=hf-token:token")
+        parsed.append(SecretEnv(name=name, secret=secret, key=key))
+    return tuple(parsed)
+
+
+def secret_like_env_warnings(env: dict[str, str]) -> list[str]:
+    """A warning for each plain --env whose name looks like it holds a secret (never its value)."""
+    return [f"warning: --env {name}: the value is stored in plain text in the TFJob (anyone who can read TFJobs "
+            f"or the local run folder sees it); put it in a Secret and use --secret-env {name}=SECRET:KEY"
+            for name in env if _SECRET_LIKE.search(name)]
 
 
 def gcloud_accelerator(text: str, flag: str) -> tuple[str, int]:
@@ -265,7 +294,7 @@ def build_spec(args: argparse.Namespace, trainer_args: tuple[str, ...] = ()) -> 
     if spec.accelerator in END_OF_LIFE_ACCELERATORS:
         notes.append(f"note: {spec.accelerator} is end-of-life on GKE (no new node pools); "
                      "consider --accelerator nvidia-tesla-t4 or nvidia-l4")
-    return spec, notes
+    return spec, notes + secret_like_env_warnings(dict(spec.env))
 
 
 def apply_machine_types(args: argparse.Namespace, cpu: dict, memory: dict, role_selectors: dict) -> list[str]:
@@ -332,6 +361,8 @@ def _job_spec(args, settings: Settings, replicas, every_selector, role_selectors
         istio_sidecar=args.istio_sidecar,
         gang=args.gang,
         gang_timeout_seconds=args.gang_timeout_seconds,
+        network_policy=not getattr(args, "no_network_policy", False),
+        secret_env=secret_envs(args.secret_env),
     )
 
 

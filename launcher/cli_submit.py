@@ -42,6 +42,17 @@ def require_tensorflow(spec: JobSpec) -> None:
         raise SpecError("--backend local", TENSORFLOW_MISSING)
 
 
+def require_local_secrets(spec: JobSpec) -> None:
+    """Every --secret-env has a value on this machine (see backends/local_secrets)."""
+    from .backends.local_secrets import unresolved
+
+    refs = [{"name": s.name, "secret": s.secret, "key": s.key} for s in spec.secret_env]
+    problem = unresolved(refs, dict(os.environ))
+    if problem:
+        flag, _, message = problem.partition(": ")
+        raise SpecError(flag, message)
+
+
 def refuse_local_volumes(spec: JobSpec) -> None:
     """A PersistentVolumeClaim exists only on a cluster: the local backend refuses --volume."""
     if spec.volumes:
@@ -82,6 +93,13 @@ def installed_crd(backend) -> dict | None:
     except CRDUnavailable as exc:
         _note(f"note: {exc}; validating with the packaged CRD of {schemas.describe('tfjob')}")
         return None
+
+
+def network_policy(spec: JobSpec) -> dict | None:
+    """The job's NetworkPolicy (k8s backend), None with --no-network-policy."""
+    from .render import render_network_policy
+
+    return render_network_policy(spec)
 
 
 def manifest_text(tfjob: dict, output: str = "yaml") -> str:
@@ -147,6 +165,7 @@ def submit(args, trainer_args, factory) -> int:
         refuse_local_volumes(spec)
         if not dry_run:
             require_tensorflow(spec)
+            require_local_secrets(spec)
     backend = factory(kind) if (kind == "local" or dry_run != "client") else None
     if backend is not None:
         spec = _with_default_job_dir(spec, backend)
@@ -160,12 +179,21 @@ def submit(args, trainer_args, factory) -> int:
         _note(f"note: {', '.join(cluster_only)} {'is' if len(cluster_only) == 1 else 'are'} ignored by the local "
               "backend (it starts every replica at once; the chief decides success)")
     tfjob = rendered(spec, backend)
+    policy = network_policy(spec) if kind == "k8s" else None
     output = args.output or "yaml"
     if dry_run:
         answer = tfjob if dry_run == "client" else backend.dry_run(tfjob)
-        _out(f"tfjob.kubeflow.org/{spec.name} created (dry run)" if output == "name" else manifest_text(answer, output))
+        if output == "name":
+            _out(f"tfjob.kubeflow.org/{spec.name} created (dry run)")
+        elif output == "yaml" and policy and dry_run == "client":  # the policy follows the TFJob it goes with
+            _out(manifest_text(answer, output) + "---\n" + manifest_text(policy, output))
+        else:
+            _out(manifest_text(answer, output))
         return EXIT_OK
-    backend.submit(tfjob, replace=args.replace)
+    if policy is None:
+        backend.submit(tfjob, replace=args.replace)
+    else:
+        backend.submit(tfjob, replace=args.replace, network_policy=policy)
     if args.output == "name":
         _out(f"tfjob.kubeflow.org/{spec.name} created")
     elif args.output:

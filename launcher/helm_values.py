@@ -52,7 +52,8 @@ def values_for(spec: JobSpec) -> dict:
         "accelerator": spec.accelerator or "",
         "nodeSelector": dict(spec.node_selector),
         "labels": dict(spec.labels),
-        "env": ctx["env"],
+        "env": [e for e in ctx["env"] if "value" in e],
+        "secretEnv": [{"name": s.name, "secretName": s.secret, "key": s.key} for s in spec.secret_env],
         "command": ctx["command"],
         "args": list(spec.trainer_args),
         "jobDir": spec.job_dir or "",
@@ -69,6 +70,7 @@ def values_for(spec: JobSpec) -> dict:
         "istioSidecar": spec.istio_sidecar,
         "gang": {"enabled": spec.gang, **({"timeoutSeconds": spec.gang_timeout_seconds}
                                           if spec.gang_timeout_seconds else {})},
+        "networkPolicy": {"enabled": spec.network_policy},
         "podSecurityContext": ctx["pod_security_context"],
         "securityContext": ctx["container_security_context"],
     }

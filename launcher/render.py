@@ -1,4 +1,5 @@
-"""JobSpec -> TFJob dict, through the one Jinja template in launcher/templates/ (package data).
+"""JobSpec -> TFJob dict, through the one Jinja template in launcher/templates/ (package data);
+and the job's NetworkPolicy through a second one (`render_network_policy`).
 
 The template holds no logic beyond loops and conditionals; everything derived from the
 JobSpec (selectors, tolerations, resources, labels) comes from JobSpec methods, so the
@@ -11,17 +12,20 @@ from functools import lru_cache
 import jinja2
 import yaml
 
-from .spec import RUN_AS_USER, TF_PORT, JobSpec
+from .spec import JOB_NAME_LABEL, RUN_AS_USER, TF_PORT, JobSpec
 
-@lru_cache(maxsize=1)
-def _template() -> jinja2.Template:
+NETWORK_POLICY_SUFFIX = "-tf-port"
+
+
+@lru_cache(maxsize=2)
+def _template(name: str = "tfjob.yaml.j2") -> jinja2.Template:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("launcher", "templates"),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=True,
     )
-    return env.get_template("tfjob.yaml.j2")
+    return env.get_template(name)
 
 
 def run_policy(spec: JobSpec) -> dict:
@@ -55,7 +59,7 @@ def context(spec: JobSpec) -> dict:
         "image": spec.image,
         "command": list(spec.command),
         "args": spec.container_args(),
-        "env": [{"name": k, "value": v} for k, v in spec.env.items()],
+        "env": spec.container_env(),
         "port": TF_PORT,
         "volumes": spec.pod_volumes(),
         "volume_mounts": spec.volume_mounts(),
@@ -85,6 +89,28 @@ def render_yaml(spec: JobSpec) -> str:
 def render(spec: JobSpec) -> dict:
     """The TFJob as a dict (the template's output parsed back)."""
     return yaml.safe_load(render_yaml(spec))
+
+
+def network_policy_name(job_name: str) -> str:
+    return job_name + NETWORK_POLICY_SUFFIX
+
+
+def network_policy_context(spec: JobSpec) -> dict:
+    return {
+        "name": network_policy_name(spec.name),
+        "namespace": spec.namespace,
+        "labels": spec.all_labels(),
+        "pod_labels": {JOB_NAME_LABEL: spec.name},
+        "port": TF_PORT,
+    }
+
+
+def render_network_policy(spec: JobSpec) -> dict | None:
+    """The job's NetworkPolicy (None with --no-network-policy): ingress to the job's pods
+    only on the TensorFlow port and only from the job's own pods."""
+    if not spec.network_policy:
+        return None
+    return yaml.safe_load(_template("networkpolicy.yaml.j2").render(**network_policy_context(spec)))
 
 
 def to_yaml(obj: dict) -> str:

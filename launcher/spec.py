@@ -22,6 +22,7 @@ CLEAN_POD_POLICIES = ("Running", "All", "None")
 DEFAULT_IMAGE = "tfjob-trainer:0.1.0"
 DEFAULT_NAMESPACE = "default"
 TF_PORT = 2222
+JOB_NAME_LABEL = "training.kubeflow.org/job-name"  # training-operator labels every pod of a job with it
 ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
 # GKE's `cloud.google.com/gke-accelerator` values for NVIDIA GPUs (gcloud --accelerator type=...).
 GKE_ACCELERATORS = ("nvidia-tesla-t4", "nvidia-l4", "nvidia-tesla-a100", "nvidia-a100-80gb", "nvidia-h100-80gb",
@@ -39,6 +40,7 @@ _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+_SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 _QUANTITY = re.compile(r"^([+]?[0-9.]+)([eE][-+]?[0-9]+|m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
 _GCS_URL = re.compile(r"^gs://[a-z0-9][-_.a-z0-9]{1,220}[a-z0-9](/.*)?$")
 MAX_NAME = 63
@@ -128,6 +130,31 @@ class ReplicaSpec:
 
 
 @dataclass(frozen=True)
+class SecretEnv:
+    """An env var of the tensorflow container read from key `key` of Secret `secret`
+    (valueFrom.secretKeyRef): the value never sits in the TFJob."""
+
+    name: str
+    secret: str
+    key: str
+
+    def check(self) -> None:
+        flag = "--secret-env"
+        if not _ENV_NAME.fullmatch(self.name) or self.name == "TF_CONFIG":
+            raise SpecError(flag, f"{self.name!r} is not allowed as a variable name "
+                            "(letters, digits, '_', '-', '.'; TF_CONFIG is set by the operator)")
+        if len(self.secret) > 253 or not _DNS_SUBDOMAIN.fullmatch(self.secret):
+            raise SpecError(flag, f"{self.secret!r} is not a Secret name; use lowercase letters, digits, '-' "
+                            f"and '.' (e.g. --secret-env {self.name}=hf-token:token)")
+        if len(self.key) > 253 or not _SECRET_KEY.fullmatch(self.key):
+            raise SpecError(flag, f"{self.key!r} is not a Secret key; use letters, digits, '-', '_' and '.' "
+                            f"(e.g. --secret-env {self.name}={self.secret}:token)")
+
+    def env_entry(self) -> dict:
+        return {"name": self.name, "valueFrom": {"secretKeyRef": {"name": self.secret, "key": self.key}}}
+
+
+@dataclass(frozen=True)
 class Volume:
     """A PersistentVolumeClaim mounted into the tensorflow container of every replica."""
 
@@ -192,6 +219,8 @@ class JobSpec:
     istio_sidecar: bool = False          # False: pods opt out of Istio sidecar injection
     gang: bool = False                   # gang scheduling: every replica or none (Volcano / scheduler-plugins)
     gang_timeout_seconds: int | None = None
+    network_policy: bool = True  # a NetworkPolicy: the TF port admits the job's own pods only
+    secret_env: tuple[SecretEnv, ...] = ()  # env vars from Secrets (after `env`)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "replicas", MappingProxyType(
@@ -203,6 +232,7 @@ class JobSpec:
         object.__setattr__(self, "trainer_args", tuple(self.trainer_args))
         object.__setattr__(self, "command", tuple(self.command))
         object.__setattr__(self, "volumes", tuple(self.volumes))
+        object.__setattr__(self, "secret_env", tuple(self.secret_env))
         self._check()
 
     # ---- validation -------------------------------------------------------------
@@ -229,6 +259,7 @@ class JobSpec:
                                 "(letters, digits, '_', '-', '.'; TF_CONFIG is set by the operator)")
         check_job_dir(self.job_dir)
         self._check_volumes()
+        self._check_secret_env()
         if self.success_policy not in SUCCESS_POLICIES:
             raise SpecError("--success-policy", f"{self.success_policy!r}; use AllWorkers or leave it out (the chief decides)")
         if self.queue_name is not None:
@@ -288,6 +319,20 @@ class JobSpec:
                                 "give each claim its own directory")
             claims.add(volume.claim)
             paths.add(path)
+
+    def _check_secret_env(self) -> None:
+        names: set[str] = set()
+        for entry in self.secret_env:
+            entry.check()
+            if entry.name in names or entry.name in self.env:
+                raise SpecError("--secret-env", f"{entry.name!r} is set twice (by --env or --secret-env); "
+                                "give each variable once")
+            names.add(entry.name)
+
+    def container_env(self) -> list[dict]:
+        """The tensorflow container's env: --env values, then --secret-env references."""
+        return ([{"name": k, "value": v} for k, v in self.env.items()]
+                + [entry.env_entry() for entry in self.secret_env])
 
     def _check_replicas(self) -> None:
         unknown = set(self.replicas) - set(ROLES)

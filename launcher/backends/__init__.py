@@ -83,7 +83,7 @@ def get_backend(kind: str = "auto", note: Callable[[str], None] = _stderr,
             return KubernetesBackend(kubeconfig=kubeconfig, context=context, **timeout)
         from .local import LocalBackend
 
-        return LocalBackend()
+        return LocalBackend(note=note)
     except ImportError as exc:
         raise BackendError(f"the {kind} backend cannot be loaded ({exc}); "
                            "reinstall the launcher with its dependencies") from exc

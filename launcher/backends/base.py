@@ -96,8 +96,9 @@ class Backend(abc.ABC):
         """Return the request `submit` would send (server-side validated where possible)."""
 
     @abc.abstractmethod
-    def submit(self, tfjob: dict, replace: bool = False) -> None:
-        """Create the job; AlreadyExists if the name is taken and not `replace`."""
+    def submit(self, tfjob: dict, replace: bool = False, network_policy: dict | None = None) -> None:
+        """Create the job; AlreadyExists if the name is taken and not `replace`.
+        `network_policy`: the job's NetworkPolicy, for backends that apply one (k8s)."""
 
     @abc.abstractmethod
     def status(self, name: str, namespace: str) -> JobStatus:

@@ -5,6 +5,10 @@ plugins such as gke-gcloud-auth-plugin) or in-cluster config. `events` and `logs
 one TFJob watch and one pod label-selector watch (`k8s_watch`), never a request per pod.
 `requests` counts every API request this backend made.
 
+`submit(network_policy=...)` creates the job's NetworkPolicy right after the TFJob, owned
+by it (ownerReference), so it goes when the job goes; if the server refuses the policy,
+the TFJob is deleted again and nothing stays applied.
+
 `submit(replace=True)` deletes the old TFJob in the foreground (its pods go first),
 waits until it is gone, then creates the new one: the operator does not roll existing
 pods to a new template, so an in-place update would not replace the job.
@@ -15,13 +19,17 @@ import dataclasses
 import time
 from typing import Iterator
 
+from kubernetes.client.exceptions import ApiException
+
 from ..events import Event, LogLine
 from ..tfconfig import replica_counts
 from .base import Backend, BackendError, JobStatus, JobSummary, LogOptions, NotFound
-from .k8s_client import CALL_TIMEOUT, CountingApiClient, KubeApi, RequestCounter, absent, load_configuration, read_json
+from .k8s_client import (CALL_TIMEOUT, TRANSPORT_ERRORS, CountingApiClient, KubeApi, RequestCounter, absent,
+                         load_configuration, one_line, read_json, server_message, unreachable)
 from .k8s_events import job_events
 from .k8s_logs import DRAIN_SECONDS, check_replica, follow_logs, read_logs
-from .k8s_objects import created, job_conditions, parse_replica, pod_selector, replica_order, replica_phase
+from .k8s_objects import (created, job_conditions, owner_reference, parse_replica, pod_selector, replica_order,
+                          replica_phase)
 
 DELETE_TIMEOUT = 300.0  # seconds `delete(wait=True)` waits for the TFJob to disappear
 DELETE_POLL = 0.5
@@ -54,13 +62,39 @@ class KubernetesBackend(Backend):
         """Server-side dry run (dryRun=All): the object as the server would store it."""
         return self._create(tfjob, dry_run=True)
 
-    def submit(self, tfjob: dict, replace: bool = False) -> None:
+    def submit(self, tfjob: dict, replace: bool = False, network_policy: dict | None = None) -> None:
         if replace:
             try:
                 self.delete(tfjob["metadata"]["name"], _namespace(tfjob), wait=True)
             except NotFound:
                 pass
-        self._create(tfjob, dry_run=False)
+        job = self._create(tfjob, dry_run=False)
+        if network_policy is not None:
+            self._create_network_policy(job, network_policy)
+
+    def _create_network_policy(self, job: dict, policy: dict) -> None:
+        owner = {**owner_reference(job), "blockOwnerDeletion": True}  # a foreground delete waits for it
+        policy = {**policy, "metadata": {**policy["metadata"], "ownerReferences": [owner]}}
+        name, job_name = policy["metadata"]["name"], job["metadata"]["name"]
+        try:
+            try:
+                read_json(self.api.create_network_policy(policy))
+            except ApiException as exc:
+                if exc.status != 409:  # 409: left by a replaced job the garbage collector has not reached
+                    raise
+                read_json(self.api.replace_network_policy(policy))
+            return
+        except ApiException as exc:
+            problem = server_message(exc)
+        except TRANSPORT_ERRORS as exc:
+            problem = str(unreachable(self.api.host, exc))
+        try:
+            self.delete(job_name, _namespace(job))
+        except BackendError:
+            pass
+        raise BackendError(one_line(f"the server refused networkpolicy {name} ({problem}); tfjob {job_name} was "
+                                    "deleted again (nothing applied); submit with --no-network-policy to run "
+                                    "without one"))
 
     def _create(self, tfjob: dict, dry_run: bool) -> dict:
         name, namespace = tfjob["metadata"]["name"], _namespace(tfjob)

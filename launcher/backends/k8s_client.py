@@ -3,11 +3,21 @@
 Built on the official `kubernetes` client. The backend works on plain JSON dicts for pods
 and TFJobs alike (raw responses, no generated models), through `KubeApi`. Every API
 request goes through `CountingApiClient.call_api`, so `RequestCounter` sees all of them.
+
+Every error message passes through `redact` (in `one_line`): the kubeconfig's bearer
+tokens, passwords, client keys and auth-provider secrets, the token in use and any
+"Bearer ..." or PEM private key never reach the terminal. The kubernetes client logs a
+failing exec credential plugin's stderr at ERROR level; those records are withheld
+(`_ExecPluginRecords`) and the launcher says only that the plugin failed and its exit code.
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import json
+import logging
 import os
+import re
 import sys
 import threading
 import warnings
@@ -18,6 +28,7 @@ from typing import Iterator
 from urllib.parse import urlsplit
 
 import urllib3
+import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
@@ -29,6 +40,75 @@ CONNECT_TIMEOUT = 10  # seconds to open a connection
 CALL_TIMEOUT = 30  # default seconds to wait for the answer of a plain (non-streaming) call (--request-timeout)
 LOCAL_HINT = "or use --backend local to run on this machine"
 _POOL_SIZE = 32  # log -f holds one connection per replica
+REDACTED = "<redacted>"
+_PATTERNS = (re.compile(r"(?i)\bbearer\s+[^\s\"',;]+"),
+             re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(-----END [A-Z ]*PRIVATE KEY-----|$)", re.S))
+_SECRET_KEYS = ("token", "password", "client-key-data", "id-token", "refresh-token", "access-token",
+                "client-secret", "access_token", "refresh_token")
+_SECRETS: set[str] = set()
+_MIN_SECRET = 6  # shorter values would blank out ordinary words
+
+
+def redact(text: str) -> str:
+    """`text` without the known secrets of the loaded kubeconfig, bearer tokens or private keys."""
+    for secret in sorted(_SECRETS, key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+    for pattern in _PATTERNS:
+        text = pattern.sub(REDACTED, text)
+    return text
+
+
+def _secret_values(node, key: str = "") -> Iterator[str]:
+    """Values under secret-looking keys of a kubeconfig (and base64-decoded key data)."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _secret_values(v, str(k))
+    elif isinstance(node, list):
+        for v in node:
+            yield from _secret_values(v, key)
+    elif isinstance(node, str) and key in _SECRET_KEYS:
+        yield node
+        if key.endswith("-data"):
+            try:
+                decoded = base64.b64decode(node, validate=False).decode("utf-8", "replace")
+            except (binascii.Error, ValueError):
+                return
+            yield decoded
+            yield from (line for line in decoded.splitlines() if "-----" not in line)
+
+
+def remember_secrets(paths: str, cfg: client.Configuration | None = None) -> None:
+    """Note the secrets of the kubeconfig files in `paths` (and those `cfg` ended up with)."""
+    for path in paths.split(os.pathsep):
+        try:
+            with open(os.path.expanduser(path)) as f:
+                _SECRETS.update(v.strip() for v in _secret_values(yaml.safe_load(f)))
+        except (OSError, yaml.YAMLError, ValueError):
+            continue
+    for value in ((cfg.api_key or {}).values() if cfg else ()):
+        _SECRETS.add(str(value).split()[-1] if value else "")
+    _SECRETS.difference_update({s for s in _SECRETS if len(s) < _MIN_SECRET})
+
+
+class _ExecPluginRecords(logging.Filter):
+    """Withholds the kubernetes client's log records of a failing exec plugin (they carry
+    the plugin's stderr) and keeps their exit code."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failures: list[str] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "/kubernetes/config/" not in record.pathname.replace(os.sep, "/"):
+            return True
+        message = record.getMessage()
+        if message.startswith("exec:") or "process returned" in message:
+            code = re.search(r"process returned (-?\d+)", message)
+            self.failures.append(code[1] if code else "")
+        return False
+
+
+_EXEC_RECORDS = _ExecPluginRecords()
 
 
 class RequestCounter:
@@ -104,6 +184,11 @@ def load_configuration(kubeconfig: str | None = None, context: str | None = None
     path = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
     explicit = kubeconfig is not None or context is not None or bool(os.environ.get("KUBECONFIG"))
     exists = any(os.path.exists(os.path.expanduser(p)) for p in path.split(os.pathsep) if p)
+    remember_secrets(path)
+    root = logging.getLogger()
+    if _EXEC_RECORDS not in root.filters:
+        root.addFilter(_EXEC_RECORDS)  # stays: the client runs the plugin again to refresh
+    del _EXEC_RECORDS.failures[:]
     if explicit or exists:
         check_kubeconfig(path, kubeconfig, context)
     try:
@@ -116,6 +201,12 @@ def load_configuration(kubeconfig: str | None = None, context: str | None = None
         where = f"kubeconfig {path}" if explicit or exists else "no kubeconfig at ~/.kube/config and not in a cluster"
         raise BackendError(f"no usable Kubernetes configuration ({where}: {one_line(exc)}); "
                            f"set KUBECONFIG or --kubeconfig, {LOCAL_HINT}") from None
+    remember_secrets("", cfg)
+    if _EXEC_RECORDS.failures:
+        code = _EXEC_RECORDS.failures[-1]
+        raise BackendError(f"kubeconfig {path}: the user's exec credential plugin failed"
+                           f"{f' with exit code {code}' if code else ''}; its output is not shown (it may hold "
+                           f"credentials): run the plugin's command yourself, {LOCAL_HINT}")
     cfg.connection_pool_maxsize = max(cfg.connection_pool_maxsize or 0, _POOL_SIZE)
     cfg.retries = NoReadTimeoutRetry(total=urllib3.Retry.DEFAULT.total)
     if not cfg.verify_ssl:  # say it once, instead of urllib3's warning on every request
@@ -167,7 +258,8 @@ def absent(name: str, namespace: str) -> str:
 
 
 def one_line(value: object) -> str:
-    return " ".join(str(value).split())
+    """`value` as one line, secrets redacted (every error message of the backend goes here)."""
+    return redact(" ".join(str(value).split()))
 
 
 def status_of(exc: ApiException) -> dict:
@@ -204,10 +296,11 @@ def timed_out(exc: Exception) -> bool:
 def unreachable(host: str, exc: Exception) -> BackendError:
     reason = getattr(exc, "reason", None) or exc
     if timed_out(exc):
-        return BackendError(f"the Kubernetes API server at {host} did not answer in time ({one_line(reason)}); "
-                            f"check that it is up (kubectl get --raw /readyz), raise --request-timeout, {LOCAL_HINT}")
-    return BackendError(f"cannot reach the Kubernetes API server at {host} ({one_line(reason)}); "
-                        f"check your kubeconfig context, {LOCAL_HINT}")
+        return BackendError(one_line(f"the Kubernetes API server at {host} did not answer in time ({reason}); "
+                                     f"check that it is up (kubectl get --raw /readyz), raise --request-timeout, "
+                                     f"{LOCAL_HINT}"))
+    return BackendError(one_line(f"cannot reach the Kubernetes API server at {host} ({reason}); "
+                                 f"check your kubeconfig context, {LOCAL_HINT}"))
 
 
 TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, OSError)
@@ -223,6 +316,7 @@ class KubeApi:
         self.host = api_client.configuration.host
         self.core = client.CoreV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
+        self.networking = client.NetworkingV1Api(api_client)
         self.extensions = client.ApiextensionsV1Api(api_client)
 
     @contextmanager
@@ -237,7 +331,7 @@ class KubeApi:
                 raise NotFound(not_found) from None
             if exc.status == 409 and exists:
                 raise AlreadyExists(exists) from None
-            raise BackendError(f"{action}: {server_message(exc)}") from None
+            raise BackendError(one_line(f"{action}: {server_message(exc)}")) from None
         except TRANSPORT_ERRORS as exc:
             raise unreachable(self.host, exc) from None
 
@@ -279,6 +373,18 @@ class KubeApi:
                 GROUP, VERSION, PLURAL, _preload_content=False, **params)
         return self.custom.list_namespaced_custom_object(
             GROUP, VERSION, namespace, PLURAL, _preload_content=False, **params)
+
+    # ---- NetworkPolicies ----------------------------------------------------------
+    def create_network_policy(self, policy: dict) -> dict:
+        return self.networking.create_namespaced_network_policy(
+            policy["metadata"]["namespace"], policy, _preload_content=False,
+            _request_timeout=self.timeout)
+
+    def replace_network_policy(self, policy: dict) -> dict:
+        meta = policy["metadata"]
+        return self.networking.replace_namespaced_network_policy(
+            meta["name"], meta["namespace"], policy, _preload_content=False,
+            _request_timeout=self.timeout)
 
     # ---- pods ---------------------------------------------------------------------
     def pods(self, namespace: str, **params) -> urllib3.BaseHTTPResponse:

@@ -8,11 +8,10 @@ from __future__ import annotations
 import re
 
 from ..events import JobCondition, ReplicaPhase, short_replica
-from ..spec import GPU_RESOURCE, ROLES
+from ..spec import GPU_RESOURCE, JOB_NAME_LABEL, ROLES
 from .base import BackendError
 
 # Labels the operator puts on every pod it creates (kubeflow.org/v1 common_types.go).
-JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"  # lower-case type, e.g. "worker"
 REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
 CONTAINER = "tensorflow"  # the TFJob default container name
@@ -146,3 +145,10 @@ def log_instance(pod: dict) -> str | None:
     if state.get("terminated") is not None:
         return state["terminated"].get("containerID") or last.get("containerID") or fallback
     return last.get("containerID") or None
+
+
+def owner_reference(obj: dict) -> dict:
+    """An ownerReference to `obj` (as the server stored it: with its uid), so the garbage
+    collector deletes the dependent when `obj` goes."""
+    meta = obj["metadata"]
+    return {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": meta["name"], "uid": meta["uid"]}

@@ -2,7 +2,10 @@
 
 `submit` writes the job's folder in the runs directory (see `local_runs`) and starts a
 supervisor process (`local_supervisor`) in its own session, which runs every replica
-with TF_CONFIG on 127.0.0.1 ports and writes status.json. Every other call reads that
+with TF_CONFIG on 127.0.0.1 ports, in a private network namespace with only loopback
+where it can (`local_netns`: nothing outside the job reaches the unauthenticated
+TensorFlow ports), and writes status.json. When the replicas run unisolated, submit
+prints one line saying so. Every other call reads that
 folder, so `status`, `events`, `logs`, `list`, `stop` and `delete` work from any later
 launcher process.
 
@@ -27,10 +30,12 @@ from ..events import Event, LogLine
 from ..tfconfig import replica_counts
 from .base import AlreadyExists, Backend, BackendError, JobStatus, JobSummary, NotFound
 from .local_logs import Tail, follow_logs, read_logs
+from .local_netns import HOST, host_line
+from .local_secrets import unresolved
 from .local_plan import REPO_ROOT, build_plan, command_line
 from .local_procs import alive, signal_group, start_time, terminate_groups, wait_until
-from .local_runs import (RunDir, RunsDir, history_after, is_terminal, job_status, set_condition,
-                         summary, to_event)
+from .local_runs import (RunDir, RunsDir, history_after, is_terminal, job_status, open_private,
+                         set_condition, summary, to_event)
 from .local_supervisor import GRACE_ENV
 
 SUPERVISOR_MODULE = "launcher.backends.local_supervisor"
@@ -75,8 +80,9 @@ class LocalBackend(Backend):
     log_options_note = "keeps one log per replica, every attempt appended, without timestamps"
     name = "local"
 
-    def __init__(self, runs_dir: str | None = None):
+    def __init__(self, runs_dir: str | None = None, note=None):
         self.runs = RunsDir(runs_dir)
+        self.note = note or (lambda line: print(line, file=sys.stderr, flush=True))
         self._children: list[subprocess.Popen] = []
         self._submitted: set[tuple[str, str]] = set()
 
@@ -104,9 +110,14 @@ class LocalBackend(Backend):
             annotations[f"{ANNOTATION_PREFIX}/{replica['id']}"] = command_line(replica)
         return annotated
 
-    def submit(self, tfjob: dict, replace: bool = False) -> None:
+    def submit(self, tfjob: dict, replace: bool = False, network_policy: dict | None = None) -> None:
+        """`network_policy` is not applied here: the replicas' private network namespace
+        (see local_netns) is the local counterpart."""
         name, namespace = _identity(tfjob)
         plan = build_plan(tfjob)
+        problem = unresolved([ref for r in plan["replicas"] for ref in r["secretEnv"]], dict(os.environ))
+        if problem:
+            raise BackendError(problem)
         run = self.runs.job(name, namespace)
         if run.exists():
             if not replace:
@@ -132,7 +143,7 @@ class LocalBackend(Backend):
         argv = [sys.executable, "-m", SUPERVISOR_MODULE, str(run.path)]
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO_ROOT, env.get("PYTHONPATH")) if p)
-        with open(run.supervisor_log, "ab") as out:
+        with open_private(run.supervisor_log) as out:
             proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out,
                                     stderr=subprocess.STDOUT, start_new_session=True)
         self._children.append(proc)
@@ -143,6 +154,9 @@ class LocalBackend(Backend):
                 proc.wait()
             tail = run.supervisor_log.read_text(errors="replace").strip().splitlines()[-3:]
             raise BackendError("the local supervisor did not start: " + (" | ".join(tail) or "no output"))
+        network = run.status().get("network") or {}
+        if network.get("mode") == HOST:
+            self.note(host_line(network.get("reason", "")))
 
     # ---- reading state ----------------------------------------------------------
     def _reap(self) -> None:

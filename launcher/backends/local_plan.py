@@ -18,6 +18,7 @@ from pathlib import Path
 from ..events import short_replica
 from ..tfconfig import replicas, tf_config
 from .base import BackendError
+from .local_secrets import secret_refs
 
 REPO_ROOT = str(Path(__file__).resolve().parents[2])
 TRAINER_MODULE = "trainer.task"
@@ -117,6 +118,7 @@ def build_plan(tfjob: dict, environ: dict | None = None) -> dict:
                 "address": address(rtype.lower(), index),
                 "argv": replica_argv(container(tfjob, rtype)),
                 "env": replica_env(tfjob, rtype, index, address, environ),
+                "secretEnv": secret_refs(container(tfjob, rtype)),  # references only, never values
                 "restartPolicy": specs[rtype].get("restartPolicy") or DEFAULT_RESTART_POLICY,
             }
             for rtype, index in members

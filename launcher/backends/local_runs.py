@@ -12,6 +12,10 @@ status.json):
         supervisor.log    the supervisor's own output
         logs/REPLICA.log  stdout+stderr of each replica ("worker-1"), appended across restarts
         output/           the default --job-dir (checkpoints, events, export)
+
+Everything in it is private to the user (directories 0700, files 0600): manifests, plans
+and logs hold paths, arguments and environment values. The supervisor and the replicas
+run with umask 077, so what they write (logs, the default job dir) is private too.
 """
 from __future__ import annotations
 
@@ -30,6 +34,22 @@ from .base import JobStatus, JobSummary
 
 RUNS_ENV = "TFJOB_RUNS_DIR"
 STATUS_VERSION = "tfjob-launcher/local-v1"
+PRIVATE_DIR, PRIVATE_FILE, PRIVATE_UMASK = 0o700, 0o600, 0o077
+
+
+def private_dir(path: Path) -> Path:
+    """`path` as a directory only the user can enter (made or tightened)."""
+    path.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+    os.chmod(path, PRIVATE_DIR)
+    return path
+
+
+def open_private(path: Path, mode: str = "ab"):
+    """Open `path` for writing ("wb" or "ab") as a file only the user can read (0600)."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if mode.startswith("a") else os.O_TRUNC)
+    fd = os.open(path, flags | os.O_CLOEXEC, PRIVATE_FILE)
+    os.fchmod(fd, PRIVATE_FILE)
+    return os.fdopen(fd, mode)
 
 
 def default_runs_dir() -> Path:
@@ -93,8 +113,10 @@ class RunDir:
         return self.manifest_path.is_file()
 
     def create(self, tfjob: dict, plan: dict) -> None:
-        (self.path / "logs").mkdir(parents=True, exist_ok=True)
-        self.manifest_path.write_text(yaml.safe_dump(tfjob, sort_keys=False))
+        for directory in (self.path.parent.parent, self.path.parent, self.path, self.path / "logs"):
+            private_dir(directory)
+        with open_private(self.manifest_path, "wb") as f:
+            f.write(yaml.safe_dump(tfjob, sort_keys=False).encode())
         write_json_atomic(self.plan_path, plan)
 
     def manifest(self) -> dict:

@@ -19,10 +19,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .local_netns import HOST, ISOLATED, Namespace, network_need, outbound_blocker
 from .local_plan import child_env
+from .local_secrets import resolve, unresolved
 from .local_policy import BACKOFF_RESET_AFTER, backoff_exceeded, restart_delay, should_restart
 from .local_procs import alive, die_with_parent, exit_code, start_time, terminate_groups
-from .local_runs import STATUS_VERSION, RunDir, Transitions, now, set_condition, snapshot_entries
+from .local_runs import (PRIVATE_UMASK, STATUS_VERSION, RunDir, Transitions, now, open_private, set_condition,
+                         snapshot_entries)
 
 POLL_SECONDS = 0.1
 GRACE_ENV = "TFJOB_LOCAL_STOP_GRACE_SECONDS"  # SIGTERM -> SIGKILL grace (default 10 s)
@@ -84,6 +87,8 @@ class Supervisor:
         self._written: dict | None = None
         self._seen = Transitions()
         self.history: list[dict] = []
+        self.netns: Namespace | None = None
+        self.network: dict = {"mode": HOST, "reason": "not started"}
 
     @property
     def job(self) -> str:
@@ -93,6 +98,8 @@ class Supervisor:
     def main(self) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, self._on_signal)
+        self.network = self.isolate()
+        log(f"network: {self.network}")
         self.condition("Created", "TFJobCreated", f"{self.job} is created.")
         self.write()
         for replica in self.replicas:
@@ -133,15 +140,55 @@ class Supervisor:
             self.condition("Running", "TFJobRunning", f"{self.job} is running.")
 
     # ---- replicas ---------------------------------------------------------------
+    def isolate(self) -> dict:
+        """A private network namespace for the replicas, or why they run without one."""
+        need = network_need(self.plan)
+        blocker = outbound_blocker(self.plan, dict(os.environ)) if need else None
+        if blocker:
+            return {"mode": HOST, "reason": f"{need}; {blocker}"}
+        try:
+            self.netns = Namespace.start(preexec=die_with_parent())
+        except OSError as err:
+            return {"mode": HOST, "reason": f"no private network namespace: {err}"}
+        if not need:
+            return {"mode": ISOLATED}
+        try:
+            self.netns.outbound(dict(os.environ), preexec=die_with_parent(), log=sys.stderr)
+        except OSError as err:
+            self.netns.close()
+            self.netns = None
+            return {"mode": HOST, "reason": f"{need}; {err}"}
+        return {"mode": ISOLATED, "outbound": "slirp4netns"}
+
+    def preexec(self):
+        """Runs in each replica before exec: die with the supervisor, join the namespace."""
+        die, netns = die_with_parent(), self.netns
+        if netns is None:
+            return die
+
+        def preexec() -> None:
+            die()
+            netns.join()
+
+        return preexec
+
     def start(self, replica: Replica) -> None:
         replica.restart_at = None
         argv = replica.spec["argv"]
+        env = child_env(replica.spec["env"], dict(os.environ))
+        for ref in replica.spec.get("secretEnv", []):
+            value = resolve(ref, env)
+            if value is None:
+                replica.phase, replica.exit_code = "Failed", 127
+                replica.message = f"no value for secret env {ref['name']}"
+                return self.fail("TFJobFailed", f"replica {replica.id}: {unresolved([ref], env)}")
+            env[ref["name"]] = value
         try:
-            with open(replica.log_path, "ab") as out:
+            with open_private(replica.log_path) as out:
                 replica.proc = subprocess.Popen(
-                    argv, env=child_env(replica.spec["env"], dict(os.environ)),
+                    argv, env=env,
                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                    start_new_session=True, preexec_fn=die_with_parent())
+                    start_new_session=True, preexec_fn=self.preexec())
         except OSError as err:
             replica.phase, replica.exit_code = "Failed", 127
             replica.message = f"cannot start {argv[0]!r}: {err.strerror}"
@@ -196,6 +243,8 @@ class Supervisor:
         log(f"{ctype}: {message}")
         live = [r for r in self.replicas if r.proc]
         terminate_groups([(r.proc.pid, r.pid_start) for r in live], self.grace)
+        if self.netns:
+            self.netns.close()
         policy = self.run_policy.get("cleanPodPolicy", "Running")
         note = f"stopped because the job {ctype.lower()} (cleanPodPolicy {policy}"
         note += "; processes cannot outlive a local job)" if policy == "None" else ")"
@@ -225,6 +274,7 @@ class Supervisor:
             "conditions": self.conditions,
             "replicas": [r.row() for r in self.replicas],
             "restarts": self.total_restarts,
+            "network": self.network,
             "exit_code": self.exit_status,
             "finished": now() if self.exit_status is not None else None,
         }
@@ -242,6 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="local_supervisor", description=__doc__.splitlines()[0])
     parser.add_argument("run_dir")
     args = parser.parse_args(argv)
+    os.umask(os.umask(0) | PRIVATE_UMASK)  # what it and the replicas write is the user's only
     return Supervisor(RunDir(Path(args.run_dir))).main()
 
 

@@ -14,7 +14,7 @@ from launcher import schemas
 from tests.support.packaging import Dists, dists  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.packaging
-PACKAGE_DATA = ["launcher/templates/tfjob.yaml.j2"] + [
+PACKAGE_DATA = ["launcher/templates/tfjob.yaml.j2", "launcher/templates/networkpolicy.yaml.j2"] + [
     f"launcher/schemas/{s.file}{suffix}" for s in schemas.SCHEMAS.values() for suffix in ("", ".origin.json")]
 
 

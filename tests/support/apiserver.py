@@ -23,7 +23,7 @@ unchanged against it through a kubeconfig (bearer token or exec plugin):
   `collect_garbage()`.
 
 Not implemented because the backend does not use them: update/patch, pod writes over
-HTTP, other resources, bookmarks, paged lists, set-based selectors, server-side pruning.
+HTTP, other resources (networkpolicies: create, get, delete only), bookmarks, paged lists, set-based selectors, server-side pruning.
 """
 from __future__ import annotations
 
@@ -56,8 +56,13 @@ _ROUTES = [
     ("tfjobs", "collection", re.compile(r"^/apis/kubeflow\.org/v1/tfjobs$")),
     ("tfjobs", "collection", re.compile(r"^/apis/kubeflow\.org/v1/namespaces/(?P<ns>[^/]+)/tfjobs$")),
     ("tfjobs", "item", re.compile(r"^/apis/kubeflow\.org/v1/namespaces/(?P<ns>[^/]+)/tfjobs/(?P<name>[^/]+)$")),
+    ("networkpolicies", "collection",
+     re.compile(r"^/apis/networking\.k8s\.io/v1/namespaces/(?P<ns>[^/]+)/networkpolicies$")),
+    ("networkpolicies", "item",
+     re.compile(r"^/apis/networking\.k8s\.io/v1/namespaces/(?P<ns>[^/]+)/networkpolicies/(?P<name>[^/]+)$")),
 ]
-_KINDS = {"pods": ("v1", "Pod", "PodList"), "tfjobs": (TFJOB_API, "TFJob", "TFJobList")}
+_KINDS = {"pods": ("v1", "Pod", "PodList"), "tfjobs": (TFJOB_API, "TFJob", "TFJobList"),
+          "networkpolicies": ("networking.k8s.io/v1", "NetworkPolicy", "NetworkPolicyList")}
 
 
 @dataclass(frozen=True)
@@ -89,7 +94,7 @@ class FakeApiServer:
     def __init__(self, token: str = TOKEN, namespaces: tuple[str, ...] = ("default", "kubeflow")):
         self.token = token
         self.namespaces = set(namespaces)
-        self.resources = {"pods", "tfjobs"}  # discard "tfjobs" for a cluster without the CRD
+        self.resources = {"pods", "tfjobs", "networkpolicies"}  # discard "tfjobs" for a cluster without the CRD
         self.cond = threading.Condition()
         self.version = 1
         self.objects: dict[tuple[str, str, str], dict] = {}
@@ -193,7 +198,7 @@ class FakeApiServer:
             for owner_uid, owner_key in pending:
                 for key, obj in list(self.objects.items()):
                     owners = obj["metadata"].get("ownerReferences") or []
-                    if key[0] == "pods" and any(o.get("uid") == owner_uid for o in owners):
+                    if key[0] in ("pods", "networkpolicies") and any(o.get("uid") == owner_uid for o in owners):
                         self.remove(*key)
                 if owner_key and owner_key in self.objects:
                     self.remove(*owner_key)
@@ -247,10 +252,14 @@ class FakeApiServer:
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         route = next(((res, kind, m) for res, kind, pattern in _ROUTES if (m := pattern.match(url.path))), None)
         try:
-            if h.headers.get("Authorization") != f"Bearer {self.token}":
-                raise ApiError(401, "Unauthorized", "Unauthorized")
-            if route is None or route[0] not in self.resources:
-                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            refused = (ApiError(401, "Unauthorized", "Unauthorized")
+                       if h.headers.get("Authorization") != f"Bearer {self.token}" else
+                       ApiError(404, "NotFound", "the server could not find the requested resource")
+                       if route is None or route[0] not in self.resources else None)
+            if refused:
+                if int(h.headers.get("Content-Length") or 0):
+                    read_body(h)  # as a real server does: the connection stays usable
+                raise refused
             resource, kind, match = route
             ns, name = match.groupdict().get("ns"), match.groupdict().get("name")
             verb = verb_of(method, kind, query)
@@ -288,7 +297,8 @@ class FakeApiServer:
         if meta["namespace"] != ns:
             raise ApiError(400, "BadRequest", "the namespace of the provided object does not match the "
                                               "namespace sent on the request")
-        check_tfjob(obj)
+        if resource == "tfjobs":
+            check_tfjob(obj)
         obj.pop("status", None)  # the status subresource: status is not written on create
         send_json(h, 201, self.create(resource, obj, dry_run=query.get("dryRun") == "All"))
 

@@ -47,6 +47,7 @@ class FakeBackend(Backend):
         self.jobs: dict[str, dict] = {job: {} for job in existing}
         self.submitted: list[tuple[dict, bool]] = []
         self.dry_runs: list[dict] = []
+        self.network_policies: list[dict | None] = []
         self.deleted: list[tuple[str, str, bool]] = []
         self.log_requests: list[tuple[str, str | None, bool]] = []
         self.release = threading.Event()  # set by tests to unblock a stream held after SIGINT
@@ -59,7 +60,8 @@ class FakeBackend(Backend):
         self.dry_runs.append(tfjob)
         return {**tfjob, "status": {"dryRun": True}}
 
-    def submit(self, tfjob: dict, replace: bool = False) -> None:
+    def submit(self, tfjob: dict, replace: bool = False, network_policy: dict | None = None) -> None:
+        self.network_policies.append(network_policy)
         name = tfjob["metadata"]["name"]
         if name in self.jobs and not replace:
             raise AlreadyExists(f"tfjob {name} already exists; use --replace or another --name")

@@ -48,7 +48,9 @@ def test_lint_strict_with_launcher_values(tmp_path):
 
 
 def test_default_values_render_a_valid_ps_job(tmp_path):
-    (tfjob,) = helm_template(CHART, [], tmp_path, release="mnist", namespace="training")
+    docs = {d["kind"]: d for d in helm_template(CHART, [], tmp_path, release="mnist", namespace="training")}
+    assert sorted(docs) == ["NetworkPolicy", "TFJob"]  # the NetworkPolicy is on by default
+    tfjob = docs["TFJob"]
     assert validate(tfjob, crd=crd())
     assert (tfjob["metadata"]["name"], tfjob["metadata"]["namespace"]) == ("mnist-tfjob", "training")
     assert {t: r["replicas"] for t, r in tfjob["spec"]["tfReplicaSpecs"].items()} == {"Chief": 1, "PS": 1, "Worker": 2}
@@ -85,9 +87,23 @@ def test_created_service_account_carries_workload_identity(tmp_path):
 
 def test_existing_service_account_is_used_not_created(tmp_path):
     values = write_values(tmp_path, {"serviceAccount": {"create": False, "name": "tfjob-trainer"}})
-    docs = helm_template(CHART, [values], tmp_path / "h")
-    assert [d["kind"] for d in docs] == ["TFJob"]
-    assert {pod["serviceAccountName"] for pod in pod_specs(docs[0])} == {"tfjob-trainer"}
+    docs = {d["kind"]: d for d in helm_template(CHART, [values], tmp_path / "h")}
+    assert sorted(docs) == ["NetworkPolicy", "TFJob"]
+    assert {pod["serviceAccountName"] for pod in pod_specs(docs["TFJob"])} == {"tfjob-trainer"}
+
+
+def test_network_policy_admits_the_jobs_own_pods_on_the_tf_port_and_can_be_left_out(tmp_path):
+    docs = {d["kind"]: d for d in helm_template(CHART, [write_values(tmp_path, {"jobName": "np"})],
+                                                tmp_path / "h", release="r", namespace="ml")}
+    policy = docs["NetworkPolicy"]
+    validate_k8s(policy, latest_version(), strict=True)
+    job_pods = {"matchLabels": {"training.kubeflow.org/job-name": "np"}}
+    assert (policy["metadata"]["name"], policy["metadata"]["namespace"]) == ("np-tf-port", "ml")
+    assert policy["spec"] == {"podSelector": job_pods, "policyTypes": ["Ingress"],
+                              "ingress": [{"from": [{"podSelector": job_pods}],
+                                           "ports": [{"protocol": "TCP", "port": 2222}]}]}
+    off = write_values(tmp_path, {"networkPolicy": {"enabled": False}}, "off.yaml")
+    assert [d["kind"] for d in helm_template(CHART, [off], tmp_path / "h2")] == ["TFJob"]
 
 
 def test_notes_tell_how_to_follow_status_and_logs(tmp_path):

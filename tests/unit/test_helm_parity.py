@@ -1,12 +1,13 @@
-"""The chart renders the same TFJob as the launcher: values_for(spec) -> helm template
-(the real helm binary) == render(spec), after dropping only the labels Helm generates."""
+"""The chart renders the same TFJob and NetworkPolicy as the launcher: values_for(spec) ->
+helm template (the real helm binary) == render(spec) and render_network_policy(spec),
+after dropping only the labels Helm generates."""
 from __future__ import annotations
 
 import pytest
 
 from launcher.helm_values import values_yaml
-from launcher.render import render
-from launcher.spec import JobSpec, ReplicaSpec, RunPolicy, Volume
+from launcher.render import render, render_network_policy
+from launcher.spec import JobSpec, ReplicaSpec, RunPolicy, SecretEnv, Volume
 from tests.support.tools import ROOT, helm_template
 
 CHART = ROOT / "charts" / "tfjob"
@@ -63,6 +64,9 @@ def spec_matrix() -> dict[str, JobSpec]:
         "volumes": JobSpec(name="pvc", replicas={"Chief": ReplicaSpec(1), "PS": ps, "Worker": worker},
                            job_dir="/mnt/runs/pvc",
                            volumes=(Volume("training-runs", "/mnt/runs"), Volume("mnist.data", "/mnt/data", True))),
+        "secret-env": JobSpec(name="secrets", replicas={"Worker": worker}, env={"PLAIN": "on"},
+                              secret_env=(SecretEnv("HF_TOKEN", "hf-token", "token"),
+                                          SecretEnv("DB.PASSWORD", "db.creds", "pass_word-1"))),
         "chief-only": JobSpec(name="a" * 55, replicas={"Chief": ReplicaSpec(1), "Worker": ReplicaSpec(0)}),
     }
 
@@ -78,12 +82,23 @@ def without_generated_labels(tfjob: dict) -> dict:
     return tfjob
 
 
-def helm_tfjob(spec: JobSpec, tmp_path) -> dict:
+def helm_docs(spec: JobSpec, tmp_path) -> dict[str, dict]:
     values = tmp_path / "values.yaml"
     values.write_text(values_yaml(spec), encoding="utf-8")
     docs = helm_template(CHART, [values], tmp_path / "helm", release="some-release", namespace=spec.namespace)
-    assert [d["kind"] for d in docs] == ["TFJob"], "the chart must render exactly one TFJob (no ServiceAccount here)"
-    return docs[0]
+    kinds = sorted(d["kind"] for d in docs)
+    assert kinds == sorted(["TFJob"] + (["NetworkPolicy"] if spec.network_policy else [])), kinds
+    return {d["kind"]: d for d in docs}
+
+
+def helm_tfjob(spec: JobSpec, tmp_path) -> dict:
+    return helm_docs(spec, tmp_path)["TFJob"]
+
+
+def without_generated_policy_labels(policy: dict) -> dict:
+    policy["metadata"]["labels"] = {k: v for k, v in policy["metadata"]["labels"].items()
+                                    if k not in GENERATED_LABELS}
+    return policy
 
 
 @pytest.mark.parametrize("case", list(spec_matrix()))
@@ -92,6 +107,19 @@ def test_chart_renders_the_launchers_tfjob(case, tmp_path):
     chart = helm_tfjob(spec, tmp_path)
     assert chart["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
     assert without_generated_labels(chart) == without_generated_labels(render(spec))
+
+
+@pytest.mark.parametrize("case", ["plain-ps", "tricky-strings", "service-account", "no-network-policy"])
+def test_chart_renders_the_launchers_network_policy(case, tmp_path):
+    spec = {**spec_matrix(), "no-network-policy": JobSpec(name="open", replicas={"Worker": ReplicaSpec(2)},
+                                                          network_policy=False)}[case]
+    docs = helm_docs(spec, tmp_path)
+    launcher = render_network_policy(spec)
+    if launcher is None:
+        assert "NetworkPolicy" not in docs
+        return
+    assert launcher["spec"]["podSelector"] == {"matchLabels": {"training.kubeflow.org/job-name": spec.name}}
+    assert without_generated_policy_labels(docs["NetworkPolicy"]) == without_generated_policy_labels(launcher)
 
 
 def test_tricky_strings_arrive_unchanged(tmp_path):

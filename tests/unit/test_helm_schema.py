@@ -43,6 +43,12 @@ BAD_VALUES = [
     ("volume-unknown-key", {"volumes": [{"claimName": "data", "mountPath": "/d", "subPath": "x"}]},
      "- volumes.0: Additional property subPath"),
     ("volume-no-claim", {"volumes": [{"mountPath": "/mnt/data"}]}, "- volumes.0: claimName is required"),
+    ("secret-env-bad-secret", {"secretEnv": [{"name": "T", "secretName": "Hf_Token", "key": "t"}]},
+     "- secretEnv.0.secretName:"),
+    ("secret-env-tf-config", {"secretEnv": [{"name": "TF_CONFIG", "secretName": "s", "key": "k"}]},
+     "- secretEnv.0.name:"),
+    ("secret-env-no-key", {"secretEnv": [{"name": "T", "secretName": "s"}]}, "- secretEnv.0: key is required"),
+    ("network-policy-not-bool", {"networkPolicy": {"enabled": "yes"}}, "- networkPolicy.enabled:"),
     # rules across values: the chart's `fail` messages name the value and the fix
     ("no-chief-no-worker", {"replicas": {"chief": {"count": 0}, "worker": {"count": 0}}},
      "replicas: a job needs a chief or at least one worker"),

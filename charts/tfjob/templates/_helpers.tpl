@@ -133,7 +133,12 @@ Kueue queue is created suspended. */}}
 
 {{/* Container env as a JSON list of {name, value}, in the given order. */}}
 {{- define "tfjob.env" -}}
-{{- with .Values.env }}{{ toJson . }}{{ else }}[]{{ end }}
+{{- $env := list }}
+{{- range .Values.env }}{{ $env = append $env . }}{{ end }}
+{{- range .Values.secretEnv }}
+{{- $env = append $env (dict "name" .name "valueFrom" (dict "secretKeyRef" (dict "name" .secretName "key" .key))) }}
+{{- end }}
+{{- toJson $env }}
 {{- end }}
 
 {{/* GPUs per pod of a replica entry (ps has none). Call with the replica dict. */}}

@@ -1,0 +1,89 @@
+"""The job's NetworkPolicy on the real control plane: `submit` creates it after the TFJob
+(the real apiserver validates it), owned by the TFJob, selecting exactly the pods the real
+training-operator made for the job; the real garbage collector deletes it with the job;
+`--no-network-policy` leaves it out. (Whether traffic is actually filtered depends on the
+cluster's network plugin; see the README's Security section.)"""
+from __future__ import annotations
+
+import yaml
+
+from tests.e2e.launcher_process import run_launcher
+from tests.e2e.tfjobs import JOB_NAME_LABEL, owned, tfjob, wait_pods
+from tests.support.controlplane_procs import poll
+from tests.support.tools import ROOT
+
+JOB = "netpol"
+GC_TIMEOUT_S = 60.0
+
+
+def policies(cp, namespace: str) -> list[dict]:
+    return cp.kubectl_json("get", "networkpolicy", "-n", namespace)["items"]
+
+
+def test_policy_is_owned_by_the_job_selects_its_pods_and_goes_with_it(control_plane):
+    cp = control_plane
+    with cp.namespace("e2e-netpol") as ns:
+        done = run_launcher(cp, "submit", "--backend", "k8s", "-n", ns, "--name", JOB, "--workers", "1",
+                            "--ps", "1", "--detach")
+        assert done.returncode == 0, done.stdout + done.stderr
+        (policy,) = policies(cp, ns)
+        job = tfjob(cp, ns, JOB)
+        assert policy["metadata"]["name"] == f"{JOB}-tf-port"
+        assert [(o["kind"], o["name"], o["uid"]) for o in policy["metadata"]["ownerReferences"]] == [
+            ("TFJob", JOB, job["metadata"]["uid"])]
+        job_pods = {"matchLabels": {JOB_NAME_LABEL: JOB}}
+        assert policy["spec"]["podSelector"] == job_pods
+        assert policy["spec"]["ingress"] == [{"from": [{"podSelector": job_pods}],
+                                              "ports": [{"protocol": "TCP", "port": 2222}]}]
+        pods = wait_pods(cp, ns, JOB, lambda ps: len(ps) == 3, "the operator's 3 pods")
+        selected = cp.kubectl_json("get", "pods", "-n", ns, "-l", f"{JOB_NAME_LABEL}={JOB}")["items"]
+        assert {p["metadata"]["name"] for p in selected} == {p["metadata"]["name"] for p in pods}
+
+        done = run_launcher(cp, "delete", JOB, "--backend", "k8s", "-n", ns, "--wait")
+        assert done.returncode == 0, done.stdout + done.stderr
+        poll(lambda: not policies(cp, ns), GC_TIMEOUT_S,
+             lambda: f"the NetworkPolicy outlived its TFJob: {policies(cp, ns)}")
+        assert not owned(cp, "pods", ns, JOB)
+
+
+def test_no_network_policy_leaves_it_out(control_plane):
+    cp = control_plane
+    with cp.namespace("e2e-netpol-off") as ns:
+        done = run_launcher(cp, "submit", "--backend", "k8s", "-n", ns, "--name", JOB, "--workers", "1",
+                            "--ps", "0", "--no-network-policy", "--detach")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert tfjob(cp, ns, JOB)["metadata"]["name"] == JOB
+        assert policies(cp, ns) == []
+
+
+def test_the_shipped_launcher_role_is_enough(control_plane, tmp_path):
+    """k8s/rbac.yaml's least-privilege Role (as the tfjob-launcher service account, with a
+    real token) lets `submit` create the TFJob and its NetworkPolicy, and `delete` remove them."""
+    cp = control_plane
+    with cp.namespace("e2e-netpol-rbac") as ns:
+        docs = [d for path in ("serviceaccount.yaml", "rbac.yaml")
+                for d in yaml.safe_load_all((ROOT / "k8s" / path).read_text()) if d]
+        for doc in docs:
+            doc["metadata"]["namespace"] = ns
+            for subject in doc.get("subjects", []):
+                subject["namespace"] = ns
+        manifest = tmp_path / "rbac.yaml"
+        manifest.write_text(yaml.safe_dump_all(docs))
+        cp.kubectl("apply", "-f", str(manifest))
+        token = cp.kubectl("create", "token", "tfjob-launcher", "-n", ns).stdout.strip()
+        server = yaml.safe_load(cp.kubeconfig.read_text())["clusters"][0]["cluster"]
+        config = tmp_path / "launcher.kubeconfig"
+        config.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "current-context": "launcher",
+            "clusters": [{"name": "e2e", "cluster": server}],
+            "users": [{"name": "launcher", "user": {"token": token}}],
+            "contexts": [{"name": "launcher", "context": {"cluster": "e2e", "user": "launcher", "namespace": ns}}]}))
+        env = {"KUBECONFIG": str(config)}
+        done = run_launcher(cp, "submit", "--backend", "k8s", "-n", ns, "--name", JOB, "--workers", "1", "--ps", "0",
+                            "--detach", env=env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        (policy,) = policies(cp, ns)
+        assert policy["metadata"]["ownerReferences"][0]["uid"] == tfjob(cp, ns, JOB)["metadata"]["uid"]
+        done = run_launcher(cp, "delete", JOB, "--backend", "k8s", "-n", ns, "--wait", env=env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        poll(lambda: not policies(cp, ns), GC_TIMEOUT_S, lambda: f"the NetworkPolicy outlived its TFJob: {policies(cp, ns)}")

@@ -1,0 +1,52 @@
+"""The job's NetworkPolicy through the CLI: rendered from the second Jinja template, shown
+by `submit --dry-run` for the k8s backend, handed to the backend by `submit`, left out with
+--no-network-policy and on the local backend (FakeBackend, no cluster)."""
+from __future__ import annotations
+
+import yaml
+
+from launcher.render import render_network_policy
+from launcher.spec import JobSpec, ReplicaSpec
+from tests.support.cli_env import cli, cli_env, schema_cache  # noqa: F401 (fixtures)
+from tests.support.fake_backend import FakeBackend
+
+TRICKY = JobSpec(name="x-y", namespace="ml-team", replicas={"Worker": ReplicaSpec(1)},
+                 labels={"example.com/team": "on"})  # YAML 1.1 boolean-looking value stays a string
+
+
+def test_policy_admits_only_the_jobs_pods_on_the_tf_port():
+    policy = render_network_policy(TRICKY)
+    job_pods = {"matchLabels": {"training.kubeflow.org/job-name": "x-y"}}
+    assert policy == {
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": {"name": "x-y-tf-port", "namespace": "ml-team", "labels": TRICKY.all_labels()},
+        "spec": {"podSelector": job_pods, "policyTypes": ["Ingress"],
+                 "ingress": [{"from": [{"podSelector": job_pods}], "ports": [{"protocol": "TCP", "port": 2222}]}]}}
+
+
+def test_dry_run_shows_the_policy_after_the_tfjob(cli):
+    result = cli("submit", "--name", "mnist", "--backend", "k8s", "--dry-run", backend=FakeBackend(name="k8s"))
+    assert result.code == 0, result.err
+    docs = list(yaml.safe_load_all(result.out))
+    assert [d["kind"] for d in docs] == ["TFJob", "NetworkPolicy"]
+    assert docs[1]["metadata"]["name"] == "mnist-tf-port"
+
+
+def test_no_network_policy_leaves_it_out_of_dry_run_and_submit(cli):
+    result = cli("submit", "--name", "mnist", "--backend", "k8s", "--dry-run", "--no-network-policy",
+                 backend=FakeBackend(name="k8s"))
+    assert [d["kind"] for d in yaml.safe_load_all(result.out)] == ["TFJob"]
+    backend = FakeBackend(name="k8s")
+    assert cli("submit", "--name", "mnist", "--backend", "k8s", "--detach", "--no-network-policy",
+               backend=backend).code == 0
+    assert backend.network_policies == [None]
+
+
+def test_submit_hands_the_policy_to_the_k8s_backend_only(cli):
+    k8s = FakeBackend(name="k8s")
+    assert cli("submit", "--name", "mnist", "--backend", "k8s", "--detach", backend=k8s).code == 0
+    (policy,) = k8s.network_policies
+    assert policy["kind"] == "NetworkPolicy" and policy["metadata"]["namespace"] == "default"
+    local = FakeBackend(name="local")
+    assert cli("submit", "--name", "mnist", "--backend", "local", "--detach", backend=local).code == 0
+    assert local.network_policies == [None]  # the local backend isolates by network namespace instead
