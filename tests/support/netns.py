@@ -13,6 +13,9 @@ import time
 from dataclasses import dataclass
 from typing import Iterator
 
+from tests.support.gcs import free_port
+from tests.support.trainer_cluster import reap
+
 TIMEOUT = 30.0
 
 
@@ -100,9 +103,7 @@ def listener() -> Iterator[int]:
 def http_server(namespace: PeerNamespace, directory) -> Iterator[int]:
     """`python -m http.server` serving `directory` on the namespace's own address (the
     "LAN" side); yields its port. Stopped on exit."""
-    with socket.socket() as sock:  # a free port number (the namespace has its own ports anyway)
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()  # a free port number (the namespace has its own ports anyway)
     proc = subprocess.Popen(["ip", "netns", "exec", namespace.name, sys.executable, "-m", "http.server",
                              "--bind", namespace.peer_ip, "--directory", str(directory), str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -113,9 +114,4 @@ def http_server(namespace: PeerNamespace, directory) -> Iterator[int]:
                 raise RuntimeError(f"http.server in {namespace.name} did not start")
         yield port
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        reap(proc)
