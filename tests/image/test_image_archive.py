@@ -1,0 +1,71 @@
+"""The OCI archive build.sh writes (what the node imports with `ctr images import`): it
+names the image, holds trainer/ and no launcher, and no layer holds the host's own CA
+certificates (mounted at build time only, as a build secret)."""
+from __future__ import annotations
+
+import glob
+import gzip
+import json
+import re
+import tarfile
+from typing import IO, Iterator
+
+HOST_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+DISTRO_CERTS = "/usr/share/ca-certificates/**/*.crt"  # what the ca-certificates package ships
+_PEM = re.compile(r"-----BEGIN CERTIFICATE-----\n(.*?)-----END CERTIFICATE-----", re.S)
+BUILD_MOUNTS = ("run/host-ca.crt", "run/requirements.lock")
+
+
+def pem_bodies(path: str) -> dict[str, list[str]]:
+    """{base64 body: its lines} of every certificate in a PEM file."""
+    with open(path, encoding="ascii", errors="replace") as handle:
+        return {m[1].replace("\n", ""): m[1].split() for m in _PEM.finditer(handle.read())}
+
+
+def host_only_certificates() -> list[bytes]:
+    """One 64-character body line (past the common header bytes) of each certificate this
+    host trusts beyond its distribution's: a TLS-intercepting proxy's CA, for one."""
+    distro: set[str] = set()
+    for path in glob.glob(DISTRO_CERTS, recursive=True):
+        distro |= set(pem_bodies(path))
+    return [lines[len(lines) // 2].encode() for body, lines in pem_bodies(HOST_BUNDLE).items()
+            if body not in distro and len(lines) > 4]
+
+
+def layers(archive: tarfile.TarFile) -> Iterator[tuple[str, IO[bytes]]]:
+    index = json.load(archive.extractfile("index.json"))
+    (manifest_ref,) = index["manifests"]
+    manifest = json.load(archive.extractfile("blobs/sha256/" + manifest_ref["digest"].split(":")[1]))
+    for layer in manifest["layers"]:
+        blob = archive.extractfile("blobs/sha256/" + layer["digest"].split(":")[1])
+        yield layer["digest"], gzip.GzipFile(fileobj=blob) if layer["mediaType"].endswith("gzip") else blob
+
+
+def test_archive_names_the_image_for_ctr_import(trainer_image):
+    with tarfile.open(trainer_image.archive) as archive:
+        index = json.load(archive.extractfile("index.json"))
+        assert json.loads(archive.extractfile("oci-layout").read())["imageLayoutVersion"] == "1.0.0"
+    (manifest,) = index["manifests"]
+    assert manifest["mediaType"] == "application/vnd.oci.image.manifest.v1+json"
+    assert manifest["annotations"]["org.opencontainers.image.ref.name"] == trainer_image.reference
+
+
+def test_no_layer_holds_the_host_ca_or_build_mounts_and_only_trainer_is_copied(trainer_image):
+    needles = host_only_certificates()
+    found: list[str] = []
+    names: set[str] = set()
+    with tarfile.open(trainer_image.archive) as archive:
+        for digest, stream in layers(archive):
+            with tarfile.open(fileobj=stream, mode="r|") as layer:
+                for member in layer:
+                    name = member.name.lstrip("./")
+                    names.add(name)
+                    if name in BUILD_MOUNTS:
+                        found.append(f"{digest}: {name}")
+                    if member.isfile() and needles:
+                        content = layer.extractfile(member).read()
+                        found += [f"{digest}: {name} holds a host-only CA" for n in needles if n in content]
+    assert found == [], found
+    assert "app/trainer/task.py" in names and "opt/venv/bin/python" in names
+    assert not [name for name in names if name.startswith(("app/launcher", "app/tests"))]
+    assert not [name for name in names if name.startswith("app/trainer/") and "__pycache__" in name]

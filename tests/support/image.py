@@ -1,0 +1,53 @@
+"""The trainer image that scripts/image/build.sh builds without Docker (buildah, the
+project's Dockerfile on a local Debian + tensorflow-cpu base), for tests that run it.
+
+``built_image()`` -> ``BuiltImage(reference, archive)``: ``reference`` is the image in
+podman's storage (``localhost/tfjob-trainer:<tag>``), ``archive`` its OCI archive (for
+``ctr images import`` and ``podman load``). The tag follows the Dockerfile and trainer/, so
+a stale image is "missing". Missing FAILS the test with the build command (never skips).
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.support.tools import ROOT, TOOL_TIMEOUT
+
+BUILD_SCRIPT = ROOT / "scripts" / "image" / "build.sh"
+BUILD_COMMAND = "scripts/image/build.sh (as root; scripts/test runs it)"
+
+
+@dataclass(frozen=True)
+class BuiltImage:
+    reference: str  # localhost/tfjob-trainer:<tag>
+    archive: Path  # OCI archive of `reference`; its index.json names it `reference`
+
+
+def expected_image() -> BuiltImage:
+    """What build.sh builds for the current Dockerfile and trainer/ (`--print`: no build)."""
+    out = subprocess.run(["bash", str(BUILD_SCRIPT), "--print"], capture_output=True, text=True,
+                         timeout=TOOL_TIMEOUT, check=True).stdout
+    values = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    return BuiltImage(reference=values["IMAGE"], archive=Path(values["ARCHIVE"]))
+
+
+def built_image(in_podman: bool = True) -> BuiltImage:
+    """The built image; fails the test when its archive (or, with `in_podman`, the image in
+    podman's storage) is missing, naming the build command."""
+    image = expected_image()
+    missing = [] if image.archive.is_file() else [f"OCI archive {image.archive}"]
+    if in_podman:
+        podman = shutil.which("podman")
+        if podman is None:
+            missing.append("podman (apt-get install podman)")
+        elif subprocess.run([podman, "image", "exists", image.reference], capture_output=True,
+                            timeout=TOOL_TIMEOUT, check=False).returncode != 0:
+            missing.append(f"image {image.reference} in podman's storage")
+    if missing:
+        pytest.fail(f"trainer image for this Dockerfile and trainer/ is missing ({'; '.join(missing)}): "
+                    f"build it with {BUILD_COMMAND}", pytrace=False)
+    return image
