@@ -27,9 +27,10 @@ def test_multiworker_mirrored_trains_to_succeeded(node_cluster, trainer_image):
 def test_helm_install_of_the_chart_trains_to_succeeded(node_cluster, trainer_image, tmp_path):
     with training_namespace(node_cluster, "node-helm") as ns:
         values = tmp_path / "values.yaml"
-        render = ns.submit_args("mnist-helm", trainer_image, "--workers", "1", "--ps", "1", trainer=SHORT)
+        render = ns.submit_args("mnist-helm", trainer_image, "--workers", "1", "--ps", "1",
+                                "--values-out", str(values), trainer=SHORT)
         render[0:3] = ["render"]  # same flags; render takes no --backend
-        done = run_launcher(node_cluster, *render, "--values-out", str(values))
+        done = run_launcher(node_cluster, *render)
         assert done.returncode == 0, done.stderr
         env = {**helm_env(tmp_path / "helm"), **node_cluster.env()}
         install = subprocess.run([helm(), "install", "mnist-helm", str(ROOT / "charts" / "tfjob"), "-n", ns.name,
