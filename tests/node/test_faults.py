@@ -17,9 +17,9 @@ from tests.support.controlplane_procs import poll
 from tests.support.launcher_process import launcher_process
 from tests.support.node_jobs import kill_trainer, restarts, training_namespace
 
-STEPS = 300
+STEPS = 200
 RUN_TIMEOUT_S = 900.0
-TRAINER_ARGS = ("--train-steps", str(STEPS), "--checkpoint-every-steps", "50", "--log-every-steps", "20",
+TRAINER_ARGS = ("--train-steps", str(STEPS), "--checkpoint-every-steps", "40", "--log-every-steps", "20",
                 "--eval-every-steps", "0", "--warmup-steps", "20")
 CHECKPOINT = re.compile(r"ckpt-(\d+)\.index$")
 
