@@ -79,7 +79,7 @@ done
 if ((${#missing[@]})); then
   timed "apt-get install ${missing[*]}" \
     env DEBIAN_FRONTEND=noninteractive sh -c \
-    "apt-get update -q && apt-get install -y -q --no-install-recommends ${missing[*]} containers-common"
+    "apt-get update -q && apt-get install -y -q --no-install-recommends ${missing[*]}"
 fi
 runc_path="$(command -v runc)"
 [[ -s "$host_ca" ]] || die "no CA bundle at $host_ca (install ca-certificates)"
@@ -148,10 +148,10 @@ build_base() {
     buildah bud --pull=never --network host "${run_opts[@]}" --layers=false \
       --secret "id=hostca,src=$host_ca" \
       --build-arg "DEBIAN_IMAGE=$debian_image" -f "$here/base.Containerfile" -t "$base_image" "$here"
-  check_no_host_ca "$base_image"
+  check_no_build_mounts "$base_image"
 }
 
-check_no_host_ca() {  # the build-time mounts must leave nothing behind in the image
+check_no_build_mounts() {  # the build-time mounts must leave nothing behind in the image
   local leftovers
   leftovers="$(podman run --rm --network none "${run_opts[@]}" --entrypoint sh "$1" -c \
     'ls -d /run/host-ca.crt /run/requirements.lock 2>/dev/null || true')"
@@ -169,10 +169,11 @@ build_trainer() {
     timed "load $image from $archive" podman load --input "$archive"
   else
     build_base
+    rm -f "$archive"  # an archive of an earlier build of this tag would differ in digest
     timed "build $image (Dockerfile, BASE_IMAGE=$base_image)" \
       buildah bud --pull=never --network none "${run_opts[@]}" --layers=false \
         --build-arg "BASE_IMAGE=$base_image" -f "$root/Dockerfile" -t "$image" "$root"
-    check_no_host_ca "$image"
+    check_no_build_mounts "$image"
   fi
   if [[ ! -s "$archive" ]]; then
     mkdir -p "$(dirname "$archive")"
@@ -183,10 +184,12 @@ build_trainer() {
 }
 
 prune() {  # keep this tag's archive and the newest other one; images without an archive go
-  local old others ref
-  # shellcheck disable=SC2012  # names are hex tags
-  mapfile -t others < <(ls -1dt "$cache_root"/trainer-* | grep -v "/trainer-$tag\$" || true)
-  for old in "${others[@]:1}"; do
+  local old others ref kept=0
+  # shellcheck disable=SC2012  # newest first; the names are hex tags
+  mapfile -t others < <(ls -1dt "$cache_root"/trainer-*)
+  for old in "${others[@]}"; do
+    [[ "$old" != "$cache_root/trainer-$tag" ]] || continue
+    if ((kept++ == 0)); then continue; fi
     log "prune $old"
     rm -rf "$old"
   done

@@ -38,6 +38,7 @@ def test_bad_tf_config_exits_2_with_one_line(run_container, tmp_path):
     assert done.stdout == "" and list(job.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_one_process_trains_on_real_mnist_and_exports_a_model_that_predicts(run_container, mnist_records,
                                                                             tmp_path):
     job = tmp_path / "job"
