@@ -40,8 +40,9 @@ debian_packages() {  # install the Debian packages the node needs when one is mi
     echo "build.sh: missing Debian packages ${missing[*]}: install them (apt-get install ${missing[*]})" >&2
     exit 2
   fi
+  timed "apt-get update" apt-get -o DPkg::Lock::Timeout=600 update -qq
   timed "apt-get install ${missing[*]}" env DEBIAN_FRONTEND=noninteractive \
-    apt-get install -y --no-install-recommends "${missing[@]}"
+    apt-get -o DPkg::Lock::Timeout=600 install -y --no-install-recommends "${missing[@]}"
 }
 
 require_go  # lib.sh
