@@ -1,6 +1,7 @@
-"""The node itself: Ready, a real container runs under Pod Security "restricted" as uid
-1000 and its output reaches `kubectl logs`, CoreDNS answers cluster.local inside the
-node's network namespace, and the host's kernel settings are untouched."""
+"""The node itself: Ready with containerd 2 and kubelet 1.36, a real container runs in a
+namespace enforcing Pod Security "restricted" and its output reaches `kubectl logs`
+through the apiserver and the kubelet, CoreDNS answers cluster.local inside the node's
+network namespace, and this machine's kernel settings are untouched."""
 from __future__ import annotations
 
 import json
@@ -10,10 +11,8 @@ from tests.support.dns_query import resolve
 from tests.support.controlplane_procs import poll
 from tests.support.node_host import KUBELET_SYSCTLS, NAME, in_netns
 from tests.support.node_image import PAUSE_IMAGE
-from tests.support.tools import ROOT
 
 WAIT_S = 120.0
-NAMESPACE_MANIFEST = ROOT / "k8s" / "namespace.yaml"
 
 
 def restricted_pod(name: str) -> dict:

@@ -101,9 +101,11 @@ class ControlPlane:
         return json.loads(self.kubectl(*args, "-o", "json").stdout)
 
     @contextlib.contextmanager
-    def namespace(self, prefix: str) -> Iterator[str]:
+    def namespace(self, prefix: str, wait: bool = True) -> Iterator[str]:
         """A fresh namespace (ready once its default service account exists, as pods need
-        it), deleted on exit with everything in it, so the next test has the nodes free."""
+        it), deleted on exit with everything in it, so the next test has the nodes free.
+        `wait=False`: do not wait for the deletion (real pods take their grace period to go;
+        the next test can start meanwhile)."""
         name = f"{prefix}-{uuid.uuid4().hex[:6]}"
         self.kubectl("create", "namespace", name)
         try:
@@ -113,7 +115,8 @@ class ControlPlane:
                        self.procs, "kube-controller-manager")
             yield name
         finally:
-            self.kubectl("delete", "namespace", name, f"--timeout={START_TIMEOUT_S:.0f}s")
+            self.kubectl("delete", "namespace", name, f"--timeout={START_TIMEOUT_S:.0f}s",
+                         f"--wait={str(wait).lower()}")
 
     def finish_pod(self, namespace: str, pod: str, exit_code: int) -> None:
         """Make a Running TFJob replica exit with `exit_code` (KWOK stage tfjob-pod-exit)."""

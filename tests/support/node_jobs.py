@@ -62,7 +62,7 @@ class TrainingNamespace:
 def training_namespace(cluster: NodeCluster, prefix: str) -> Iterator[TrainingNamespace]:
     """A fresh namespace enforcing "restricted" with claim `shared`: a hostPath volume of
     the node holding a copy of the real MNIST records and a runs/ folder uid 1000 writes."""
-    with cluster.cp.namespace(prefix) as name:
+    with cluster.cp.namespace(prefix, wait=False) as name:  # pods that still run take 30 s to go
         cluster.kubectl("label", "namespace", name, "--overwrite", *restricted_labels())
         shared = cluster.root / "volumes" / name
         shutil.copytree(MNIST, shared / "mnist")
