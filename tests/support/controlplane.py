@@ -182,6 +182,8 @@ def _start_controllers(procs: Processes, pki: Pki, kubeconfig: Path, controllers
     procs.start("kube-scheduler", "kube-scheduler", *common, f"--secure-port={scheduler}")
     procs.start("kube-controller-manager", "kube-controller-manager", *common,
                 f"--secure-port={manager}", f"--controllers={controllers}",
+                # else the PV controllers create /usr/libexec/kubernetes/kubelet-plugins/volume/exec
+                f"--flex-volume-plugin-dir={kubeconfig.parent / 'flexvolume'}",
                 f"--service-account-private-key-file={pki.sa_key}", f"--root-ca-file={pki.ca}",
                 "--use-service-account-credentials=false")
     for name, port in (("kube-scheduler", scheduler), ("kube-controller-manager", manager)):

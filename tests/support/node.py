@@ -4,7 +4,7 @@ CoreDNS serving cluster.local), all in a network namespace of its own (node_host
 Real pods run here: the trainer image as TFJob replicas, under Pod Security "restricted".
 
 The same code serves the node test tier (fixture `node_cluster` in tests/node/conftest.py)
-and users (`scripts/node up|down`, i.e. ``python -m tests.support.node up|down``).
+and users (`scripts/node/up`, `scripts/node/down`, i.e. ``python -m tests.support.node up|down``).
 Binaries: scripts/controlplane/build.sh and scripts/node/build.sh; versions in
 scripts/controlplane/versions.env. Root is needed. One node per machine (a lock file).
 Inside the namespace: node IP 10.77.0.10, pods 10.78.0.0/24, services 10.96.0.0/16, CoreDNS
@@ -248,8 +248,11 @@ def _node_lock(root: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise NodeHostError(f"a node is already running on this machine (lock {path}); "
-                                "stop it with scripts/node down") from None
-        yield
+                                "stop it with scripts/node/down") from None
+        try:
+            yield
+        finally:
+            path.unlink(missing_ok=True)  # still holding it: the node is gone
 
 
 @contextlib.contextmanager

@@ -36,10 +36,14 @@ CLONE_NEWNET = 0x40000000
 # of its own in their place, so this machine's values never change
 KUBELET_SYSCTLS = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
                    "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes")
-# paths the kubelet writes whatever its flags say; CNI's cache is shared with other runtimes
+# paths the kubelet (or an older run's controller-manager) writes whatever the flags say;
+# CNI's cache is shared with other runtimes
 FIXED_FILES = (Path("/var/lib/kubelet/device-plugins/kubelet.sock"),)
 FIXED_GLOBS = ((Path("/var/lib/cni/results"), f"{NAME}-*"),)
 FIXED_DIRS = (Path("/var/lib/kubelet/device-plugins"), Path("/var/lib/kubelet"),
+              Path("/usr/libexec/kubernetes/kubelet-plugins/volume/exec"),
+              Path("/usr/libexec/kubernetes/kubelet-plugins/volume"),
+              Path("/usr/libexec/kubernetes/kubelet-plugins"), Path("/usr/libexec/kubernetes"),
               Path("/var/lib/cni/results"), Path("/var/lib/cni"),
               Path("/run/containerd/s"), Path("/run/containerd/fifo"), Path("/run/containerd"),
               NETNS_DIR)  # removed when empty
