@@ -1,7 +1,7 @@
 """A job whose chief exits 1 ends Failed, and `launcher submit` exits 1."""
 from __future__ import annotations
 
-from tests.e2e.launcher_process import launcher_process
+from tests.support.launcher_process import launcher_process
 from tests.e2e.tfjobs import condition_sequence, true_conditions, tfjob, wait_running
 
 JOB = "failing-chief"

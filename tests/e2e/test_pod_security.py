@@ -8,7 +8,7 @@ import json
 
 import yaml
 
-from tests.e2e.launcher_process import launcher_process
+from tests.support.launcher_process import launcher_process
 from tests.e2e.tfjobs import wait_running
 from tests.support.tools import ROOT
 

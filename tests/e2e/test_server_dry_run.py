@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from launcher.validate import crd_path
-from tests.e2e.launcher_process import run_launcher
+from tests.support.launcher_process import run_launcher
 
 JOB = "dry-run-e2e"
 BAD_CPU = "1.2.3"  # not a Kubernetes quantity: the CRD's quantity pattern refuses it

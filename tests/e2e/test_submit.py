@@ -11,7 +11,7 @@ from typing import Iterator
 import pytest
 
 from launcher.tfconfig import tf_config
-from tests.e2e.launcher_process import launcher_process
+from tests.support.launcher_process import launcher_process
 from tests.e2e.tfjobs import (condition_sequence, owned, replica_key, tfjob, wait_pods,
                               wait_running)
 

@@ -49,6 +49,7 @@ EXIT_CODE_ANNOTATION = "e2e.tfjob-launcher/exit-code"  # see k8s/kwok/stages.yam
 KWOK_NODE_SELECTOR = "kwok.x-k8s.io/node=fake"
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 OPERATOR_CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")  # fixed in training-operator
+KWOK_CONTROLLERS = "garbagecollector,serviceaccount,namespace,nodelifecycle"
 LOOPBACK = "127.0.0.1,localhost"
 
 
@@ -62,8 +63,9 @@ def bin_dir() -> Path:
     return Path(out.stdout.strip())
 
 
-def missing_binaries(directory: Path) -> list[str]:
-    return [name for name in BINARIES if not os.access(directory / name, os.X_OK)]
+def missing_binaries(directory: Path, kwok: bool = True) -> list[str]:
+    needed = BINARIES if kwok else tuple(name for name in BINARIES if name != "kwok")
+    return [name for name in needed if not os.access(directory / name, os.X_OK)]
 
 
 # ---- the control plane ----------------------------------------------------------------
@@ -77,10 +79,12 @@ class ControlPlane:
     workdir: Path
     procs: Processes
     kwok_config: Path
+    pki: Pki | None = None
 
     def env(self) -> dict[str, str]:
         """os.environ with KUBECONFIG set to this control plane (for launcher, helm, kubectl)."""
         env = dict(os.environ, KUBECONFIG=str(self.kubeconfig))
+        env.setdefault("KUBECACHEDIR", str(self.workdir / "kube-cache"))  # not ~/.kube/cache
         for var in ("no_proxy", "NO_PROXY"):
             env[var] = ",".join(filter(None, (env.get(var), LOOPBACK)))
         return env
@@ -97,9 +101,11 @@ class ControlPlane:
         return json.loads(self.kubectl(*args, "-o", "json").stdout)
 
     @contextlib.contextmanager
-    def namespace(self, prefix: str) -> Iterator[str]:
+    def namespace(self, prefix: str, wait: bool = True) -> Iterator[str]:
         """A fresh namespace (ready once its default service account exists, as pods need
-        it), deleted on exit with everything in it, so the next test has the nodes free."""
+        it), deleted on exit with everything in it, so the next test has the nodes free.
+        `wait=False`: do not wait for the deletion (real pods take their grace period to go;
+        the next test can start meanwhile)."""
         name = f"{prefix}-{uuid.uuid4().hex[:6]}"
         self.kubectl("create", "namespace", name)
         try:
@@ -109,7 +115,8 @@ class ControlPlane:
                        self.procs, "kube-controller-manager")
             yield name
         finally:
-            self.kubectl("delete", "namespace", name, f"--timeout={START_TIMEOUT_S:.0f}s")
+            self.kubectl("delete", "namespace", name, f"--timeout={START_TIMEOUT_S:.0f}s",
+                         f"--wait={str(wait).lower()}")
 
     def finish_pod(self, namespace: str, pod: str, exit_code: int) -> None:
         """Make a Running TFJob replica exit with `exit_code` (KWOK stage tfjob-pod-exit)."""
@@ -146,8 +153,9 @@ def _start_etcd(procs: Processes, workdir: Path) -> str:
     return url
 
 
-def _start_apiserver(procs: Processes, workdir: Path, pki: Pki, etcd: str, extra: tuple[str, ...]) -> str:
-    port = free_port()
+def _start_apiserver(procs: Processes, workdir: Path, pki: Pki, etcd: str, extra: tuple[str, ...],
+                     port: int | None = None) -> str:
+    port = port or free_port()
     procs.start(
         "kube-apiserver", "kube-apiserver",
         f"--etcd-servers={etcd}", "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
@@ -168,12 +176,14 @@ def _start_apiserver(procs: Processes, workdir: Path, pki: Pki, etcd: str, extra
     return server
 
 
-def _start_controllers(procs: Processes, pki: Pki, kubeconfig: Path) -> None:
+def _start_controllers(procs: Processes, pki: Pki, kubeconfig: Path, controllers: str) -> None:
     common = (f"--kubeconfig={kubeconfig}", "--leader-elect=false", "--bind-address=127.0.0.1")
     scheduler, manager = free_port(), free_port()
     procs.start("kube-scheduler", "kube-scheduler", *common, f"--secure-port={scheduler}")
     procs.start("kube-controller-manager", "kube-controller-manager", *common,
-                f"--secure-port={manager}", "--controllers=garbagecollector,serviceaccount,namespace,nodelifecycle",
+                f"--secure-port={manager}", f"--controllers={controllers}",
+                # else the PV controllers create /usr/libexec/kubernetes/kubelet-plugins/volume/exec
+                f"--flex-volume-plugin-dir={kubeconfig.parent / 'flexvolume'}",
                 f"--service-account-private-key-file={pki.sa_key}", f"--root-ca-file={pki.ca}",
                 "--use-service-account-credentials=false")
     for name, port in (("kube-scheduler", scheduler), ("kube-controller-manager", manager)):
@@ -184,7 +194,9 @@ def _start_controllers(procs: Processes, pki: Pki, kubeconfig: Path) -> None:
 def _mount_webhook_certs(pki: Pki) -> None:
     """In a cluster the operator's webhook Secret is a volume at a fixed path; its cert
     rotator waits for tls.crt there before it starts the controllers, and the webhook
-    server serves it. No webhook configuration is installed, so any valid pair will do."""
+    server serves it. No webhook configuration is installed, so any valid pair will do.
+    The path is fixed in training-operator v1.9.4 (pkg/cert/cert.go), whatever $TMPDIR
+    says: concurrent runs share it, hence the atomic replace."""
     OPERATOR_CERT_DIR.mkdir(parents=True, exist_ok=True)
     for source, target in ((pki.serving_cert, "tls.crt"), (pki.serving_key, "tls.key")):
         staged = OPERATOR_CERT_DIR / f".{target}.{os.getpid()}"
@@ -234,27 +246,33 @@ def schedulable(node: dict) -> bool:
 
 
 @contextlib.contextmanager
-def running_control_plane(workdir: Path, apiserver_args: tuple[str, ...] = ()) -> Iterator[ControlPlane]:
+def running_control_plane(workdir: Path, apiserver_args: tuple[str, ...] = (), *, kwok: bool = True,
+                          controllers: str = KWOK_CONTROLLERS, apiserver_port: int | None = None,
+                          serving_ips: tuple[str, ...] = ()) -> Iterator[ControlPlane]:
     """Start everything in `workdir`; stop every process on exit, also when start fails.
-    `apiserver_args`: extra kube-apiserver flags (bench/launcher_scale.py adds an audit log)."""
+    `apiserver_args`: extra kube-apiserver flags (bench/launcher_scale.py adds an audit log).
+    A real node (tests/support/node.py) asks for no KWOK, every controller (`*`: the
+    root-CA publisher, EndpointSlices for headless DNS, PV binding), a fixed apiserver port
+    and its node IP in the serving certificate."""
     binaries = bin_dir()
-    missing = missing_binaries(binaries)
+    missing = missing_binaries(binaries, kwok)
     if missing:
         raise ControlPlaneError(f"control-plane binaries missing in {binaries}: {', '.join(missing)}; "
                                 f"build them once with: bash {BUILD_SCRIPT.relative_to(ROOT)}")
     workdir.mkdir(parents=True, exist_ok=True)
-    pki = make_pki(workdir / "pki")
+    pki = make_pki(workdir / "pki", serving_ips)
     procs = Processes(binaries, workdir / "logs", dict(os.environ))
     try:
         etcd = _start_etcd(procs, workdir)
-        server = _start_apiserver(procs, workdir, pki, etcd, apiserver_args)
-        cp = ControlPlane(workdir / "kubeconfig", server, workdir, procs, kwok_config(workdir))
+        server = _start_apiserver(procs, workdir, pki, etcd, apiserver_args, apiserver_port)
+        cp = ControlPlane(workdir / "kubeconfig", server, workdir, procs, kwok_config(workdir), pki)
         write_kubeconfig(cp.kubeconfig, server, pki)
         procs.env = cp.env()
         _install_crd(procs, cp)
-        _start_controllers(procs, pki, cp.kubeconfig)
+        _start_controllers(procs, pki, cp.kubeconfig, controllers)
         _start_operator(procs, cp, pki)
-        _start_kwok(procs, cp, pki)
+        if kwok:
+            _start_kwok(procs, cp, pki)
         yield cp
     finally:
         procs.stop_all()

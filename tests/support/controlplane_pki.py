@@ -46,7 +46,9 @@ def _issue(subject: x509.Name, key, issuer: x509.Name, issuer_key, extensions) -
     return builder.sign(issuer_key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM)
 
 
-def make_pki(directory: Path) -> Pki:
+def make_pki(directory: Path, extra_ips: tuple[str, ...] = ()) -> Pki:
+    """`extra_ips`: more addresses the serving certificate covers (a real node's IP: its
+    kubelet serves it, and the apiserver checks it when it proxies `kubectl logs`)."""
     directory.mkdir(parents=True, exist_ok=True)
     pki = Pki(*(directory / name for name in (
         "ca.crt", "serving.crt", "serving.key", "admin.crt", "admin.key", "sa.key", "sa.pub")))
@@ -57,7 +59,8 @@ def make_pki(directory: Path) -> Pki:
     leaves = {
         (pki.serving_cert, pki.serving_key): (
             [x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")], ExtendedKeyUsageOID.SERVER_AUTH,
-            [x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+            [x509.SubjectAlternativeName([*(x509.IPAddress(ipaddress.ip_address(ip))
+                                            for ip in ("127.0.0.1", *extra_ips)),
                                           x509.DNSName("localhost")])]),
         (pki.admin_cert, pki.admin_key): (
             [x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:masters"),

@@ -32,11 +32,13 @@ class Processes:
     env: dict[str, str]
     running: dict[str, subprocess.Popen] = field(default_factory=dict)
 
-    def start(self, name: str, binary: str, *args: str, env: dict[str, str] | None = None) -> None:
+    def start(self, name: str, binary: str, *args: str, env: dict[str, str] | None = None,
+              prefix: tuple[str, ...] = ()) -> None:
+        """`prefix`: a command that execs the binary in the end (e.g. unshare ... sh -c)."""
         self.logs.mkdir(parents=True, exist_ok=True)
         with open(self.logs / f"{name}.log", "ab") as log:
             self.running[name] = subprocess.Popen(
-                [str(self.bin / binary), *args], stdout=log, stderr=subprocess.STDOUT,
+                [*prefix, str(self.bin / binary), *args], stdout=log, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, env={**self.env, **(env or {})}, start_new_session=True)
 
     def log_tail(self, name: str, lines: int = 25) -> str:

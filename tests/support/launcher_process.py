@@ -12,7 +12,7 @@ import sys
 import threading
 from typing import Iterator
 
-from tests.support.controlplane import ControlPlane
+from tests.support.controlplane import ControlPlane  # or a NodeCluster: anything with env()
 from tests.support.controlplane_procs import poll
 from tests.support.tools import ROOT
 

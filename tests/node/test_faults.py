@@ -1,0 +1,77 @@
+"""Faults on the real node, each on a 1 chief + 1 ps + 2 worker job of the real image:
+
+- a worker's trainer process killed (SIGKILL, as by the OOM killer): the kubelet restarts
+  the container (restartPolicy OnFailure) and the job still ends at exactly --train-steps;
+- the chief's trainer process killed: the kubelet restarts it in its pod and it resumes
+  from the job dir's latest checkpoint ("Restored ... at step N"), ending at exactly
+  --train-steps;
+- the chief pod deleted: training-operator v1.9.4 counts a terminating replica pod as
+  failed, so the TFJob is Failed and the launcher exits 1 (what a user sees on any
+  cluster with this operator; README "Failures").
+"""
+from __future__ import annotations
+
+import re
+
+from tests.support.controlplane_procs import poll
+from tests.support.launcher_process import launcher_process
+from tests.support.node_jobs import kill_trainer, restarts, training_namespace
+
+STEPS = 200
+RUN_TIMEOUT_S = 900.0
+TRAINER_ARGS = ("--train-steps", str(STEPS), "--checkpoint-every-steps", "40", "--log-every-steps", "20",
+                "--eval-every-steps", "0", "--warmup-steps", "20")
+CHECKPOINT = re.compile(r"ckpt-(\d+)\.index$")
+
+
+def test_worker_killed_is_restarted_and_the_job_ends_at_exactly_the_steps(node_cluster, trainer_image):
+    job = "mnist-worker"
+    with training_namespace(node_cluster, "node-worker") as ns:
+        args = ns.submit_args(job, trainer_image, "--workers", "2", "--ps", "1", trainer=TRAINER_ARGS)
+        with launcher_process(node_cluster, *args) as submit:
+            submit.wait_for_line("[chief-0] Train [", RUN_TIMEOUT_S / 3)
+            kill_trainer(ns.pod(f"{job}-worker-0"))
+            poll(lambda: restarts(ns.pod(f"{job}-worker-0")) >= 1, 180,
+                 lambda: f"worker-0 not restarted:\n{submit.output}")
+            exit_code = submit.wait(RUN_TIMEOUT_S)
+        assert exit_code == 0, submit.output
+        chief_log = node_cluster.kubectl("logs", f"{job}-chief-0", "-n", ns.name).stdout
+        assert f"Final metrics after {STEPS} steps" in chief_log, chief_log[-3000:]
+        assert restarts(ns.pod(f"{job}-worker-0")) >= 1
+
+
+def test_chief_killed_restarts_in_its_pod_and_resumes_from_the_checkpoint(node_cluster, trainer_image):
+    job = "mnist-chief"
+    with training_namespace(node_cluster, "node-chief") as ns:
+        args = ns.submit_args(job, trainer_image, "--workers", "2", "--ps", "1", trainer=TRAINER_ARGS)
+        with launcher_process(node_cluster, *args) as submit:
+            poll(lambda: _checkpoint_step(ns.job_dir(job)) > 0, RUN_TIMEOUT_S / 3,
+                 lambda: f"no checkpoint after step 0 in {ns.job_dir(job)}:\n{submit.output}")
+            kill_trainer(ns.pod(f"{job}-chief-0"))
+            poll(lambda: restarts(ns.pod(f"{job}-chief-0")) >= 1, 180,
+                 lambda: f"chief-0 not restarted:\n{submit.output}")
+            exit_code = submit.wait(RUN_TIMEOUT_S)
+        assert exit_code == 0, submit.output
+        chief_log = node_cluster.kubectl("logs", f"{job}-chief-0", "-n", ns.name).stdout  # the restarted one
+        restored = re.search(r"Restored \S+ at step (\d+)", chief_log)
+        assert restored and 0 < int(restored[1]) < STEPS, chief_log[-3000:]
+        assert f"Final metrics after {STEPS} steps" in chief_log, chief_log[-3000:]
+
+
+def test_chief_pod_deleted_fails_the_tfjob_under_training_operator_1_9(node_cluster, trainer_image):
+    job = "mnist-delete"
+    with training_namespace(node_cluster, "node-delete") as ns:
+        args = ns.submit_args(job, trainer_image, "--workers", "1", "--ps", "1", trainer=TRAINER_ARGS)
+        with launcher_process(node_cluster, *args) as submit:
+            submit.wait_for_line("[chief-0] Train [", RUN_TIMEOUT_S / 3)
+            node_cluster.kubectl("delete", "pod", f"{job}-chief-0", "-n", ns.name, "--wait=false")
+            exit_code = submit.wait(RUN_TIMEOUT_S / 3)
+        assert exit_code == 1, submit.output
+        status = node_cluster.kubectl_json("get", "tfjob", job, "-n", ns.name)["status"]
+        failed = [c for c in status["conditions"] if c["type"] == "Failed" and c["status"] == "True"]
+        assert failed and "1 Chief replica(s) failed" in failed[0]["message"], status
+
+
+def _checkpoint_step(job_dir) -> int:
+    steps = [int(m[1]) for path in job_dir.rglob("ckpt-*.index") if (m := CHECKPOINT.search(path.name))]
+    return max(steps, default=0)

@@ -1,0 +1,70 @@
+"""The node itself: Ready with containerd 2 and kubelet 1.36, a real container runs in a
+namespace enforcing Pod Security "restricted" and its output reaches `kubectl logs`
+through the apiserver and the kubelet, CoreDNS answers cluster.local inside the node's
+network namespace, and this machine's kernel settings are untouched."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.support.dns_query import resolve
+from tests.support.controlplane_procs import poll
+from tests.support.node_host import KUBELET_SYSCTLS, NAME, in_netns
+from tests.support.node_image import PAUSE_IMAGE
+
+WAIT_S = 120.0
+
+
+def restricted_pod(name: str) -> dict:
+    """catatonit runs catatonit --version: a container that prints a line and exits 0."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"restartPolicy": "Never",
+                     "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000,
+                                         "seccompProfile": {"type": "RuntimeDefault"}},
+                     "containers": [{"name": "c", "image": PAUSE_IMAGE, "imagePullPolicy": "Never",
+                                     "command": ["/catatonit", "--", "/catatonit", "--version"],
+                                     "securityContext": {"allowPrivilegeEscalation": False,
+                                                         "capabilities": {"drop": ["ALL"]}}}]}}
+
+
+def test_node_ready_with_its_runtime(node_cluster):
+    node = node_cluster.kubectl_json("get", "node", NAME)
+    info = node["status"]["nodeInfo"]
+    assert info["containerRuntimeVersion"].startswith("containerd://2."), info
+    assert info["kubeletVersion"].startswith("v1.36"), info
+    addresses = {a["type"]: a["address"] for a in node["status"]["addresses"]}
+    assert addresses["InternalIP"] == "10.77.0.10"
+
+
+def test_restricted_pod_runs_and_logs(node_cluster, tmp_path):
+    with node_cluster.cp.namespace("node-smoke") as namespace:
+        node_cluster.kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted")
+        manifest = tmp_path / "pod.json"
+        manifest.write_text(json.dumps(restricted_pod("version")))
+        node_cluster.kubectl("create", "-n", namespace, "-f", str(manifest))
+        phase = poll(lambda: _phase(node_cluster, namespace, "version") in ("Succeeded", "Failed")
+                     and _phase(node_cluster, namespace, "version"), WAIT_S, lambda: "pod did not finish")
+        assert phase == "Succeeded"
+        logs = node_cluster.kubectl("logs", "-n", namespace, "version").stdout
+        assert "catatonit" in logs.lower(), logs
+
+
+def test_coredns_serves_cluster_local(node_cluster):
+    with in_netns():
+        answer = resolve("kubernetes.default.svc.cluster.local", "10.77.0.10")
+    service_ip = node_cluster.kubectl_json("get", "service", "kubernetes", "-n", "default")["spec"]["clusterIP"]
+    assert answer == [service_ip]
+
+
+def test_host_kernel_settings_untouched(node_cluster):
+    """The kubelet writes these at start; it wrote its own copies, not this machine's."""
+    copies = node_cluster.root / "sysctl"
+    before = json.loads((copies / "host-values.json").read_text())
+    assert "vm/overcommit_memory" in before
+    for name, value in before.items():
+        assert (Path("/proc/sys") / name).read_text() == value, name
+    assert (copies / "vm.overcommit_memory").read_text().strip() == "1"  # the kubelet's value, in its copy
+
+
+def _phase(cluster, namespace: str, pod: str) -> str:
+    return cluster.kubectl_json("get", "pod", pod, "-n", namespace).get("status", {}).get("phase", "")

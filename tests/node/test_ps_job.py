@@ -1,0 +1,112 @@
+"""The acceptance job on a real node: `launcher submit --workers 2 --ps 1` of the real
+trainer image trains in 4 real pods (chief, ps, 2 workers) with the TF_CONFIG the operator
+wrote, its cluster DNS names resolved by CoreDNS through the headless services; the
+launcher exits 0 when the TFJob is Succeeded; the exported SavedModel classifies the real
+MNIST test set at >= 97%; `launcher logs --replica all -f` and `kubectl logs` show the
+containers' own output; the pods run as uid 1000 under Pod Security "restricted"."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from tests.support.launcher_process import launcher_process
+from tests.support.node_jobs import TRAINER_UID, container_pids, process_uid, training_namespace
+from tests.support.saved_model import export_accuracy
+from tests.support.controlplane_procs import poll
+
+JOB = "mnist-ps"
+STEPS = 300
+REPLICAS = ("chief-0", "ps-0", "worker-0", "worker-1")
+RUN_TIMEOUT_S = 900.0
+TRAINER_ARGS = ("--train-steps", str(STEPS), "--log-every-steps", "50", "--eval-every-steps", "0")
+
+
+@dataclass
+class Run:
+    namespace: str
+    job_dir: Path
+    data_dir: Path
+    exit_code: int
+    output: str
+    follow_output: str
+    follow_exit: int
+    running_pods: list[dict]
+    trainer_uids: set[int]
+    kubectl_chief_log: str
+    conditions: list[str]
+
+
+@pytest.fixture(scope="module")
+def run(node_cluster, trainer_image) -> Iterator[Run]:
+    with training_namespace(node_cluster, "node-ps") as ns:
+        args = ns.submit_args(JOB, trainer_image, "--workers", "2", "--ps", "1", trainer=TRAINER_ARGS)
+        with launcher_process(node_cluster, *args) as submit:
+            pods = poll(lambda: _all_running(ns), RUN_TIMEOUT_S / 3, lambda: f"4 pods not Running:\n{submit.output}")
+            uids = poll(lambda: _trainer_uids(pods), 120, lambda: "no trainer processes found")
+            with launcher_process(node_cluster, "logs", JOB, "--backend", "k8s", "-n", ns.name,
+                                  "--replica", "all", "-f") as follow:
+                exit_code = submit.wait(RUN_TIMEOUT_S)
+                follow_exit = follow.wait(120)
+        chief_log = node_cluster.kubectl("logs", f"{JOB}-chief-0", "-n", ns.name).stdout
+        yield Run(ns.name, ns.job_dir(JOB), ns.shared / "mnist", exit_code, submit.output, follow.output,
+                  follow_exit, pods, uids, chief_log, ns.tfjob_conditions(JOB))
+
+
+def _all_running(ns) -> list[dict] | None:
+    pods = ns.pods(JOB)
+    running = [p for p in pods if p.get("status", {}).get("phase") == "Running"]
+    return running if len(running) == len(REPLICAS) else None
+
+
+def _trainer_uids(pods: list[dict]) -> set[int] | None:
+    pids = [pid for pod in pods for pid in container_pids(pod)]
+    return {process_uid(pid) for pid in pids} if len(pids) >= len(pods) else None
+
+
+def test_launcher_exits_0_when_the_tfjob_succeeded(run):
+    assert run.exit_code == 0, run.output
+    assert "Succeeded" in run.conditions
+    assert f"{JOB}: Succeeded" in run.output
+
+
+def test_four_real_pods_with_the_operators_tf_config(run):
+    assert sorted(p["metadata"]["name"].removeprefix(f"{JOB}-") for p in run.running_pods) == list(REPLICAS)
+    for pod in run.running_pods:
+        assert pod["spec"]["nodeName"] == "tfjob-node"
+        env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0].get("env", [])}
+        cluster = json.loads(env["TF_CONFIG"])["cluster"]
+        assert cluster["worker"] == [f"{JOB}-worker-{i}.{run.namespace}.svc:2222" for i in range(2)]
+        assert cluster["ps"] == [f"{JOB}-ps-0.{run.namespace}.svc:2222"]
+
+
+def test_exported_model_classifies_real_mnist(run):
+    exports = sorted((run.job_dir / "export").iterdir())
+    assert exports, f"no export in {run.job_dir}"
+    examples, accuracy = export_accuracy(exports[-1], run.data_dir)
+    assert examples == 10_000
+    assert accuracy >= 0.97
+
+
+def test_trained_the_requested_steps(run):
+    assert f"Final metrics after {STEPS} steps" in run.kubectl_chief_log, run.kubectl_chief_log[-3000:]
+
+
+def test_logs_follow_shows_every_replicas_real_output(run):
+    assert run.follow_exit == 0, run.follow_output
+    for replica in ("chief-0", "worker-0", "worker-1", "ps-0"):
+        assert any(line.startswith(f"[{replica}] ") for line in run.follow_output.splitlines()), replica
+    assert any(line.startswith("[chief-0] ") and "Train [" in line for line in run.follow_output.splitlines())
+
+
+def test_kubectl_logs_shows_the_chiefs_output(run):
+    assert "Train [" in run.kubectl_chief_log and "Exported model to" in run.kubectl_chief_log
+
+
+def test_pods_run_as_uid_1000_under_restricted(run):
+    assert run.trainer_uids == {TRAINER_UID}
+    owners = {path.stat().st_uid for path in run.job_dir.rglob("*")}
+    assert owners == {TRAINER_UID}
