@@ -20,12 +20,17 @@ def train_line(name: str, step: int, total: int, loss: float, accuracy: float,
             f"({elapsed:.1f} s) {rate:.2f} global steps/s")
 
 
-def eval_line(step: int, loss: float, accuracy: float) -> str:
-    return f"Eval step {step}: loss {loss:.4f}, accuracy {accuracy:.4f}"
+def _extra(metrics: dict[str, float]) -> str:
+    """`, auc 0.8123`...: a model's metrics beyond loss and accuracy, after them."""
+    return "".join(f", {name} {value:.4f}" for name, value in metrics.items())
 
 
-def final_line(step: int, loss: float, accuracy: float) -> str:
-    return f"Final metrics after {step} steps: loss {loss:.4f}, accuracy {accuracy:.4f}"
+def eval_line(step: int, loss: float, accuracy: float, **extra: float) -> str:
+    return f"Eval step {step}: loss {loss:.4f}, accuracy {accuracy:.4f}{_extra(extra)}"
+
+
+def final_line(step: int, loss: float, accuracy: float, **extra: float) -> str:
+    return f"Final metrics after {step} steps: loss {loss:.4f}, accuracy {accuracy:.4f}{_extra(extra)}"
 
 
 def export_line(path: str) -> str:
@@ -100,6 +105,6 @@ class Progress:
         self.loss_sum = self.acc_sum = 0.0
         self.steps = 0
 
-    def report_eval(self, step: int, loss: float, accuracy: float) -> None:
-        print(eval_line(step, loss, accuracy))
-        self.eval.write(step, loss=loss, accuracy=accuracy)
+    def report_eval(self, step: int, loss: float, accuracy: float, **extra: float) -> None:
+        print(eval_line(step, loss, accuracy, **extra))
+        self.eval.write(step, loss=loss, accuracy=accuracy, **extra)

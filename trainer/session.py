@@ -56,10 +56,10 @@ class Session:
         """A plain copy of the model and the test set, made on first use (chief only)."""
         if self._evaluation is None:
             self._evaluation = Evaluation(models.build(self.args.model), data.source(self.args),
-                                          self.args.eval_batch_size, self.args.threads)
+                                          self.args.eval_batch_size, self.args.threads, self.args.model)
         return self._evaluation
 
-    def evaluate(self) -> tuple[float, float]:
+    def evaluate(self) -> dict[str, float]:
         variables.copy(self.model, self.evaluation.model)
         return self.evaluation.evaluate()
 
@@ -72,8 +72,8 @@ class Session:
         if self.graph_written or not self.cluster.is_chief:
             return
         model = self.evaluation.model
-        spec = tf.TensorSpec([None, *model.input_shape[1:]], tf.float32)
-        self.progress.train.graph(tf.function(lambda images: model(images, training=False))
+        spec = models.get(self.args.model).input_spec()
+        self.progress.train.graph(tf.function(lambda inputs: model(inputs, training=False))
                                   .get_concrete_function(spec).graph)
         self.graph_written = True
 
@@ -101,7 +101,7 @@ class Session:
             if evaluator.alive(args.job_dir):  # a side-car evaluator does it; dispatch goes on
                 self._note_evaluator()
             else:
-                self.progress.report_eval(after, *self.evaluate())
+                self.progress.report_eval(after, **self.evaluate())
         if crossed(before, after, args.checkpoint_every_steps) and after < args.train_steps:
             self.save()
 
@@ -111,10 +111,10 @@ class Session:
         if not self.cluster.is_chief:
             return None
         step = int(self.step.numpy())
-        loss, accuracy = self.evaluate()
-        self.progress.report_eval(step, loss, accuracy)
-        print(progress.final_line(step, loss, accuracy))
-        path = export.export(self.evaluation.model, self.args.job_dir)
+        metrics = self.evaluate()
+        self.progress.report_eval(step, **metrics)
+        print(progress.final_line(step, **metrics))
+        path = export.export(self.evaluation.model, self.args.job_dir, self.args.model, data.source(self.args))
         print(progress.export_line(path))
         return path
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from trainer import variables
-from trainer.evaluate import loss_and_hits
+from trainer import models, variables
 
 
 COSINE_FLOOR = 0.01  # cosine decay ends at this fraction of --learning-rate
@@ -58,11 +57,12 @@ def make_train_fn(strategy: tf.distribute.Strategy, state, count_steps: bool = T
     updated the variables, so the coordinator counts the calls it got results for instead
     (session.run); the global step then equals --train-steps exactly."""
     model, optimizer, step = state.model, state.optimizer, state.step
+    loss_and_hits = models.get(state.args.model).loss_and_hits
     sources = variables.sources(model)
 
-    def replica_step(images, labels):
+    def replica_step(inputs, labels):
         with tf.GradientTape() as tape:
-            losses, hits = loss_and_hits(model, images, labels, training=True)
+            losses, hits = loss_and_hits(model, inputs, labels, training=True)
             loss = tf.nn.compute_average_loss(losses)  # / global batch under MWMS
         grads = tape.gradient(loss, sources)
         optimizer.apply_gradients(zip(grads, sources))
@@ -73,8 +73,8 @@ def make_train_fn(strategy: tf.distribute.Strategy, state, count_steps: bool = T
         loss_sum = tf.constant(0.0)
         accuracy_sum = tf.constant(0.0)
         for _ in tf.range(n):
-            images, labels = next(iterator)
-            loss, accuracy = strategy.run(replica_step, args=(images, labels))
+            inputs, labels = next(iterator)
+            loss, accuracy = strategy.run(replica_step, args=(inputs, labels))
             loss_sum += strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None)
             accuracy_sum += strategy.reduce(tf.distribute.ReduceOp.MEAN, accuracy, axis=None)
         if count_steps:
