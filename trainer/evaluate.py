@@ -27,9 +27,9 @@ class Evaluation:
         self._batch = tf.function(self._sums, reduce_retracing=True)
 
     def _sums(self, inputs, labels):
-        losses, hits = self.spec.loss_and_hits(self.model, inputs, labels, training=False)
+        losses, hits, logits = self.spec.loss_and_hits(self.model, inputs, labels, training=False)
         if self.metrics:
-            scores = self.spec.scores(self.model(inputs, training=False))
+            scores = self.spec.scores(logits)
             for metric in self.metrics.values():
                 metric.update_state(labels, scores)
         return tf.reduce_sum(losses), tf.reduce_sum(hits), tf.cast(tf.size(labels), tf.float32)

@@ -50,6 +50,11 @@ class Session:
                                           self.start, scalars=chief)
         self.saved_at = self.start if restored else None
 
+    @property
+    def train_metrics(self) -> tuple[str, ...]:
+        """Names of the values a training call returns after loss and accuracy."""
+        return getattr(models.get(self.args.model), "TRAIN_METRICS", ())
+
     # ---- actions -----------------------------------------------------------------
     @property
     def evaluation(self) -> Evaluation:
@@ -196,8 +201,9 @@ def run(session: Session, launch, in_flight: int, count: bool = False) -> tuple[
                 finished, _ = futures.wait(pending, timeout=WAKE_S, return_when=futures.FIRST_COMPLETED)
                 for future in finished:
                     n = pending.pop(future)
-                    loss, accuracy = future.result()
-                    session.progress.add(n, float(loss), float(accuracy))
+                    loss, accuracy, *extra = future.result()
+                    session.progress.add(n, float(loss), float(accuracy),
+                                         **dict(zip(session.train_metrics, map(float, extra))))
                     done += n
                     if count:
                         session.step.assign(done)

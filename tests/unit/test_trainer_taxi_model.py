@@ -85,3 +85,24 @@ def test_bad_instances_are_refused_naming_the_field(exported, tmp_path, capsys, 
     code, out, err = run_predict(exported, tmp_path, capsys, instance)
     assert code == 2 and out == ""
     assert expected in err and err.count("\n") == 1, err
+
+
+def test_batch_auc_counts_pairs_ranked_right():
+    batch_metrics = models.get("taxi").batch_metrics
+    [auc] = batch_metrics(tf.constant([1, 0, 1, 0], tf.int64), tf.constant([0.9, 0.1, 0.2, 0.3]))
+    assert float(auc) == pytest.approx(0.75)  # 3 of the 4 (tipped, not tipped) pairs
+    [tie] = batch_metrics(tf.constant([1, 0], tf.int64), tf.constant([0.4, 0.4]))
+    [one_class] = batch_metrics(tf.constant([1, 1], tf.int64), tf.constant([0.4, 0.1]))
+    assert (float(tie), float(one_class)) == (0.5, 0.5)
+
+
+def test_train_and_eval_lines_carry_the_auc_and_the_launcher_still_reads_them():
+    from launcher.events import parse_progress
+    from trainer import progress
+
+    line = progress.train_line("chief/0", 200, 1000, 0.23101, 0.9375, 12.34, 16.2, auc=0.91234)
+    assert line == ("Train [chief/0] step 200 of 1000: loss 0.2310, accuracy 0.9375, auc 0.9123 (12.3 s) "
+                    "16.20 global steps/s")
+    parsed = parse_progress(line)
+    assert (parsed.step, parsed.loss, parsed.accuracy, parsed.steps_per_sec) == (200, 0.231, 0.9375, 16.2)
+    assert progress.eval_line(500, 0.06123, 0.98, auc=0.99) == "Eval step 500: loss 0.0612, accuracy 0.9800, auc 0.9900"

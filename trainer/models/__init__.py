@@ -10,7 +10,9 @@ predict.py, data.py) needs, and nothing else knows about it:
     build()               -> keras.Model (plain; variables named the same in every process)
     parser(source)        -> fn(batch of serialized tf.train.Example) -> (inputs, labels):
                           parsing and preprocessing, run in tf.data (the same code serves)
-    loss_and_hits(model, inputs, labels, training) -> per-example losses, hits (float 0/1)
+    loss_and_hits(model, inputs, labels, training) -> per-example losses, hits (float 0/1), logits
+    TRAIN_METRICS, batch_metrics(labels, logits) (optional): names and values (scalars) of
+                          per-batch metrics averaged into the Train lines (e.g. "auc")
     metrics()             -> {name: keras.metrics.Metric} updated with (labels, scores(logits))
                           over the evaluation split, beyond loss and accuracy
     scores(logits)        -> what those metrics are updated with

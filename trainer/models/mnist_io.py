@@ -39,11 +39,11 @@ def parser(source):
 
 
 def loss_and_hits(model: keras.Model, images: tf.Tensor, labels: tf.Tensor, training: bool):
-    """Per-example cross-entropy, and whether each prediction is right (float 0/1)."""
+    """Per-example cross-entropy, whether each prediction is right (float 0/1), the logits."""
     logits = model(images, training=training)
     losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
     hits = tf.cast(tf.equal(tf.argmax(logits, axis=1), labels), tf.float32)
-    return losses, hits
+    return losses, hits, logits
 
 
 def metrics() -> dict:

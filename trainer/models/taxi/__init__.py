@@ -47,7 +47,21 @@ def loss_and_hits(model: keras.Model, inputs, labels, training: bool):
     labels = tf.cast(labels, tf.float32)
     losses = tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits)
     hits = tf.cast(tf.equal(tf.cast(logits > 0, tf.float32), labels), tf.float32)
-    return losses, hits
+    return losses, hits, logits
+
+
+TRAIN_METRICS = ("auc",)
+
+
+def batch_metrics(labels, logits):
+    """The AUC of one batch (the share of (tipped, not tipped) pairs ranked right, ties
+    half; 0.5 when the batch lacks one of the classes); Train lines show its mean over
+    the batches since the last line, the Eval lines the AUC of the whole eval split."""
+    positive = tf.equal(labels, 1)
+    pos, neg = tf.boolean_mask(logits, positive), tf.boolean_mask(logits, tf.logical_not(positive))
+    pairs = tf.cast(tf.size(pos) * tf.size(neg), tf.float32)
+    right = tf.cast(pos[:, None] > neg[None, :], tf.float32) + 0.5 * tf.cast(pos[:, None] == neg[None, :], tf.float32)
+    return (tf.where(pairs > 0, tf.reduce_sum(right) / tf.maximum(pairs, 1.0), 0.5),)
 
 
 def metrics() -> dict:
