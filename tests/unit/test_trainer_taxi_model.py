@@ -106,3 +106,15 @@ def test_train_and_eval_lines_carry_the_auc_and_the_launcher_still_reads_them():
     parsed = parse_progress(line)
     assert (parsed.step, parsed.loss, parsed.accuracy, parsed.steps_per_sec) == (200, 0.231, 0.9375, 16.2)
     assert progress.eval_line(500, 0.06123, 0.98, auc=0.99) == "Eval step 500: loss 0.0612, accuracy 0.9800, auc 0.9900"
+
+
+def test_make_request_writes_raw_eval_trips_that_predict_takes(exported, taxi_dir, tmp_path, capsys):  # noqa: F811
+    from trainer import make_request
+
+    request = tmp_path / "request.json"
+    assert make_request.main(["--model", "taxi", "--data-dir", taxi_dir, "--count", "3", "--out", str(request)]) == 0
+    assert "Wrote 3 instances" in capsys.readouterr().out
+    rows = [json.loads(line) for line in request.read_text().splitlines()]
+    assert len(rows) == 3 and all(set(row) == set(features.RAW) for row in rows)
+    assert predict.main(["--model-dir", exported, "--json-instances", str(request)]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 4

@@ -19,6 +19,8 @@ predict.py, data.py) needs, and nothing else knows about it:
     input_spec()          -> the model's input TensorSpec(s), for TensorBoard's graph
     serving(model, source) -> (tf.Module, {signature name: concrete function}) to save
     prepare_data(out)     -> {split: examples} written to `out` (`--prepare-data`)
+    request_instances(data_dir, count, keys) -> (json instances, labels) of the first
+                          `count` evaluation examples (trainer.make_request)
 """
 from __future__ import annotations
 

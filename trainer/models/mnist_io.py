@@ -83,6 +83,20 @@ def serving(model: keras.Model, source=None):
     return module, {"serving_default": module.serve, KEYED: module.serve_keyed}
 
 
+def request_instances(data_dir: str, count: int, keys: bool) -> tuple[list[dict], list[int]]:
+    """(json instances, true labels) of the first `count` test images (trainer.make_request)."""
+    from trainer import data
+
+    images, labels = next(iter(data.dataset(data_dir, EVAL_SPLIT, count, training=False)))
+    rows = []
+    for index, image in enumerate(images.numpy().reshape(-1, 784)):
+        row = {"image": [round(float(pixel), 4) for pixel in image]}
+        if keys:
+            row["key"] = index
+        rows.append(row)
+    return rows, [int(label) for label in labels.numpy()]
+
+
 def prepare_data(out: str) -> dict[str, int]:
     from trainer import data
 

@@ -105,5 +105,24 @@ def serving(model: keras.Model, source):
     return module, {"serving_default": module.serve}
 
 
+def request_instances(data_dir: str, count: int, keys: bool = False) -> tuple[list[dict], list[int]]:
+    """(json instances of raw trip fields, true labels) of the first `count` eval trips."""
+    from trainer import data
+
+    paths = data.files(data.Source(data_dir, dataset=DATASET, prepare="--dataset taxi "), EVAL_SPLIT)
+    records = next(iter(tf.data.TFRecordDataset(paths).batch(count)))
+    parsed = tf.io.parse_example(records, features.record_spec())
+    labels = [int(v) for v in parsed.pop(features.LABEL).numpy()]
+    rows = []
+    for index in range(len(labels)):
+        row = {}
+        for name, values in parsed.items():
+            value = values.numpy()[index]
+            row[name] = value.decode() if isinstance(value, bytes) else round(float(value), 6) \
+                if features.RAW[name] == tf.float32 else int(value)
+        rows.append(row)
+    return rows, labels
+
+
 def prepare_data(out: str) -> dict[str, int]:
     return prepare.write(out)
