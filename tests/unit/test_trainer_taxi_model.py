@@ -24,13 +24,13 @@ def model():
 def exported(model, taxi_dir, tmp_path_factory) -> str:  # noqa: F811
     for layer in ("wide_weights", "deep_logit"):  # non-zero weights, so that outputs differ by input
         for weight in model.get_layer(layer).weights:
-            weight.assign(np.random.RandomState(0).normal(size=weight.shape).astype("float32"))
+            weight.assign(0.3 * np.random.RandomState(0).normal(size=weight.shape).astype("float32"))
     return export.export(model, str(tmp_path_factory.mktemp("job")), "taxi", data.Source(taxi_dir))
 
 
 def test_wide_part_is_one_width_1_table_over_the_sparse_ids(model):
     table = model.get_layer("wide_weights").embeddings
-    assert tuple(table.shape) == (sum(features.SIZES[name] for name in features.WIDE), 1)
+    assert tuple(table.shape) == (sum(features.SIZES[name] for name in features.WIDE) + 1, 1)  # + the bias
     assert {"embed_payment_type", "embed_company", "deep_1", "deep_2"} <= {layer.name for layer in model.layers}
 
 

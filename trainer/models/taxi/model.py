@@ -3,8 +3,9 @@
 - Wide: a linear model over the sparse ids of features.WIDE (payment type, hashed
   company, bucketised trip miles and seconds, their hashed cross): each id's weight is a
   row of one width-1 embedding table (`wide_weights`, the ids of the features offset into
-  one id space), summed per trip, plus a bias: the same sum as a linear layer over their
-  one-hot encoding, as a variable ParameterServerStrategy's partitioner can split by rows.
+  one id space), summed per trip; its last row, looked up for every trip, is the bias:
+  the same sum as a linear layer over their one-hot encoding, as a variable
+  ParameterServerStrategy's partitioner can split by rows.
 - Deep: the z-scored numbers next to 8-wide embeddings of features.DEEP, then dense 64,
   dense 32 (relu), dense 1.
 - The two logits are added; the sigmoid is applied by the loss and by serving.
@@ -27,12 +28,12 @@ def build() -> keras.Model:
     inputs = {name: keras.Input((), dtype="int64", name=name) for name in features.SIZES}
     inputs["numeric"] = keras.Input((len(features.FLOATS),), dtype="float32", name="numeric")
 
-    offsets = np.cumsum([0] + [features.SIZES[name] for name in features.WIDE[:-1]]).astype("int64")
+    sizes = [features.SIZES[name] for name in features.WIDE]
+    offsets = np.cumsum([0] + sizes[:-1]).astype("int64")
     wide_ids = ops.stack([inputs[name] for name in features.WIDE], axis=1) + ops.convert_to_tensor(offsets)
-    wide_table = layers.Embedding(sum(features.SIZES[name] for name in features.WIDE), 1,
-                                  embeddings_initializer="zeros", name="wide_weights")
-    wide = ops.sum(wide_table(wide_ids), axis=1)  # [B, 1]
-    wide = layers.Dense(1, use_bias=True, kernel_initializer="zeros", name="wide_bias")(ops.zeros_like(wide)) + wide
+    bias_id = ops.full_like(wide_ids[:, :1], sum(sizes))  # the row after every feature's ids
+    wide_table = layers.Embedding(sum(sizes) + 1, 1, embeddings_initializer="zeros", name="wide_weights")
+    wide = ops.sum(wide_table(ops.concatenate([wide_ids, bias_id], axis=1)), axis=1)  # [B, 1]
 
     deep = [inputs["numeric"]]
     for name in features.DEEP:
