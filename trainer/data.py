@@ -1,11 +1,12 @@
-"""MNIST as TFRecord shards: writing them (`python -m trainer.data --out DIR_OR_GS`) and
-reading them with tf.data.
+"""Datasets as TFRecord shards: writing them (`python -m trainer.data [--dataset taxi]
+--out DIR_OR_GS`) and reading them with tf.data, for any model (its own parsing and
+preprocessing come from the model: trainer/models/__init__.py).
 
 MNIST is licensed CC BY-SA 3.0 (Yann LeCun, Corinna Cortes, Christopher J.C. Burges).
-
-Layout written to `--out` (a local path or gs://bucket/path, through tf.io.gfile):
+MNIST layout written to `--out` (a local path or gs://bucket/path, through tf.io.gfile):
 `train-00000-of-00008.tfrecord` ... and `test-00000-of-00002.tfrecord` ..., each record a
-tf.train.Example with `image` (784 raw uint8 bytes) and `label` (int64).
+tf.train.Example with `image` (784 raw uint8 bytes) and `label` (int64). The Chicago taxi
+trips (`--dataset taxi`): see trainer/models/taxi/prepare.py.
 """
 from __future__ import annotations
 
@@ -17,10 +18,9 @@ import numpy as np
 import tensorflow as tf
 
 from trainer import mnist_source
-from trainer.paths import default_data_dir
+from trainer.models import DATASETS, default_data_dir
+
 SHARDS = {"train": 8, "test": 2}
-FEATURES = {"image": tf.io.FixedLenFeature([], tf.string),
-            "label": tf.io.FixedLenFeature([], tf.int64)}
 
 
 class DataError(RuntimeError):
@@ -73,6 +73,8 @@ class Source:
     train_paths: tuple[str, ...] = ()
     eval_paths: tuple[str, ...] = ()
     image_feature: str = "image"
+    dataset: str = "MNIST"  # in messages
+    prepare: str = ""  # the `python -m trainer.data` flags that write this dataset, before --out
 
     def given(self, split: str) -> tuple[str, ...]:
         return self.train_paths if split == "train" else self.eval_paths
@@ -84,8 +86,12 @@ class Source:
 
 def source(args) -> Source:
     """The Source of parsed trainer flags."""
+    from trainer import models
+
+    dataset = DATASETS[args.model]
     return Source(args.data_dir, tuple(args.train_data_paths or ()), tuple(args.eval_data_paths or ()),
-                  args.image_feature)
+                  args.image_feature, models.get(args.model).DATASET,
+                  "" if dataset == "mnist" else f"--dataset {dataset} ")
 
 
 def _source(data: str | Source) -> Source:
@@ -104,8 +110,8 @@ def files(data: str | Source, split: str) -> list[str]:
     found = ([path for pattern in src.patterns(split) for path in tf.io.gfile.glob(pattern)]
              if tf.io.gfile.exists(src.data_dir) else [])
     if not found:
-        raise DataError(f"--data-dir: no MNIST {split} records at {src.data_dir}; "
-                        f"create them with: python -m trainer.data --out {src.data_dir}")
+        raise DataError(f"--data-dir: no {src.dataset} {split} records at {src.data_dir}; "
+                        f"create them with: python -m trainer.data {src.prepare}--out {src.data_dir}")
     return sorted(found)
 
 
@@ -115,17 +121,12 @@ def records(path: tf.Tensor) -> tf.data.Dataset:
     return tf.data.TFRecordDataset(path, compression_type=tf.where(gzip, "GZIP", ""))
 
 
-def parse(records: tf.Tensor, image_feature: str = "image") -> tuple[tf.Tensor, tf.Tensor]:
-    """A batch of serialized Examples -> (float images [B,28,28,1] in [0,1], int64 labels [B])."""
-    parsed = tf.io.parse_example(records, {image_feature: FEATURES["image"], "label": FEATURES["label"]})
-    images = tf.io.decode_raw(parsed[image_feature], tf.uint8)
-    images = tf.reshape(tf.cast(images, tf.float32) / 255.0, [-1, 28, 28, 1])
-    return images, parsed["label"]
-
-
 def dataset(data: str | Source, split: str, batch_size: int, training: bool, seed: int | None = None,
-            threads: int = 0, shard: tuple[int, int] = (1, 0)) -> tf.data.Dataset:
+            threads: int = 0, shard: tuple[int, int] = (1, 0), parse=None) -> tf.data.Dataset:
     """Shuffled, repeated batches for training; one ordered pass for evaluation.
+
+    `parse`: the model's fn(serialized batch) -> (inputs, labels) (models.get(name).parser);
+    default: MNIST's.
 
     `shard=(count, index)` keeps one input pipeline's share: whole files when there are
     enough of them, else every count-th record of one fixed order of all records (the
@@ -147,8 +148,11 @@ def dataset(data: str | Source, split: str, batch_size: int, training: bool, see
         ds = ds.shard(count, index)
     if training:
         ds = ds.shuffle(10_000, seed=seed).repeat()
-    ds = ds.batch(batch_size, drop_remainder=training).map(lambda batch: parse(batch, src.image_feature),
-                                                           num_parallel_calls=tf.data.AUTOTUNE)
+    if parse is None:
+        from trainer.models import mnist_io
+
+        parse = mnist_io.parser(src)
+    ds = ds.batch(batch_size, drop_remainder=training).map(parse, num_parallel_calls=tf.data.AUTOTUNE)
     if threads:
         options = tf.data.Options()
         options.threading.private_threadpool_size = threads
@@ -160,14 +164,30 @@ def dataset(data: str | Source, split: str, batch_size: int, training: bool, see
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m trainer.data",
-        description="Write MNIST (CC BY-SA 3.0) as TFRecord shards to a local dir or gs:// URL. "
-                    "Raw files are cached in $MNIST_CACHE_DIR (default ~/.cache/tfjob-trainer/mnist).")
-    parser.add_argument("--out", default=default_data_dir(),
-                        help="output dir or gs://bucket/path (default: $MNIST_DATA_DIR or data/mnist)")
+        description="Write a dataset as TFRecord shards to a local dir or gs:// URL. mnist: MNIST "
+                    "(CC BY-SA 3.0), raw files cached in $MNIST_CACHE_DIR (default ~/.cache/tfjob-trainer/mnist). "
+                    "taxi: the Chicago taxi trips sample of the tfx 1.21.0 wheel (City of Chicago data), "
+                    "train/eval records plus metadata.json (vocabulary, statistics of the training split), "
+                    "the wheel cached in $TAXI_CACHE_DIR (default ~/.cache/tfjob-trainer/taxi).")
+    parser.add_argument("--dataset", choices=("mnist", "taxi"), default="mnist", help="dataset to write")
+    parser.add_argument("--out", default=None,
+                        help="output dir or gs://bucket/path (default: $MNIST_DATA_DIR or data/mnist; "
+                             "$TAXI_DATA_DIR or data/taxi)")
     parser.add_argument("--train-limit", type=int, default=None, help="write only the first N training examples")
     parser.add_argument("--test-limit", type=int, default=None, help="write only the first N test examples")
     parser.add_argument("--offline", action="store_true", help="skip the Keras download attempt")
     args = parser.parse_args(argv)
+    args.out = args.out or default_data_dir(args.dataset)
+    if args.dataset == "taxi":
+        from trainer.models.taxi import prepare
+
+        try:
+            counts = prepare.write(args.out)
+        except prepare.SourceError as error:
+            print(f"trainer.data: {error}", file=sys.stderr)
+            return 1
+        print(f"Wrote {counts['train']} train and {counts['eval']} eval trips to {args.out}", flush=True)
+        return 0
     try:
         counts = write(args.out, args.train_limit, args.test_limit, args.offline)
     except mnist_source.SourceError as error:

@@ -63,7 +63,7 @@ class SideCar:
         self.directory = paths.checkpoints(args.job_dir)
         self.parts = {"model": variables.named(model.weights)}
         self.ckpt = tf.train.Checkpoint(**self.parts)
-        self.evaluation = Evaluation(model, data.source(args), args.eval_batch_size, args.threads)
+        self.evaluation = Evaluation(model, data.source(args), args.eval_batch_size, args.threads, args.model)
         self.scalars = progress.Scalars(args.job_dir, "evaluator")
         self.last_step = self._evaluated()
         self.attempts: dict[str, int] = {}
@@ -109,9 +109,9 @@ class SideCar:
                 print(f"Skipped {path}: {type(error).__name__} after {attempt} attempts")
                 self._done(step)
                 continue
-            loss, accuracy = self.evaluation.evaluate()
-            print(progress.eval_line(step, loss, accuracy))
-            self.scalars.write(step, loss=loss, accuracy=accuracy)
+            metrics = self.evaluation.evaluate()
+            print(progress.eval_line(step, **metrics))
+            self.scalars.write(step, **metrics)
             self._done(step)
             return True
         return False

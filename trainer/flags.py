@@ -5,8 +5,7 @@ import argparse
 import os
 import sys
 
-from trainer.paths import default_data_dir
-from trainer.models import MODELS
+from trainer.models import MODELS, default_data_dir
 
 
 class Parser(argparse.ArgumentParser):
@@ -49,7 +48,7 @@ def _env(name: str, default, cast=int):
 def parser() -> Parser:
     p = Parser(
         prog="python -m trainer.task",
-        description="Train the MNIST CNN. The role comes from TF_CONFIG as Kubeflow training-operator "
+        description="Train a model (--model: the MNIST CNNs, or the Chicago taxi tips wide & deep). The role comes from TF_CONFIG as Kubeflow training-operator "
                     "writes it: chief = coordinator of parameter-server training, ps/worker = servers, "
                     "workers without ps = MultiWorkerMirrored, evaluator = side-car evaluation of checkpoints; "
                     "no TF_CONFIG = one process.",
@@ -59,9 +58,10 @@ def parser() -> Parser:
                    help="local dir or gs:// URL for checkpoints, TensorBoard events (train/, eval/) and "
                         "export/<version>/; a restart resumes from its latest checkpoint (env JOB_DIR; the "
                         "Cloud ML samples' spellings are accepted)")
-    p.add_argument("--data-dir", "--data_dir", dest="data_dir", default=default_data_dir(),
-                   help="dir or gs:// URL with train-*.tfrecord and test-*.tfrecord (or .tfrecord.gz) "
-                        "written by `python -m trainer.data --out DIR` (env MNIST_DATA_DIR)")
+    p.add_argument("--data-dir", "--data_dir", dest="data_dir", default=None,
+                   help="dir or gs:// URL with the model's train-* and test-* (taxi: eval-*) .tfrecord (or "
+                        ".tfrecord.gz) files written by `python -m trainer.data [--dataset taxi] --out DIR` "
+                        "(default: env MNIST_DATA_DIR or data/mnist; taxi: env TAXI_DATA_DIR or data/taxi)")
     p.add_argument("--train_data_paths", "--train-data-paths", dest="train_data_paths", nargs="+",
                    metavar="PATTERN", help="training TFRecord files or patterns (local or gs://; .gz/.gzip "
                    "files read as GZIP) instead of --data-dir's train-* shards; commas also separate")
@@ -71,7 +71,7 @@ def parser() -> Parser:
                    help="name of the tf.train.Example bytes feature with the 784 uint8 pixels; `image_raw` "
                         "reads the train.tfrecords of the TensorFlow MNIST tutorials (labels: `label`)")
     p.add_argument("--prepare-data", action="store_true",
-                   help="when --data-dir has no records, write MNIST there first (each replica that reads "
+                   help="when --data-dir has no records, write the model's dataset there first (each replica that reads "
                         "data does it: for a pod's own disk, e.g. on kind, where no bucket is shared)")
     p.add_argument("--model", default="mnist", choices=sorted(MODELS), help="model to train")
     p.add_argument("--train-steps", "--train_steps", "--max_steps", "--max-steps", dest="train_steps",
@@ -118,4 +118,5 @@ def _split(patterns: list[str] | None) -> list[str] | None:
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser().parse_args(argv)
     args.train_data_paths, args.eval_data_paths = _split(args.train_data_paths), _split(args.eval_data_paths)
+    args.data_dir = args.data_dir or default_data_dir(args.model)
     return args

@@ -1,9 +1,12 @@
-"""Write a prediction request of N MNIST test images, one JSON instance per line (the
-`--json-instances` format of Cloud ML Engine / `gcloud ai-platform predict`):
+"""Write a prediction request of the first N evaluation examples, one JSON instance per
+line (the `--json-instances` format of Cloud ML Engine / `gcloud ai-platform predict`);
+the model's `request_instances()` makes them. MNIST test images:
 
     {"image": [784 floats in [0, 1]], "key": 0}
 
-    python -m trainer.make_request --count 3 --out request.json
+`--model taxi`: raw trip fields of eval trips, e.g. {"trip_miles": 3.1, "payment_type": "Cash", ...}.
+
+    python -m trainer.make_request [--model taxi --data-dir data/taxi] --count 3 --out request.json
 """
 from __future__ import annotations
 
@@ -13,32 +16,28 @@ import sys
 
 import tensorflow as tf
 
-from trainer import data
-from trainer.paths import default_data_dir
+from trainer import data, models
+from trainer.models import MODELS, default_data_dir
 
 
-def instances(data_dir: str, count: int, keys: bool) -> tuple[list[dict], list[int]]:
-    """(instances, true labels) of the first `count` test images."""
-    images, labels = next(iter(data.dataset(data_dir, "test", count, training=False)))
-    rows = []
-    for index, image in enumerate(images.numpy().reshape(-1, 784)):
-        row = {"image": [round(float(pixel), 4) for pixel in image]}
-        if keys:
-            row["key"] = index
-        rows.append(row)
-    return rows, [int(label) for label in labels.numpy()]
+def instances(data_dir: str, count: int, keys: bool, model: str = "mnist") -> tuple[list[dict], list[int]]:
+    """(instances, true labels) of the first `count` evaluation examples."""
+    return models.get(model).request_instances(data_dir, count, keys)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m trainer.make_request", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data-dir", default=default_data_dir(), help="dir or gs:// URL with test-*.tfrecord")
+    parser.add_argument("--model", default="mnist", choices=sorted(MODELS), help="model the request is for")
+    parser.add_argument("--data-dir", default=None, help="dir or gs:// URL with the evaluation records "
+                        "(default: the model's, as trainer.task's --data-dir)")
     parser.add_argument("--count", type=int, default=3, help="number of test images")
     parser.add_argument("--out", default="request.json", help="file to write, local or gs:// (- for stdout)")
-    parser.add_argument("--no-keys", dest="keys", action="store_false", help="leave out the `key` field")
+    parser.add_argument("--no-keys", dest="keys", action="store_false", help="leave out the `key` field (MNIST)")
     args = parser.parse_args(argv)
+    args.data_dir = args.data_dir or default_data_dir(args.model)
     try:
-        rows, labels = instances(args.data_dir, args.count, args.keys)
+        rows, labels = instances(args.data_dir, args.count, args.keys, args.model)
     except data.DataError as error:
         print(f"trainer.make_request: {error}", file=sys.stderr)
         return 2

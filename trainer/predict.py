@@ -5,9 +5,20 @@
     KEY  CLASSES  PROBABILITIES
     0    7        [0.0000, 0.0000, ..., 0.9991, 0.0000, 0.0002]
 
-Each line of --json-instances is {"image": [...], "key": K} ("key" optional) or a bare
-image list. With keys on every instance the `keyed` signature is used, else
-`serving_default`. --model-dir may also be JOB_DIR/export (the newest export is used).
+Image models (MNIST): each line of --json-instances is {"image": [...], "key": K} ("key"
+optional) or a bare image list. With keys on every instance the `keyed` signature is
+used, else `serving_default`.
+
+Feature models (`--model taxi`: the SavedModel has `instance_defaults()`): each line is
+an object of raw fields, e.g. {"trip_miles": 3.1, "trip_seconds": 600, "fare": 10.25,
+"payment_type": "Credit Card", "company": "Taxi Affiliation Services"}; a field left
+out gets the model's default, a required one left out, an unknown field or a value of
+the wrong type is refused naming the field.
+
+    LOGISTIC  CLASSES  PROBABILITIES
+    0.9731    1        [0.0269, 0.9731]
+
+--model-dir may also be JOB_DIR/export (the newest export is used).
 """
 from __future__ import annotations
 
@@ -78,6 +89,79 @@ def read_instances(path: str) -> tuple[np.ndarray, np.ndarray | None]:
     return np.stack([pixels for pixels, _ in rows]), (np.asarray(keys, dtype=np.int64) if keyed else None)
 
 
+# ---- feature models ----------------------------------------------------------------
+KINDS = {tf.float32: "a number", tf.int64: "an integer", tf.string: "a string"}
+
+
+def field_value(name: str, value, dtype: tf.DType, number: int):
+    """One raw field of a json instance, checked against the signature's dtype."""
+    ok = (isinstance(value, str) if dtype == tf.string
+          else not isinstance(value, bool) and (isinstance(value, int) or (dtype == tf.float32 and isinstance(value, float))))
+    if not ok:
+        raise RequestError(f"--json-instances line {number}: field \"{name}\" must be {KINDS[dtype]}, "
+                           f"got {json.dumps(value)}")
+    return value
+
+
+def feature_rows(path: str, inputs: dict[str, tf.TensorSpec], defaults: dict, required: set[str]) -> dict:
+    """{field: np array [N]} of a --json-instances file for a feature model's signature."""
+    columns: dict[str, list] = {name: [] for name in inputs}
+    with tf.io.gfile.GFile(path) as handle:
+        lines = [(number, line) for number, line in enumerate(handle, 1) if line.strip()]
+    if not lines:
+        raise RequestError(f"--json-instances: {path} holds no instances")
+    for number, line in lines:
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise RequestError(f"--json-instances line {number}: not JSON ({error.msg})") from None
+        if not isinstance(value, dict):
+            raise RequestError(f"--json-instances line {number}: an instance is an object of fields, "
+                               f"e.g. {{\"{sorted(required or inputs)[0]}\": ...}}")
+        unknown = sorted(set(value) - set(inputs))
+        if unknown:
+            raise RequestError(f"--json-instances line {number}: unknown field \"{unknown[0]}\"; the model takes "
+                               f"{', '.join(sorted(inputs))}")
+        for name, spec in inputs.items():
+            if name not in value:
+                if name in required or name not in defaults:
+                    raise RequestError(f"--json-instances line {number}: missing required field \"{name}\"")
+                columns[name].append(defaults[name])
+            else:
+                columns[name].append(field_value(name, value[name], spec.dtype, number))
+    return {name: np.asarray(values, dtype=inputs[name].dtype.as_numpy_dtype if inputs[name].dtype != tf.string
+                             else object) for name, values in columns.items()}
+
+
+def predict_features(loaded, path: str, signature: str | None) -> dict[str, np.ndarray]:
+    name = signature or "serving_default"
+    if name not in loaded.signatures:
+        raise RequestError(f"--signature-name: the SavedModel has no signature {name!r}; it has "
+                           f"{', '.join(sorted(loaded.signatures))}")
+    function = loaded.signatures[name]
+    inputs = function.structured_input_signature[1]
+    defaults = {key: value.numpy() for key, value in loaded.instance_defaults().items()}
+    defaults = {key: value.decode() if isinstance(value, bytes) else value.item() for key, value in defaults.items()}
+    required = {field.decode() for field in loaded.required_fields().numpy()}
+    columns = feature_rows(path, inputs, defaults, required)
+    outputs = function(**{key: tf.constant(value, inputs[key].dtype) for key, value in columns.items()})
+    return {key: value.numpy() for key, value in outputs.items()}
+
+
+def feature_table(outputs: dict[str, np.ndarray]) -> list[str]:
+    names = sorted(outputs)
+    lines = ["  ".join(name.upper() for name in names)]
+    for row in range(len(next(iter(outputs.values())))):
+        cells = []
+        for name in names:
+            value = np.asarray(outputs[name][row]).reshape(-1)
+            text = (f"{value[0]:.4f}" if value.size == 1 and value.dtype.kind == "f" else
+                    str(value[0]) if value.size == 1 else f"[{', '.join(f'{v:.4f}' for v in value)}]")
+            cells.append(text.ljust(len(name)))
+        lines.append("  ".join(cells).rstrip())
+    return lines
+
+
 def predict(model_dir: str, images: np.ndarray, keys: np.ndarray | None,
             signature: str | None = None) -> dict[str, np.ndarray]:
     """Outputs of `signature` (default: `keyed` with keys, else serving_default)."""
@@ -116,6 +200,10 @@ def main(argv: list[str] | None = None) -> int:
                              "serving_default), as `gcloud ai-platform predict --signature-name`")
     args = parser.parse_args(argv)
     try:
+        loaded = tf.saved_model.load(resolve(args.model_dir))
+        if hasattr(loaded, "instance_defaults"):  # a feature model (taxi)
+            print("\n".join(feature_table(predict_features(loaded, args.json_instances, args.signature_name))))
+            return 0
         images, keys = read_instances(args.json_instances)
         outputs = predict(args.model_dir, images, keys, args.signature_name)
     except (RequestError, tf.errors.NotFoundError) as error:

@@ -14,18 +14,23 @@ import tensorflow as tf
 from trainer import paths
 
 
+def _extra(metrics: dict[str, float]) -> str:
+    """`, auc 0.8123`...: a model's metrics beyond loss and accuracy, after them."""
+    return "".join(f", {name} {value:.4f}" for name, value in metrics.items())
+
+
 def train_line(name: str, step: int, total: int, loss: float, accuracy: float,
-               elapsed: float, rate: float) -> str:
-    return (f"Train [{name}] step {step} of {total}: loss {loss:.4f}, accuracy {accuracy:.4f} "
+               elapsed: float, rate: float, **extra: float) -> str:
+    return (f"Train [{name}] step {step} of {total}: loss {loss:.4f}, accuracy {accuracy:.4f}{_extra(extra)} "
             f"({elapsed:.1f} s) {rate:.2f} global steps/s")
 
 
-def eval_line(step: int, loss: float, accuracy: float) -> str:
-    return f"Eval step {step}: loss {loss:.4f}, accuracy {accuracy:.4f}"
+def eval_line(step: int, loss: float, accuracy: float, **extra: float) -> str:
+    return f"Eval step {step}: loss {loss:.4f}, accuracy {accuracy:.4f}{_extra(extra)}"
 
 
-def final_line(step: int, loss: float, accuracy: float) -> str:
-    return f"Final metrics after {step} steps: loss {loss:.4f}, accuracy {accuracy:.4f}"
+def final_line(step: int, loss: float, accuracy: float, **extra: float) -> str:
+    return f"Final metrics after {step} steps: loss {loss:.4f}, accuracy {accuracy:.4f}{_extra(extra)}"
 
 
 def export_line(path: str) -> str:
@@ -78,12 +83,15 @@ class Progress:
         self.began = self.mark = time.monotonic()
         self.mark_step = start
         self.loss_sum = self.acc_sum = 0.0
+        self.extra_sums: dict[str, float] = {}
         self.steps = 0
 
-    def add(self, steps: int, loss: float, accuracy: float) -> None:
-        """Metrics of `steps` finished steps (loss and accuracy are their means)."""
+    def add(self, steps: int, loss: float, accuracy: float, **extra: float) -> None:
+        """Metrics of `steps` finished steps (loss, accuracy and `extra` are their means)."""
         self.loss_sum += loss * steps
         self.acc_sum += accuracy * steps
+        for name, value in extra.items():
+            self.extra_sums[name] = self.extra_sums.get(name, 0.0) + value * steps
         self.steps += steps
 
     def report_train(self, step: int, **extra: float) -> None:
@@ -92,14 +100,16 @@ class Progress:
         if not self.enabled or not self.steps:
             return
         loss, accuracy = self.loss_sum / self.steps, self.acc_sum / self.steps
+        metrics = {name: total / self.steps for name, total in self.extra_sums.items()}
         rate = (step - self.mark_step) / max(now - self.mark, 1e-9)
-        print(train_line(self.name, step, self.total, loss, accuracy, now - self.began, rate))
+        print(train_line(self.name, step, self.total, loss, accuracy, now - self.began, rate, **metrics))
         if self.scalars:
-            self.train.write(step, loss=loss, accuracy=accuracy, global_steps_per_sec=rate, **extra)
+            self.train.write(step, loss=loss, accuracy=accuracy, global_steps_per_sec=rate, **metrics, **extra)
         self.mark, self.mark_step = now, step
+        self.extra_sums = {}
         self.loss_sum = self.acc_sum = 0.0
         self.steps = 0
 
-    def report_eval(self, step: int, loss: float, accuracy: float) -> None:
-        print(eval_line(step, loss, accuracy))
-        self.eval.write(step, loss=loss, accuracy=accuracy)
+    def report_eval(self, step: int, loss: float, accuracy: float, **extra: float) -> None:
+        print(eval_line(step, loss, accuracy, **extra))
+        self.eval.write(step, loss=loss, accuracy=accuracy, **extra)

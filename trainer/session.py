@@ -50,16 +50,21 @@ class Session:
                                           self.start, scalars=chief)
         self.saved_at = self.start if restored else None
 
+    @property
+    def train_metrics(self) -> tuple[str, ...]:
+        """Names of the values a training call returns after loss and accuracy."""
+        return getattr(models.get(self.args.model), "TRAIN_METRICS", ())
+
     # ---- actions -----------------------------------------------------------------
     @property
     def evaluation(self) -> Evaluation:
         """A plain copy of the model and the test set, made on first use (chief only)."""
         if self._evaluation is None:
             self._evaluation = Evaluation(models.build(self.args.model), data.source(self.args),
-                                          self.args.eval_batch_size, self.args.threads)
+                                          self.args.eval_batch_size, self.args.threads, self.args.model)
         return self._evaluation
 
-    def evaluate(self) -> tuple[float, float]:
+    def evaluate(self) -> dict[str, float]:
         variables.copy(self.model, self.evaluation.model)
         return self.evaluation.evaluate()
 
@@ -72,8 +77,8 @@ class Session:
         if self.graph_written or not self.cluster.is_chief:
             return
         model = self.evaluation.model
-        spec = tf.TensorSpec([None, *model.input_shape[1:]], tf.float32)
-        self.progress.train.graph(tf.function(lambda images: model(images, training=False))
+        spec = models.get(self.args.model).input_spec()
+        self.progress.train.graph(tf.function(lambda inputs: model(inputs, training=False))
                                   .get_concrete_function(spec).graph)
         self.graph_written = True
 
@@ -101,7 +106,7 @@ class Session:
             if evaluator.alive(args.job_dir):  # a side-car evaluator does it; dispatch goes on
                 self._note_evaluator()
             else:
-                self.progress.report_eval(after, *self.evaluate())
+                self.progress.report_eval(after, **self.evaluate())
         if crossed(before, after, args.checkpoint_every_steps) and after < args.train_steps:
             self.save()
 
@@ -111,10 +116,10 @@ class Session:
         if not self.cluster.is_chief:
             return None
         step = int(self.step.numpy())
-        loss, accuracy = self.evaluate()
-        self.progress.report_eval(step, loss, accuracy)
-        print(progress.final_line(step, loss, accuracy))
-        path = export.export(self.evaluation.model, self.args.job_dir)
+        metrics = self.evaluate()
+        self.progress.report_eval(step, **metrics)
+        print(progress.final_line(step, **metrics))
+        path = export.export(self.evaluation.model, self.args.job_dir, self.args.model, data.source(self.args))
         print(progress.export_line(path))
         return path
 
@@ -196,8 +201,9 @@ def run(session: Session, launch, in_flight: int, count: bool = False) -> tuple[
                 finished, _ = futures.wait(pending, timeout=WAKE_S, return_when=futures.FIRST_COMPLETED)
                 for future in finished:
                     n = pending.pop(future)
-                    loss, accuracy = future.result()
-                    session.progress.add(n, float(loss), float(accuracy))
+                    loss, accuracy, *extra = future.result()
+                    session.progress.add(n, float(loss), float(accuracy),
+                                         **dict(zip(session.train_metrics, map(float, extra))))
                     done += n
                     if count:
                         session.step.assign(done)

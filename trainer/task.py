@@ -48,16 +48,18 @@ def quiet_tensorflow() -> None:
 
 def ensure_data(args: argparse.Namespace) -> None:
     """Raise DataError when --data-dir has no records, unless --prepare-data writes them."""
-    from trainer import data
+    from trainer import data, models
 
+    model = models.get(args.model)
+    source = data.source(args)
     try:
-        data.files(data.source(args), "train")
-        data.files(data.source(args), "test")
+        data.files(source, "train")
+        data.files(source, model.EVAL_SPLIT)
     except data.DataError:
         if not args.prepare_data:
             raise
-        print(f"Preparing MNIST in {args.data_dir} (--prepare-data)")
-        data.write(args.data_dir)
+        print(f"Preparing {model.DATASET} in {args.data_dir} (--prepare-data)")
+        model.prepare_data(args.data_dir)
 
 
 def serve(args: argparse.Namespace, cluster: Cluster) -> int:

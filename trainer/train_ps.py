@@ -11,7 +11,7 @@ import argparse
 
 import tensorflow as tf
 
-from trainer import data, runtime, session, train_step
+from trainer import data, models, runtime, session, train_step
 from trainer.cluster import Cluster
 
 MIN_SHARD_BYTES = 256 << 10
@@ -29,7 +29,9 @@ def worker_dataset_fn(args: argparse.Namespace):
     runs on the worker's own pools, sized by the worker's threads (runtime.start_server)."""
 
     def dataset_fn():
-        return data.dataset(data.source(args), "train", args.batch_size, training=True, threads=0)
+        source = data.source(args)
+        return data.dataset(source, "train", args.batch_size, training=True, threads=0,
+                            parse=models.get(args.model).parser(source))
 
     return dataset_fn
 

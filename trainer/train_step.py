@@ -1,7 +1,8 @@
 """The training tf.function shared by parameter-server and synchronous training.
 
 `train(iterator, n)` runs `n` steps in an inner loop (several steps per call cuts the
-coordinator's dispatch overhead) and returns the mean loss and accuracy of those steps.
+coordinator's dispatch overhead) and returns the mean loss and accuracy of those steps,
+then the means of the model's TRAIN_METRICS (the taxi model's batch AUC), if any.
 Who counts them in the global step depends on the strategy (see make_train_fn).
 """
 from __future__ import annotations
@@ -9,8 +10,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from trainer import variables
-from trainer.evaluate import loss_and_hits
+from trainer import models, variables
 
 
 COSINE_FLOOR = 0.01  # cosine decay ends at this fraction of --learning-rate
@@ -58,28 +58,35 @@ def make_train_fn(strategy: tf.distribute.Strategy, state, count_steps: bool = T
     updated the variables, so the coordinator counts the calls it got results for instead
     (session.run); the global step then equals --train-steps exactly."""
     model, optimizer, step = state.model, state.optimizer, state.step
+    spec = models.get(state.args.model)
+    loss_and_hits, names = spec.loss_and_hits, getattr(spec, "TRAIN_METRICS", ())
     sources = variables.sources(model)
 
-    def replica_step(images, labels):
+    def replica_step(inputs, labels):
         with tf.GradientTape() as tape:
-            losses, hits = loss_and_hits(model, images, labels, training=True)
+            losses, hits, logits = loss_and_hits(model, inputs, labels, training=True)
             loss = tf.nn.compute_average_loss(losses)  # / global batch under MWMS
         grads = tape.gradient(loss, sources)
         optimizer.apply_gradients(zip(grads, sources))
-        return loss, tf.reduce_mean(hits)
+        extra = tf.stack(spec.batch_metrics(labels, logits)) if names else tf.zeros([0])
+        return loss, tf.reduce_mean(hits), extra
 
     @tf.function
     def train(iterator, n):
         loss_sum = tf.constant(0.0)
         accuracy_sum = tf.constant(0.0)
+        extra_sum = tf.zeros([len(names)])
         for _ in tf.range(n):
-            images, labels = next(iterator)
-            loss, accuracy = strategy.run(replica_step, args=(images, labels))
+            inputs, labels = next(iterator)
+            loss, accuracy, extra = strategy.run(replica_step, args=(inputs, labels))
             loss_sum += strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None)
             accuracy_sum += strategy.reduce(tf.distribute.ReduceOp.MEAN, accuracy, axis=None)
+            extra_sum += strategy.reduce(tf.distribute.ReduceOp.MEAN, extra, axis=None)
         if count_steps:
             step.assign_add(tf.cast(n, tf.int64))
         count = tf.cast(n, tf.float32)
+        if names:
+            return (loss_sum / count, accuracy_sum / count, *tf.unstack(extra_sum / count, num=len(names)))
         return loss_sum / count, accuracy_sum / count
 
     return train

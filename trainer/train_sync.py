@@ -11,7 +11,7 @@ import argparse
 
 import tensorflow as tf
 
-from trainer import data, runtime, session, train_step
+from trainer import data, models, runtime, session, train_step
 from trainer.cluster import Cluster
 
 
@@ -36,8 +36,10 @@ def run(args: argparse.Namespace, cluster: Cluster) -> tuple[int, str | None]:
     state = session.start(args, cluster, strategy)
 
     def dataset_fn(context: tf.distribute.InputContext):
-        return data.dataset(data.source(args), "train", args.batch_size, training=True, threads=args.threads,
-                            shard=(context.num_input_pipelines, context.input_pipeline_id))
+        source = data.source(args)
+        return data.dataset(source, "train", args.batch_size, training=True, threads=args.threads,
+                            shard=(context.num_input_pipelines, context.input_pipeline_id),
+                            parse=models.get(args.model).parser(source))
 
     iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
     train = train_step.make_train_fn(strategy, state)

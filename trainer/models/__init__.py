@@ -1,14 +1,52 @@
-"""Model registry: `--model NAME` picks a builder. Importing this package is cheap (no
-TensorFlow); the model module is imported when a model is built."""
+"""Model registry: `--model NAME` picks a model. Importing this package is cheap (no
+TensorFlow); a model's module is imported when it is used.
+
+A model is one module (or package, e.g. `trainer/models/taxi/`) that gives everything
+the generic trainer (train_ps.py, train_sync.py, evaluate.py, evaluator.py, export.py,
+predict.py, data.py) needs, and nothing else knows about it:
+
+    DATASET               name of its dataset in messages ("MNIST", "Chicago taxi trips")
+    EVAL_SPLIT            file prefix of its evaluation records ("test", "eval")
+    build()               -> keras.Model (plain; variables named the same in every process)
+    parser(source)        -> fn(batch of serialized tf.train.Example) -> (inputs, labels):
+                          parsing and preprocessing, run in tf.data (the same code serves)
+    loss_and_hits(model, inputs, labels, training) -> per-example losses, hits (float 0/1), logits
+    TRAIN_METRICS, batch_metrics(labels, logits) (optional): names and values (scalars) of
+                          per-batch metrics averaged into the Train lines (e.g. "auc")
+    metrics()             -> {name: keras.metrics.Metric} updated with (labels, scores(logits))
+                          over the evaluation split, beyond loss and accuracy
+    scores(logits)        -> what those metrics are updated with
+    input_spec()          -> the model's input TensorSpec(s), for TensorBoard's graph
+    serving(model, source) -> (tf.Module, {signature name: concrete function}) to save
+    prepare_data(out)     -> {split: examples} written to `out` (`--prepare-data`)
+    request_instances(data_dir, count, keys) -> (json instances, labels) of the first
+                          `count` evaluation examples (trainer.make_request)
+"""
 from __future__ import annotations
 
 import importlib
+import os
 
-MODELS = {  # name -> module with build() -> keras.Model
+MODELS = {  # name -> module
     "mnist": "trainer.models.mnist",
     "mnist-cloudml": "trainer.models.mnist_cloudml",
+    "taxi": "trainer.models.taxi",
 }
+DATASETS = {"mnist": "mnist", "mnist-cloudml": "mnist", "taxi": "taxi"}  # model -> `trainer.data --dataset`
+DATA_DIRS = {"mnist": ("MNIST_DATA_DIR", os.path.join("data", "mnist")),
+             "taxi": ("TAXI_DATA_DIR", os.path.join("data", "taxi"))}
+
+
+def get(name: str):
+    """The module of model `name` (see the interface above)."""
+    return importlib.import_module(MODELS[name])
 
 
 def build(name: str):
-    return importlib.import_module(MODELS[name]).build()
+    return get(name).build()
+
+
+def default_data_dir(model: str) -> str:
+    """--data-dir's default for `model`: $MNIST_DATA_DIR / $TAXI_DATA_DIR or data/<dataset>."""
+    env, default = DATA_DIRS[DATASETS[model]]
+    return os.environ.get(env, default)

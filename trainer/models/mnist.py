@@ -11,6 +11,8 @@ from __future__ import annotations
 import keras
 
 from trainer.models import cnn
+from trainer.models.mnist_io import (  # noqa: F401 - the model interface
+    DATASET, EVAL_SPLIT, input_spec, loss_and_hits, metrics, parser, prepare_data, request_instances, scores, serving)
 
 PIXEL_MEAN, PIXEL_STD = 0.1307, 0.3081  # of MNIST's training images in [0, 1]
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import keras
 
 from trainer.models import cnn
+from trainer.models.mnist_io import (  # noqa: F401 - the model interface
+    DATASET, EVAL_SPLIT, input_spec, loss_and_hits, metrics, parser, prepare_data, request_instances, scores, serving)
 
 
 def build() -> keras.Model:

@@ -1,0 +1,88 @@
+"""`--model taxi` across real processes on 127.0.0.1 on the real taxi trips: parameter-server
+training (exported model predicted on raw trip instances), MultiWorkerMirrored, and the
+seed's Cloud ML config (examples/taxi/config_ps.yaml: 1 ps + 4 workers) through
+`python -m launcher submit --backend local` to Succeeded. Short runs (2-core machines)."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.integration.test_local_backend import REPO, local_env  # noqa: F401
+from tests.support.taxi_data import taxi_dir  # noqa: F401
+from tests.support.trainer_cluster import TrainerCluster, export_path, progress, run_module
+
+pytestmark = pytest.mark.slow
+WAIT_S = 600
+CONFIG_PS = REPO / "examples" / "taxi" / "config_ps.yaml"
+_FINAL = re.compile(r"^Final metrics after (\d+) steps: loss ([0-9.]+), accuracy ([0-9.]+), auc ([0-9.]+)$", re.M)
+
+
+def args(job: Path, data_dir: str, steps: int) -> list[str]:
+    return ["--model", "taxi", "--job-dir", str(job), "--data-dir", data_dir, "--train-steps", str(steps),
+            "--batch-size", "64", "--steps-per-execution", "5", "--log-every-steps", "20",
+            "--eval-every-steps", "0", "--checkpoint-every-steps", "0"]
+
+
+def final(log: str) -> tuple[int, float, float, float]:
+    match = _FINAL.search(log)
+    assert match, log[-3000:]
+    return int(match[1]), float(match[2]), float(match[3]), float(match[4])
+
+
+def test_parameter_server_training_learns_and_the_export_predicts_raw_trips(taxi_dir, tmp_path):  # noqa: F811
+    job = tmp_path / "job"
+    with TrainerCluster({"Chief": 1, "PS": 1, "Worker": 2}, args(job, taxi_dir, 120), tmp_path) as cluster:
+        codes = cluster.wait(WAIT_S)
+        chief = cluster.log("chief-0")
+        assert codes == {"chief-0": 0, "ps-0": 0, "worker-0": 0, "worker-1": 0}, cluster.tails()
+    assert "Variable wide_weights/embeddings (199, 1) on /job:ps/replica:0/task:0/" in chief
+    lines = progress(chief)  # the Train lines, as the launcher parses them
+    assert [p.step for p in lines] == list(range(20, 121, 20)) and lines[-1].loss < lines[0].loss
+    step, _, accuracy, auc = final(chief)
+    assert step == 120 and auc > 0.9 and accuracy > 0.8, (accuracy, auc)  # tipped: 31% of the trips
+
+    request = tmp_path / "request.json"
+    request.write_text(json.dumps({"trip_miles": 3.1, "trip_seconds": 600, "fare": 10.25,
+                                   "payment_type": "Credit Card", "company": "Flash Cab"}) + "\n"
+                       + json.dumps({"trip_miles": 3.1, "trip_seconds": 600, "fare": 10.25,
+                                     "payment_type": "Cash"}) + "\n")
+    done = run_module("trainer.predict", ["--model-dir", export_path(chief), "--json-instances", str(request)])
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [line.split(maxsplit=2) for line in done.stdout.splitlines()[1:]]
+    card, cash = (float(row[1]) for row in rows)
+    assert card > 0.5 > cash, rows  # in the data, cash tips are not recorded
+
+
+def test_multi_worker_mirrored_training(taxi_dir, tmp_path):  # noqa: F811
+    with TrainerCluster({"Chief": 1, "Worker": 1}, args(tmp_path / "job", taxi_dir, 40), tmp_path) as cluster:
+        codes = cluster.wait(WAIT_S)
+        assert set(codes.values()) == {0}, cluster.tails()
+        chief = cluster.log("chief-0")
+    assert "(sync mode)" in chief and final(chief)[0] == 40
+
+
+@pytest.fixture
+def env(local_env):  # noqa: F811 - the shared fixture, under a short name
+    return local_env
+
+
+def test_the_seeds_config_ps_submits_to_succeeded(env, taxi_dir):  # noqa: F811
+    submit = [sys.executable, "-m", "launcher", "submit", "--backend", "local", "--name", "taxi-ps",
+              "--config", str(CONFIG_PS), "--", "--model", "taxi", "--data-dir", taxi_dir, "--train-steps", "40",
+              "--batch-size", "32", "--steps-per-execution", "5", "--log-every-steps", "10",
+              "--eval-every-steps", "0", "--checkpoint-every-steps", "0", "--threads", "1", "--poll-seconds", "1"]
+    done = subprocess.run(submit, cwd=REPO, env=env, capture_output=True, text=True, timeout=WAIT_S)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    logs = subprocess.run([sys.executable, "-m", "launcher", "logs", "taxi-ps", "--backend", "local", "--replica",
+                           "all"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120).stdout
+    for replica in ("chief-0", "ps-0", "worker-0", "worker-1", "worker-2", "worker-3"):
+        assert f"[{replica}] Starting {replica.replace('-', '/')}" in logs, replica
+    assert re.search(r"^\[chief-0\] Final metrics after 40 steps: .*, auc [0-9.]+$", logs, re.M), logs[-3000:]
+    status = subprocess.run([sys.executable, "-m", "launcher", "status", "taxi-ps", "--backend", "local"],
+                            cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert status.stdout.splitlines()[0].endswith("Succeeded"), status.stdout

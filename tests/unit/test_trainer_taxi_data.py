@@ -1,0 +1,80 @@
+"""`python -m trainer.data --dataset taxi` on the real CSV of the tfx 1.21.0 wheel: counts,
+the seeded split, the label, and vocabulary and statistics of the training split only."""
+from __future__ import annotations
+
+import collections
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.support.taxi_data import taxi_dir  # noqa: F401
+from trainer.models.taxi import features, prepare, source
+
+TIPPED = 4743  # trips of data.csv with tips > 0
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[dict]:
+    return source.rows()  # the wheel cached by the taxi_dir fixture, or fetched now
+
+
+def read(data_dir: str, split: str) -> dict[str, np.ndarray]:
+    """{field: values} of every record of `split`."""
+    paths = sorted(tf.io.gfile.glob(f"{data_dir}/{split}-*.tfrecord"))
+    batches = tf.data.TFRecordDataset(paths).batch(20_000).map(lambda r: tf.io.parse_example(r, features.record_spec()))
+    [columns] = list(batches)
+    return {name: values.numpy() for name, values in columns.items()}
+
+
+def test_the_csv_is_the_pinned_sample(rows):
+    assert len(rows) == 15002 and tuple(rows[0]) == source.COLUMNS and len(source.COLUMNS) == 18
+    assert sum(prepare.label(row) for row in rows) == TIPPED
+
+
+def test_records_split_counts_and_labels(taxi_dir):  # noqa: F811
+    train, evaluation = read(taxi_dir, "train"), read(taxi_dir, "eval")
+    assert (len(train["tipped"]), len(evaluation["tipped"])) == (12002, 3000)
+    assert len(tf.io.gfile.glob(f"{taxi_dir}/train-*.tfrecord")) == prepare.SHARDS["train"]
+    assert int(train["tipped"].sum() + evaluation["tipped"].sum()) == TIPPED
+    assert set(evaluation["payment_type"]) <= {b"Cash", b"Credit Card", b"No Charge", b"Unknown", b"Dispute",
+                                               b"Pcard", b"Prcard"}
+    meta = json.loads(open(f"{taxi_dir}/metadata.json").read())
+    assert meta["counts"] == {"train": 12002, "eval": 3000} and meta["label"] == "tipped: tips > 0"
+
+
+def test_split_is_fixed_disjoint_and_complete(rows):
+    tagged = [dict(row, index=str(i)) for i, row in enumerate(rows)]
+    first, again = prepare.split(tagged), prepare.split(tagged)
+    ids = {name: [row["index"] for row in part] for name, part in first.items()}
+    assert ids == {name: [row["index"] for row in part] for name, part in again.items()}
+    assert not set(ids["train"]) & set(ids["eval"])
+    assert sorted(map(int, ids["train"] + ids["eval"])) == list(range(len(rows)))
+
+
+def test_vocabulary_and_statistics_come_from_the_training_split_only(rows, taxi_dir):  # noqa: F811
+    meta = json.loads(open(f"{taxi_dir}/metadata.json").read())
+    train = prepare.split(rows)["train"]
+    counts = collections.Counter(row["payment_type"] for row in train)
+    assert meta["vocabulary"]["payment_type"] == sorted(counts, key=lambda name: (-counts[name], name))
+    assert meta["vocabulary"]["payment_type"][:2] == ["Cash", "Credit Card"]
+    miles = np.array([float(row["trip_miles"]) for row in train])
+    everywhere = np.array([float(row["trip_miles"]) for row in rows])
+    assert meta["statistics"]["trip_miles"]["mean"] == pytest.approx(miles.mean())
+    assert meta["statistics"]["trip_miles"]["std"] == pytest.approx(miles.std())
+    assert abs(miles.mean() - everywhere.mean()) > 1e-6  # so the test tells the two apart
+
+
+def test_missing_values_get_the_defaults(rows):
+    row = next(r for r in rows if r["company"] == "" and r["dropoff_latitude"] == "")
+    assert prepare.value(row, "company") == "" and prepare.value(row, "dropoff_latitude") == 0.0
+    assert prepare.value({"trip_start_hour": "19"}, "trip_start_hour") == 19
+
+
+def test_without_metadata_the_data_dir_error_says_how_to_write_it(tmp_path):
+    from trainer.data import DataError
+
+    with pytest.raises(DataError, match=r"^--data-dir: no metadata.json at .*; create it with: "
+                                        r"python -m trainer\.data --dataset taxi --out "):
+        prepare.read_metadata(str(tmp_path))

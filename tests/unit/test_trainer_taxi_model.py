@@ -1,0 +1,120 @@
+"""The taxi wide & deep model: its shape, one preprocessing for training and serving, and
+`trainer.predict --json-instances` on raw trip fields (defaults, bad instances)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.support.taxi_data import taxi_dir  # noqa: F401
+from trainer import data, export, models, predict
+from trainer.models.taxi import features
+
+REQUIRED = {"trip_miles": 3.1, "trip_seconds": 600, "fare": 10.25, "payment_type": "Credit Card"}
+
+
+@pytest.fixture(scope="module")
+def model():
+    return models.build("taxi")
+
+
+@pytest.fixture(scope="module")
+def exported(model, taxi_dir, tmp_path_factory) -> str:  # noqa: F811
+    for layer in ("wide_weights", "deep_logit"):  # non-zero weights, so that outputs differ by input
+        for weight in model.get_layer(layer).weights:
+            weight.assign(0.3 * np.random.RandomState(0).normal(size=weight.shape).astype("float32"))
+    return export.export(model, str(tmp_path_factory.mktemp("job")), "taxi", data.Source(taxi_dir))
+
+
+def test_wide_part_is_one_width_1_table_over_the_sparse_ids(model):
+    table = model.get_layer("wide_weights").embeddings
+    assert tuple(table.shape) == (sum(features.SIZES[name] for name in features.WIDE) + 1, 1)  # + the bias
+    assert {"embed_payment_type", "embed_company", "deep_1", "deep_2"} <= {layer.name for layer in model.layers}
+
+
+def test_serving_applies_the_training_preprocessing(model, exported, taxi_dir):  # noqa: F811
+    spec = models.get("taxi")
+    records = next(iter(tf.data.TFRecordDataset(f"{taxi_dir}/eval-00000-of-00001.tfrecord").batch(64)))
+    inputs, labels = spec.parser(data.Source(taxi_dir))(records)
+    expected = tf.sigmoid(model(inputs, training=False)).numpy()
+    raw = tf.io.parse_example(records, features.record_spec())
+    raw.pop(features.LABEL)
+    outputs = tf.saved_model.load(exported).signatures["serving_default"](**raw)
+    np.testing.assert_allclose(outputs["logistic"].numpy()[:, 0], expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(outputs["probabilities"].numpy().sum(axis=1), 1.0, rtol=1e-6)
+    assert outputs["classes"].numpy().tolist() == (expected > 0.5).astype(int).tolist()
+    assert len(set(np.round(expected, 5))) > 1  # outputs depend on the trip
+
+
+def run_predict(exported, tmp_path, capsys, *instances) -> tuple[int, str, str]:
+    request = tmp_path / "request.json"
+    request.write_text("".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in instances))
+    code = predict.main(["--model-dir", exported, "--json-instances", str(request)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_predict_on_raw_instances_fills_in_the_defaults(exported, tmp_path, capsys):
+    explicit = dict(REQUIRED, company="", trip_start_hour=0, pickup_latitude=0.0)
+    cash = dict(REQUIRED, payment_type="Cash", company="Flash Cab", trip_start_hour=19)
+    code, out, err = run_predict(exported, tmp_path, capsys, REQUIRED, explicit, cash)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "CLASSES  LOGISTIC  PROBABILITIES" and len(lines) == 4
+    rows = [line.split(maxsplit=2) for line in lines[1:]]
+    assert rows[0] == rows[1]  # left-out fields are the defaults
+    assert rows[0] != rows[2]
+    for cls, logistic, probabilities in rows:
+        pair = json.loads(probabilities)
+        assert pair[1] == pytest.approx(float(logistic), abs=1e-4) and int(cls) == int(float(logistic) > 0.5)
+
+
+@pytest.mark.parametrize("instance, expected", [
+    (dict(REQUIRED, tip=1.0), 'line 1: unknown field "tip"; the model takes company, dropoff_community_area'),
+    (dict(REQUIRED, trip_miles="3.1"), 'line 1: field "trip_miles" must be a number, got "3.1"'),
+    (dict(REQUIRED, trip_start_hour=7.5), 'line 1: field "trip_start_hour" must be an integer, got 7.5'),
+    (dict(REQUIRED, payment_type=1), 'line 1: field "payment_type" must be a string, got 1'),
+    (dict(REQUIRED, fare=True), 'line 1: field "fare" must be a number, got true'),
+    ({"trip_miles": 1.0, "trip_seconds": 60, "fare": 5.0}, 'line 1: missing required field "payment_type"'),
+    ([1.0, 2.0], "line 1: an instance is an object of fields"),
+    ("{trip", "line 1: not JSON"),
+])
+def test_bad_instances_are_refused_naming_the_field(exported, tmp_path, capsys, instance, expected):
+    code, out, err = run_predict(exported, tmp_path, capsys, instance)
+    assert code == 2 and out == ""
+    assert expected in err and err.count("\n") == 1, err
+
+
+def test_batch_auc_counts_pairs_ranked_right():
+    batch_metrics = models.get("taxi").batch_metrics
+    [auc] = batch_metrics(tf.constant([1, 0, 1, 0], tf.int64), tf.constant([0.9, 0.1, 0.2, 0.3]))
+    assert float(auc) == pytest.approx(0.75)  # 3 of the 4 (tipped, not tipped) pairs
+    [tie] = batch_metrics(tf.constant([1, 0], tf.int64), tf.constant([0.4, 0.4]))
+    [one_class] = batch_metrics(tf.constant([1, 1], tf.int64), tf.constant([0.4, 0.1]))
+    assert (float(tie), float(one_class)) == (0.5, 0.5)
+
+
+def test_train_and_eval_lines_carry_the_auc_and_the_launcher_still_reads_them():
+    from launcher.events import parse_progress
+    from trainer import progress
+
+    line = progress.train_line("chief/0", 200, 1000, 0.23101, 0.9375, 12.34, 16.2, auc=0.91234)
+    assert line == ("Train [chief/0] step 200 of 1000: loss 0.2310, accuracy 0.9375, auc 0.9123 (12.3 s) "
+                    "16.20 global steps/s")
+    parsed = parse_progress(line)
+    assert (parsed.step, parsed.loss, parsed.accuracy, parsed.steps_per_sec) == (200, 0.231, 0.9375, 16.2)
+    assert progress.eval_line(500, 0.06123, 0.98, auc=0.99) == "Eval step 500: loss 0.0612, accuracy 0.9800, auc 0.9900"
+
+
+def test_make_request_writes_raw_eval_trips_that_predict_takes(exported, taxi_dir, tmp_path, capsys):  # noqa: F811
+    from trainer import make_request
+
+    request = tmp_path / "request.json"
+    assert make_request.main(["--model", "taxi", "--data-dir", taxi_dir, "--count", "3", "--out", str(request)]) == 0
+    assert "Wrote 3 instances" in capsys.readouterr().out
+    rows = [json.loads(line) for line in request.read_text().splitlines()]
+    assert len(rows) == 3 and all(set(row) == set(features.RAW) for row in rows)
+    assert predict.main(["--model-dir", exported, "--json-instances", str(request)]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 4
