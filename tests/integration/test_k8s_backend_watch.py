@@ -3,6 +3,8 @@ through a lifecycle, a stream dropped mid-way, 410 Gone, closing, and requests t
 grow with the number of replicas."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from launcher.backends import k8s_watch
@@ -179,10 +181,30 @@ def test_requests_do_not_grow_with_the_number_of_replicas(k8s_backend, fake_apis
     large = watch_lifecycle(k8s_backend, fake_apiserver, fake_operator, 100)
     for backend_count, server_count, items in (small, large):
         assert items[-1].type == "Succeeded" and items[-1].terminal
-        assert backend_count == server_count == 4  # one list and one watch per resource
+        assert backend_count == server_count == 6  # one list and one watch per resource
     assert sum(isinstance(e, ReplicaPhase) for e in large[2]) > 100  # it did see the pods
-    assert k8s_backend.requests.snapshot() == {"GET pods list": 1, "GET pods watch": 1,
-                                               "GET tfjobs list": 1, "GET tfjobs watch": 1}
+    assert k8s_backend.requests.snapshot() == {"GET pods list": 1, "GET pods watch": 1, "GET events list": 1,
+                                               "GET events watch": 1, "GET tfjobs list": 1, "GET tfjobs watch": 1}
+
+
+def pod_watch_bytes_per_change(backend, server, operator, replicas: int) -> tuple[float, float]:
+    """(bytes the backend received per pod change on its pod watch, size of one pod object
+    on the server) over a whole job lifecycle."""
+    backend.api.received.reset()
+    items = watch_lifecycle(backend, server, operator, replicas)[2]
+    assert items[-1].type == "Succeeded"
+    pods = backend.api.received.snapshot()["pod"]
+    one_pod = max(len(json.dumps(o)) for (res, _, name), o in server.objects.items()
+                  if res == "pods" and name.startswith(f"scale-{replicas}-"))
+    return pods["watch_bytes"] / pods["changes"], one_pod
+
+
+def test_the_pod_watch_payload_does_not_grow_with_the_number_of_replicas(k8s_backend, fake_apiserver,
+                                                                           fake_operator):
+    small, small_pod = pod_watch_bytes_per_change(k8s_backend, fake_apiserver, fake_operator, 12)
+    large, large_pod = pod_watch_bytes_per_change(k8s_backend, fake_apiserver, fake_operator, 200)
+    assert large_pod > 3 * small_pod  # TF_CONFIG: every pod object grows with the job
+    assert large < 400 and large < small + 64  # per change the launcher receives a row (longer names only)
 
 
 def test_a_server_that_goes_away_ends_the_events_with_a_clear_error(job, fake_apiserver, fake_operator, monkeypatch):
