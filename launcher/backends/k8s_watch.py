@@ -168,14 +168,17 @@ class ListWatch(threading.Thread):
                 if self._halt.is_set():
                     return
                 if line.strip():
-                    self._received.add(self.kind, watch_bytes=len(line.encode()) + 1)
-                    self.version = self._event(json.loads(line)) or self.version
+                    self.version = self._event(json.loads(line), len(line.encode()) + 1) or self.version
         finally:
             self._response = None
             finish(response)
 
-    def _event(self, event: dict) -> str | None:
+    def _event(self, event: dict, size: int = 0) -> str | None:
         kind, obj = event.get("type"), event.get("object") or {}
+        if kind == "BOOKMARK":
+            self._received.add(self.kind, bookmark_bytes=size, bookmarks=1)
+        else:
+            self._received.add(self.kind, watch_bytes=size)
         if kind == "ERROR":
             if obj.get("code") == GONE:
                 raise _Gone()
