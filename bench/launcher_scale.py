@@ -15,7 +15,8 @@ figure, the jobs side by side:
 - CPU seconds (user + system) of this process per job and peak RSS (ru_maxrss): the
   launcher in-process plus this bench.
 
-A job that makes no progress for --stall s (no replica changed in the launcher's view)
+A job that makes no progress for --stall s (no replica changed in the launcher's view;
+the default leaves room for training-operator deleting the previous job's pods first)
 stops the run with the TFJob's last condition and training-operator's last error instead
 of waiting out --timeout. Every wait is bounded. On a 2-core machine shared with other
 work the CPU model and load average are printed.
@@ -248,10 +249,18 @@ def measure(args: argparse.Namespace, workdir: Path) -> list[str]:
             before = maxrss_mib()
             runs: list[JobRun] = []
             control: dict = {}
+            failed = ""
             for workers, ps in args.jobs:
                 small = 1 + workers + ps <= CONTROL_MAX
-                with (KubectlView(cp, namespace, (f"scale-{1 + workers + ps}",)) if small else nullcontext()) as view:
-                    runs.append(run_job(cp, backend, namespace, workers, ps, args))
+                try:
+                    with (KubectlView(cp, namespace, (f"scale-{1 + workers + ps}",)) if small
+                          else nullcontext()) as view:
+                        runs.append(run_job(cp, backend, namespace, workers, ps, args))
+                except (TimeoutError, RuntimeError) as exc:  # the jobs before it still have their figures
+                    if not runs:
+                        raise
+                    failed = f"1 chief + {workers} workers + {ps} ps: {exc}"
+                    break
                 if view is not None:
                     control.update(view.seen)
                 print(f"  done: {runs[-1].name} ({machine()})", file=sys.stderr, flush=True)
@@ -260,7 +269,7 @@ def measure(args: argparse.Namespace, workdir: Path) -> list[str]:
                     + ", ".join(f"1 chief + {w} workers + {p} ps" for w, p in args.jobs)
                     + f": {cpu_model()}, {machine()}",
                     time_line(runs, server), lag_line(runs, control, server), requests_line(runs),
-                    bytes_line(runs), cost_line(before, runs)]
+                    bytes_line(runs), cost_line(before, runs)] + ([f"NOT FINISHED: {failed}"] if failed else [])
         finally:
             backend.close()
 
@@ -280,7 +289,7 @@ def main() -> int:
     parser.add_argument("--jobs", type=job_sizes, default=job_sizes("10:1,1000:50"),
                         help="WORKERS:PS of each job, run one after the other (1 chief each)")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds to wait for all replicas Running")
-    parser.add_argument("--stall", type=float, default=120.0,
+    parser.add_argument("--stall", type=float, default=300.0,
                         help="seconds without any change in the launcher's view before giving up, saying why")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:

@@ -24,14 +24,16 @@ def last_condition(cp: ControlPlane, namespace: str, name: str) -> str:
     return f"{last.get('type')}={last.get('status')} ({last.get('reason')}: {last.get('message')})"
 
 
-def operator_error(cp: ControlPlane) -> str:
+def operator_error(cp: ControlPlane, name: str) -> str:
+    """The operator's last error line about `name` (else its last error line at all)."""
     path = cp.procs.logs / "training-operator.log"
     if not path.exists():
         return "no operator log"
     lines = [line for line in path.read_text(errors="replace").splitlines() if _ERROR.search(line)]
-    return " ".join(lines[-1].split())[:600] if lines else "no error in the operator's log"
+    about = [line for line in lines if name in line] or lines
+    return " ".join(about[-1].split())[:600] if about else "no error in the operator's log"
 
 
 def stall_report(cp: ControlPlane, namespace: str, name: str) -> str:
     return (f"tfjob {name}: last condition {last_condition(cp, namespace, name)}; "
-            f"training-operator's last error: {operator_error(cp)}")
+            f"training-operator's last error: {operator_error(cp, name)}")
