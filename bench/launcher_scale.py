@@ -69,6 +69,7 @@ class JobRun:
     cpu_s: float
     maxrss_mib: float
     pod_bytes: int  # one pod object as the server stores it (JSON)
+    unfinished: str = ""  # why Succeeded was not seen, if it was not
 
 
 def maxrss_mib() -> float:
@@ -139,13 +140,14 @@ def run_job(cp: ControlPlane, backend: KubernetesBackend, namespace: str, worker
     wait_all_running(cp, view, namespace, args.timeout, args.stall)
     pod_bytes = one_pod_bytes(cp, namespace, name)
     cp.finish_pod(namespace, f"{name}-chief-0", 0)
+    unfinished = ""  # the figures up to every replica Running stand even if Succeeded never comes
     if not view.done.wait(timeout=FINISH_TIMEOUT_S):
-        raise TimeoutError(f"gave up: the launcher did not see tfjob {name} finish within {FINISH_TIMEOUT_S:.0f} s "
-                           f"of the chief's exit; {stall_report(cp, namespace, name)}")
-    if view.error is not None:
+        unfinished = (f"the launcher did not see tfjob {name} finish within {FINISH_TIMEOUT_S:.0f} s of the "
+                      f"chief's exit; {stall_report(cp, namespace, name)}")
+    elif view.error is not None:
         raise RuntimeError(f"the launcher's watch of {name} failed: {view.error}")
     return JobRun(name, replicas, submitted, view, backend.requests.snapshot(), backend.api.received.snapshot(),
-                  cpu_s() - cpu_before, maxrss_mib(), pod_bytes)
+                  cpu_s() - cpu_before, maxrss_mib(), pod_bytes, unfinished)
 
 
 # ---- result lines ---------------------------------------------------------------------
@@ -269,7 +271,9 @@ def measure(args: argparse.Namespace, workdir: Path) -> list[str]:
                     + ", ".join(f"1 chief + {w} workers + {p} ps" for w, p in args.jobs)
                     + f": {cpu_model()}, {machine()}",
                     time_line(runs, server), lag_line(runs, control, server), requests_line(runs),
-                    bytes_line(runs), cost_line(before, runs)] + ([f"NOT FINISHED: {failed}"] if failed else [])
+                    bytes_line(runs), cost_line(before, runs)] + ([f"NOT FINISHED: {failed}"] if failed else []) \
+                + [f"NOT FINISHED ({run.replicas} replicas, figures up to every replica Running): {run.unfinished}"
+                   for run in runs if run.unfinished]
         finally:
             backend.close()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 
 import _common  # noqa: F401  (puts the repository on sys.path)
 
@@ -14,7 +15,10 @@ _ERROR = re.compile(r'"level":"error"|\bERROR\b|\berror\b', re.I)
 
 
 def last_condition(cp: ControlPlane, namespace: str, name: str) -> str:
-    out = cp.kubectl("get", "tfjob", name, "-n", namespace, "-o", "json", check=False, timeout=60)
+    try:
+        out = cp.kubectl("get", "tfjob", name, "-n", namespace, "-o", "json", check=False, timeout=60)
+    except subprocess.TimeoutExpired:
+        return "unknown (kubectl get tfjob got no answer within 60 s: the API server is swamped)"
     if out.returncode != 0:
         return f"(kubectl get tfjob failed: {' '.join(out.stderr.split())[:300]})"
     conditions = (json.loads(out.stdout).get("status") or {}).get("conditions") or []
