@@ -141,8 +141,8 @@ def run_job(cp: ControlPlane, backend: KubernetesBackend, namespace: str, worker
     pod_bytes = one_pod_bytes(cp, namespace, name)
     cp.finish_pod(namespace, f"{name}-chief-0", 0)
     unfinished = ""  # the figures up to every replica Running stand even if Succeeded never comes
-    if not view.done.wait(timeout=FINISH_TIMEOUT_S):
-        unfinished = (f"the launcher did not see tfjob {name} finish within {FINISH_TIMEOUT_S:.0f} s of the "
+    if not view.done.wait(timeout=args.finish):
+        unfinished = (f"the launcher did not see tfjob {name} finish within {args.finish:.0f} s of the "
                       f"chief's exit; {stall_report(cp, namespace, name)}")
     elif view.error is not None:
         raise RuntimeError(f"the launcher's watch of {name} failed: {view.error}")
@@ -293,6 +293,8 @@ def main() -> int:
     parser.add_argument("--jobs", type=job_sizes, default=job_sizes("10:1,1000:50"),
                         help="WORKERS:PS of each job, run one after the other (1 chief each)")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds to wait for all replicas Running")
+    parser.add_argument("--finish", type=float, default=FINISH_TIMEOUT_S,
+                        help="seconds to wait for Succeeded after the chief's exit")
     parser.add_argument("--stall", type=float, default=300.0,
                         help="seconds without any change in the launcher's view before giving up, saying why")
     args = parser.parse_args()
