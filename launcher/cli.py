@@ -77,7 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("-o", "--output", choices=("yaml", "json", "name"),
                         help="how to print the TFJob of a dry run (default yaml), or, when submitting, "
                              "name (tfjob.kubeflow.org/NAME created), yaml or json (the TFJob sent)")
-    submit.add_argument("--detach", action="store_true", help="return once submitted")
+    submit.add_argument("--detach", "--async", action="store_true", help="return once submitted (--async: gcloud's name)")
+    submit.add_argument("--stream-logs", action="store_true",
+                        help="follow the job and its chief's logs until it ends: the default (gcloud's flag)")
     submit.add_argument("--replace", action="store_true", help="replace a job of the same name")
     render = commands.add_parser("render", help="print the TFJob for the same flags")
     add_job_flags(render)
@@ -94,17 +96,25 @@ def build_parser() -> argparse.ArgumentParser:
                       "(default: chief-0, else worker-0)")
     logs.add_argument("-f", "--follow", action="store_true", help="follow across restarts until the job ends")
     logs.add_argument("--tail", type=int, metavar="N", help="only the last N lines of each replica (not with -f)")
+    logs.add_argument("-p", "--previous", action="store_true", help="the replica's previous container (before its "
+                      "last restart; k8s backend)")
+    logs.add_argument("--since", type=duration, metavar="DURATION", help="only lines newer than e.g. 10m, 2h (k8s backend)")
+    logs.add_argument("--timestamps", action="store_true", help="each line starts with its time (k8s backend)")
     listing = commands.add_parser("list", help="jobs in a namespace")
     listing.add_argument("-A", "--all-namespaces", action="store_true")
     listing.add_argument("-o", "--output", choices=OUTPUTS, help="yaml, json, name (tfjob.kubeflow.org/NAME), "
                          "wide (with the creation time); default: a table")
+    board = commands.add_parser("tensorboard", help="TensorBoard on the job dir of a job (local path or gs://)")
+    board.add_argument("name")
+    board.add_argument("--port", type=int, default=6006, help="local port (default 6006; 0: any free port)")
+    board.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     delete = commands.add_parser("delete", help="delete a job and its replicas")
     delete.add_argument("name")
     delete.add_argument("--wait", action="store_true", help="return once it is gone")
     delete.add_argument("--ignore-not-found", action="store_true", help="exit 0 when there is no such job (kubectl's flag)")
     delete.add_argument("--purge", action="store_true",
                         help="local backend: also remove the outputs kept in the job's default job dir")
-    for sub in (submit, render, status, logs, listing, delete):
+    for sub in (submit, render, status, logs, listing, delete, board):
         _common(sub)
     return parser
 

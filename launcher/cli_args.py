@@ -23,6 +23,8 @@ COUNT_FLAGS = {"Chief": "chief", "PS": "ps", "Worker": "workers", "Evaluator": "
 DEFAULT_COUNTS = {"Worker": 2, "PS": 1, "Evaluator": 0}
 DEFAULT_PREFIX = "tfjob"
 SCALE_TIERS = ("BASIC", "BASIC_GPU", "STANDARD_1", "PREMIUM_1")
+MACHINE_TYPE_FLAGS = {"master-machine-type": "Chief", "worker-machine-type": "Worker",
+                      "parameter-server-machine-type": "PS"}
 
 
 def non_negative_int(text: str) -> int:
@@ -54,8 +56,12 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
     reps.add_argument("--ps", type=non_negative_int, metavar="N", help="parameter servers (default 1)")
     reps.add_argument("--chief", type=non_negative_int, metavar="0|1", help="chief replicas (default 1 when ps > 0, else 0)")
     reps.add_argument("--evaluator", type=non_negative_int, metavar="0|1", help="evaluator replicas (default 0)")
-    reps.add_argument("--cpu", action="append", default=[], metavar="[ROLE=]Q", help="CPU request, e.g. worker=2 (repeatable)")
-    reps.add_argument("--memory", action="append", default=[], metavar="[ROLE=]Q", help="memory request, e.g. ps=4Gi (repeatable)")
+    reps.add_argument("--cpu", action="append", default=[], metavar="[ROLE=]Q", help="CPU request: Q for every replica type, ROLE=Q for one (it wins over Q), e.g. worker=2; repeatable")
+    reps.add_argument("--memory", action="append", default=[], metavar="[ROLE=]Q", help="memory request, as --cpu, e.g. ps=4Gi; repeatable")
+    for flag in MACHINE_TYPE_FLAGS:
+        reps.add_argument(f"--{flag}", metavar="TYPE",
+                          help="gcloud's Compute Engine machine type (e.g. n1-standard-8): CPU and memory requests "
+                               "that fill such a GKE node, and its node.kubernetes.io/instance-type node selector")
     gpus = parser.add_argument_group("GPUs")
     for role in ("worker", "chief", "evaluator", "ps"):
         gpus.add_argument(f"--gpus-per-{role}", type=non_negative_int, metavar="N",
@@ -79,6 +85,10 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
     sched.add_argument("--queue-name", metavar="QUEUE", help="Kueue LocalQueue: label the job for it and create it "
                        "suspended, for Kueue to admit when the queue has quota")
     sched.add_argument("--priority-class", metavar="NAME", help="PriorityClass of the pods")
+    sched.add_argument("--gang", action="store_true", help="gang scheduling: every replica starts together or none "
+                       "(runPolicy.schedulingPolicy; needs the operator's gang scheduler, Volcano or scheduler-plugins)")
+    sched.add_argument("--gang-timeout-seconds", type=non_negative_int, metavar="S",
+                       help="with --gang: give up scheduling the gang after S seconds")
     sched.add_argument("--istio-sidecar", action="store_true", help="keep Istio's sidecar injection (by default the "
                        "pods opt out: a sidecar keeps a finished TFJob Running)")
 
@@ -243,6 +253,7 @@ def build_spec(args: argparse.Namespace, trainer_args: tuple[str, ...] = ()) -> 
     settings = merge_settings(args, tuple(trainer_args))
     cpu, memory = per_role(args.cpu, "--cpu"), per_role(args.memory, "--memory")
     every_selector, role_selectors = node_selectors(args.node_selector)
+    machine_notes = apply_machine_types(args, cpu, memory, role_selectors)
     replicas = {role: ReplicaSpec(count=settings.counts[role], gpus=settings.gpus.get(role, 0),
                                   cpu=cpu.get(role), memory=memory.get(role))
                 for role in ROLES if settings.counts[role] or settings.gpus.get(role)}
@@ -250,11 +261,36 @@ def build_spec(args: argparse.Namespace, trainer_args: tuple[str, ...] = ()) -> 
         spec = _job_spec(args, settings, replicas, every_selector, role_selectors)
     except SpecError as exc:
         raise blamed_on_config(exc, args) from None
-    notes = list(settings.notes)
+    notes = list(settings.notes) + machine_notes
     if spec.accelerator in END_OF_LIFE_ACCELERATORS:
         notes.append(f"note: {spec.accelerator} is end-of-life on GKE (no new node pools); "
                      "consider --accelerator nvidia-tesla-t4 or nvidia-l4")
     return spec, notes
+
+
+def apply_machine_types(args: argparse.Namespace, cpu: dict, memory: dict, role_selectors: dict) -> list[str]:
+    """--master/worker/parameter-server-machine-type: requests that fill such a node and its
+    instance-type selector, unless --cpu ROLE=, --memory ROLE= or a selector say otherwise."""
+    from .machine_types import INSTANCE_TYPE_LABEL, requests_for
+
+    explicit = {flag: {item.partition("=")[0].lower() for item in items if "=" in item}
+                for flag, items in (("cpu", args.cpu), ("memory", args.memory))}
+    notes = []
+    for flag, role in MACHINE_TYPE_FLAGS.items():
+        machine = getattr(args, flag.replace("-", "_"))
+        if not machine:
+            continue
+        want_cpu, want_memory = requests_for(machine, f"--{flag}")
+        name = next(k for k, v in ROLE_FLAGS.items() if v == role)
+        if name not in explicit["cpu"]:
+            cpu[role] = want_cpu
+        if name not in explicit["memory"]:
+            memory[role] = want_memory
+        role_selectors.setdefault(role, {}).setdefault(INSTANCE_TYPE_LABEL, machine)
+        notes.append(f"note: --{flag} {machine}: {name} pods request cpu {cpu[role]}, memory {memory[role]} "
+                     f"(what a GKE {machine} node leaves to pods, less room for system pods) and run on "
+                     f"{INSTANCE_TYPE_LABEL}={machine} nodes")
+    return notes
 
 
 def blamed_on_config(exc: SpecError, args: argparse.Namespace) -> SpecError:
@@ -294,6 +330,8 @@ def _job_spec(args, settings: Settings, replicas, every_selector, role_selectors
         queue_name=args.queue_name,
         priority_class=args.priority_class,
         istio_sidecar=args.istio_sidecar,
+        gang=args.gang,
+        gang_timeout_seconds=args.gang_timeout_seconds,
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 
 from .backends import resolve_kind
-from .backends.base import NotFound
+from .backends.base import BackendError, LogOptions, NotFound
 from .cli import EXIT_FAILED, EXIT_OK, check_name, check_replica, namespace_of, replica_alias
 from .events import JobCondition, TERMINAL
 from .spec import SpecError
@@ -53,8 +53,6 @@ def status(args, factory) -> int:
     snapshot = backend.status(args.name, namespace)
     if args.watch and snapshot.phase not in TERMINAL:
         if args.output in ("json", "yaml", "name"):
-            from .spec import SpecError
-
             raise SpecError("--output", f"-o {args.output} prints one snapshot; drop -w or -o")
         return _watch(backend, snapshot)
     code = EXIT_FAILED if snapshot.phase == "Failed" or (args.watch and snapshot.phase != "Succeeded") else EXIT_OK
@@ -101,17 +99,21 @@ def logs(args, factory) -> int:
     args.replica = replica_alias(args.replica)
     check_replica(args.replica)
     if args.tail is not None and (args.tail < 0 or args.follow):
-        from .spec import SpecError
-
         raise SpecError("--tail", "use a number >= 0, without -f (to follow, run logs -f after logs --tail N)")
+    options = LogOptions(previous=args.previous, timestamps=args.timestamps,
+                         since_seconds=max(1, int(args.since)) if args.since else None)
+    if options.previous and args.follow:
+        raise SpecError("--previous", "a previous container has ended: drop -f")
     backend = _backend(args, factory)
+    backend.check_log_options(options)
     namespace = namespace_of(args)
     replica = args.replica
     if replica is None:
         replica = default_replica(backend, args.name, namespace)
     elif replica == "all":
         replica = None
-    lines = backend.logs(args.name, namespace, replica, follow=args.follow)
+    extra = {"options": options} if options else {}
+    lines = backend.logs(args.name, namespace, replica, follow=args.follow, **extra)
     if args.tail is not None:
         lines = last_lines(lines, args.tail)
     for line in lines:
@@ -182,4 +184,61 @@ def _delete(args, factory) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"status": status, "logs": logs, "list": list_jobs, "delete": delete}
+def job_dir_of(tfjob: dict) -> str | None:
+    """The --job-dir the job's containers were given (the chief's, else any replica's)."""
+    specs = tfjob.get("spec", {}).get("tfReplicaSpecs") or {}
+    for rtype in ("Chief", "Master", "Worker", *specs):
+        for container in (specs.get(rtype) or {}).get("template", {}).get("spec", {}).get("containers") or []:
+            args = [str(a) for a in container.get("args") or []]
+            for i, arg in enumerate(args):
+                if arg == "--job-dir" and i + 1 < len(args):
+                    return args[i + 1]
+                if arg.startswith("--job-dir="):
+                    return arg.split("=", 1)[1]
+    return None
+
+
+def tensorboard(args, factory) -> int:
+    """TensorBoard (a subprocess of this interpreter: the launcher never imports TensorFlow)
+    on the job's --job-dir, until Ctrl-C."""
+    import importlib.util
+    import subprocess
+
+    check_name(args.name)
+    if not 0 <= args.port <= 65535:
+        raise SpecError("--port", f"{args.port} is not a port; use 1-65535, or 0 for any free port")
+    if importlib.util.find_spec("tensorboard") is None:
+        raise SpecError("tensorboard", "TensorBoard is not installed; pip install 'tfjob-launcher[local]'")
+    backend = _backend(args, factory)
+    namespace = namespace_of(args)
+    job_dir = job_dir_of(backend.manifest(args.name, namespace))
+    if not job_dir:
+        raise SpecError("NAME", f"tfjob {args.name} has no --job-dir, so there is nothing for TensorBoard to show; "
+                        "submit with --job-dir")
+    proc = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", job_dir,
+                             "--host", args.host, "--port", str(args.port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in proc.stderr:  # TensorBoard says where it serves, then stays quiet
+            if "http://" in line and " at " in line:
+                url = line[line.index("http://"):].split()[0]
+                _print(f"TensorBoard for {args.name} ({job_dir}): {url}  (Ctrl-C stops it)")
+                break
+        else:
+            proc.wait()
+            raise BackendError(f"TensorBoard exited with {proc.returncode} before serving {job_dir}")
+        import threading
+
+        threading.Thread(target=proc.stderr.read, name="tensorboard-stderr", daemon=True).start()  # never fills
+        return EXIT_OK if proc.wait() in (0, -2) else EXIT_FAILED
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+COMMANDS = {"status": status, "logs": logs, "list": list_jobs, "delete": delete, "tensorboard": tensorboard}

@@ -129,6 +129,8 @@ def dry_run_mode(args) -> str | None:
             raise SpecError("--server-dry-run", "conflicts with --dry-run (client); use one: --dry-run=client "
                             "prints the TFJob, --dry-run=server has the API server check it")
         mode = "server"
+    if args.stream_logs and args.detach:
+        raise SpecError("--stream-logs", "conflicts with --detach/--async; use one")
     if mode and (args.detach or args.replace):
         flag = "--detach" if args.detach else "--replace"
         raise SpecError(flag, f"a dry run submits nothing, so {flag} has no effect; drop one of them")

@@ -57,7 +57,8 @@ def values_for(spec: JobSpec) -> dict:
         "args": list(spec.trainer_args),
         "jobDir": spec.job_dir or "",
         "restartPolicy": spec.restart_policy,
-        "runPolicy": {k: v for k, v in run_policy(spec).items() if k != "suspend"},  # the chart: from queueName
+        # the chart derives suspend from queueName and schedulingPolicy from gang
+        "runPolicy": {k: v for k, v in run_policy(spec).items() if k not in ("suspend", "schedulingPolicy")},
         "serviceAccount": {"create": False, "name": spec.service_account or "",
                            "gcpServiceAccount": "", "annotations": {}, "automount": False},
         "volumes": [{"claimName": v.claim, "mountPath": v.mount_path, "readOnly": v.read_only}
@@ -66,6 +67,8 @@ def values_for(spec: JobSpec) -> dict:
         "queueName": spec.queue_name or "",
         "priorityClassName": spec.priority_class or "",
         "istioSidecar": spec.istio_sidecar,
+        "gang": {"enabled": spec.gang, **({"timeoutSeconds": spec.gang_timeout_seconds}
+                                          if spec.gang_timeout_seconds else {})},
         "podSecurityContext": ctx["pod_security_context"],
         "securityContext": ctx["container_security_context"],
     }

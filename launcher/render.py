@@ -34,6 +34,8 @@ def run_policy(spec: JobSpec) -> dict:
     policy.update({k: v for k, v in optional.items() if v is not None})
     if spec.queue_name:
         policy["suspend"] = True  # Kueue admits (unsuspends) the job when its queue has quota
+    if spec.gang:
+        policy["schedulingPolicy"] = spec.scheduling_policy()
     return policy
 
 

@@ -190,6 +190,8 @@ class JobSpec:
     queue_name: str | None = None        # Kueue LocalQueue: the job is created suspended for Kueue to admit
     priority_class: str | None = None    # the pods' priorityClassName
     istio_sidecar: bool = False          # False: pods opt out of Istio sidecar injection
+    gang: bool = False                   # gang scheduling: every replica or none (Volcano / scheduler-plugins)
+    gang_timeout_seconds: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "replicas", MappingProxyType(
@@ -235,6 +237,11 @@ class JobSpec:
                                 "letters, digits and '-' (kubectl get localqueues)")
             if QUEUE_LABEL in self.labels:
                 raise SpecError("--label", f"{QUEUE_LABEL} is set by --queue-name; drop the label")
+        if self.gang_timeout_seconds is not None:
+            if not self.gang:
+                raise SpecError("--gang-timeout-seconds", "only with --gang; add --gang or drop it")
+            if not isinstance(self.gang_timeout_seconds, int) or not 1 <= self.gang_timeout_seconds < 2**31:
+                raise SpecError("--gang-timeout-seconds", f"{self.gang_timeout_seconds!r} is invalid; use seconds >= 1")
         if self.priority_class is not None and (len(self.priority_class) > 253
                                                 or not _DNS_SUBDOMAIN.fullmatch(self.priority_class)):
             raise SpecError("--priority-class", f"{self.priority_class!r} is not a PriorityClass name; use a lowercase "
@@ -361,6 +368,17 @@ class JobSpec:
         """The TFJob's own labels: the pods' plus Kueue's queue label (Kueue reads it on the job)."""
         queue = {QUEUE_LABEL: self.queue_name} if self.queue_name else {}
         return {**self.all_labels(), **queue}
+
+    def scheduling_policy(self) -> dict | None:
+        """runPolicy.schedulingPolicy for gang scheduling: all replicas start together or none."""
+        if not self.gang:
+            return None
+        policy: dict = {"minAvailable": sum(spec.count for spec in self.replicas.values())}
+        if self.priority_class:
+            policy["priorityClass"] = self.priority_class
+        if self.gang_timeout_seconds:
+            policy["scheduleTimeoutSeconds"] = self.gang_timeout_seconds
+        return policy
 
     def pod_annotations(self) -> dict[str, str]:
         """Istio's sidecar would outlive the trainer and keep a finished TFJob Running: opt out."""

@@ -48,6 +48,16 @@ class JobStatus:
 
 
 @dataclass(frozen=True)
+class LogOptions:
+    previous: bool = False             # the previous container instance (before the last restart)
+    since_seconds: int | None = None   # only lines newer than this
+    timestamps: bool = False           # each line starts with its RFC 3339 time
+
+    def __bool__(self) -> bool:
+        return bool(self.previous or self.since_seconds or self.timestamps)
+
+
+@dataclass(frozen=True)
 class JobSummary:
     name: str
     namespace: str
@@ -58,10 +68,23 @@ class JobSummary:
 
 class Backend(abc.ABC):
     name: str = "base"
+    log_options_note: str | None = "keeps no previous logs or timestamps"  # None: LogOptions are honoured
+
+    def check_log_options(self, options: LogOptions | None) -> None:
+        """SpecError naming the flag when `options` ask for what this backend cannot do."""
+        if options and self.log_options_note:
+            from ..spec import SpecError
+
+            flag = "--previous" if options.previous else "--since" if options.since_seconds else "--timestamps"
+            raise SpecError(flag, f"the {self.name} backend {self.log_options_note}; drop the flag")
 
     def default_job_dir(self, name: str, namespace: str) -> str | None:
         """Where outputs go when the user gave no --job-dir (None: the trainer's default)."""
         return None
+
+    def manifest(self, name: str, namespace: str) -> dict:
+        """The TFJob as the backend holds it; NotFound if there is no such job."""
+        raise BackendError(f"the {self.name} backend cannot show the manifest of {name}")
 
     def installed_crd(self, crd_name: str) -> dict | None:
         """The CRD object (e.g. tfjobs.kubeflow.org) installed where jobs run; None when
@@ -86,9 +109,10 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def logs(self, name: str, namespace: str, replica: str | None = None,
-             follow: bool = False) -> Iterator[LogLine]:
+             follow: bool = False, options: LogOptions | None = None) -> Iterator[LogLine]:
         """Lines of one replica ("worker-1") or of all (None); `follow` waits for Pending
-        replicas and follows across restarts until the job is terminal."""
+        replicas and follows across restarts until the job is terminal. `options` (kubectl's
+        --previous, --since, --timestamps) only where the backend can honour them."""
 
     @abc.abstractmethod
     def delete(self, name: str, namespace: str, wait: bool = False) -> None:

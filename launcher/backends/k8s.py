@@ -13,12 +13,13 @@ pods to a new template, so an in-place update would not replace the job.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Iterator
 
 from ..events import Event, LogLine
 from ..tfconfig import replica_counts
-from .base import Backend, BackendError, JobStatus, JobSummary, NotFound
+from .base import Backend, BackendError, JobStatus, JobSummary, LogOptions, NotFound
 from .k8s_client import CALL_TIMEOUT, CountingApiClient, KubeApi, RequestCounter, absent, load_configuration, read_json
 from .k8s_events import ReplicaTracker, job_events, pod_fetcher
 from .k8s_logs import DRAIN_SECONDS, check_replica, follow_logs, read_logs
@@ -33,6 +34,7 @@ PROPAGATION = "Foreground"  # the TFJob disappears only after its pods and servi
 
 class KubernetesBackend(Backend):
     name = "k8s"
+    log_options_note = None  # the kubelet honours previous, sinceSeconds and timestamps
 
     def __init__(self, kubeconfig: str | None = None, context: str | None = None,
                  request_timeout: float = CALL_TIMEOUT):
@@ -44,6 +46,9 @@ class KubernetesBackend(Backend):
 
     def close(self) -> None:
         self.api.close()
+
+    def manifest(self, name: str, namespace: str) -> dict:
+        return self.api.get_tfjob(name, namespace)
 
     def installed_crd(self, crd_name: str) -> dict | None:
         return self.api.get_crd(crd_name)
@@ -84,13 +89,14 @@ class KubernetesBackend(Backend):
         return job_events(self.api, name, namespace)
 
     def logs(self, name: str, namespace: str, replica: str | None = None,
-             follow: bool = False) -> Iterator[LogLine]:
+             follow: bool = False, options: LogOptions | None = None) -> Iterator[LogLine]:
         one = parse_replica(replica) if replica not in (None, "all") else None
         if one:
             check_replica(self.api.get_tfjob(name, namespace), one)
+        api = self.api.with_log_options(**dataclasses.asdict(options)) if options else self.api
         if follow:
-            return follow_logs(self.api, name, namespace, one, self.log_drain_seconds)
-        return read_logs(self.api, name, namespace, one)
+            return follow_logs(api, name, namespace, one, self.log_drain_seconds)
+        return read_logs(api, name, namespace, one)
 
     def list(self, namespace: str | None) -> list[JobSummary]:
         with self.api.errors("listing tfjobs"):

@@ -245,6 +245,7 @@ class KubeApi:
     def __init__(self, api_client: CountingApiClient, request_timeout: float = CALL_TIMEOUT):
         self.client = api_client
         self.timeout = (min(CONNECT_TIMEOUT, request_timeout), request_timeout)  # (connect, read) of plain calls
+        self.log_options: dict = {}  # previous / since_seconds / timestamps for pod_log (see with_log_options)
         self.host = api_client.configuration.host
         self.received = Received()
         self.core = client.CoreV1Api(api_client)
@@ -348,7 +349,18 @@ class KubeApi:
         (without a read timeout: a training step may print nothing for a long time)."""
         timeout = {} if follow else {"_request_timeout": self.timeout}
         return self.core.read_namespaced_pod_log(
-            name, namespace, container=container, follow=follow, _preload_content=False, **timeout)
+            name, namespace, container=container, follow=follow, _preload_content=False, **self.log_options,
+            **timeout)
+
+    def with_log_options(self, previous: bool = False, since_seconds: int | None = None,
+                         timestamps: bool = False) -> "KubeApi":
+        """The same API (same client) whose pod_log asks the kubelet for these options."""
+        import copy
+
+        api = copy.copy(self)
+        api.log_options = {k: v for k, v in (("previous", previous), ("since_seconds", since_seconds),
+                                             ("timestamps", timestamps)) if v}
+        return api
 
     def close(self) -> None:
         self.client.close()

@@ -72,6 +72,7 @@ def _lost(raw: dict, run: RunDir) -> dict:
 
 
 class LocalBackend(Backend):
+    log_options_note = "keeps one log per replica, every attempt appended, without timestamps"
     name = "local"
 
     def __init__(self, runs_dir: str | None = None):
@@ -88,6 +89,9 @@ class LocalBackend(Backend):
         if not run.exists():
             raise NotFound(f"no local job {namespace}/{name} in {self.runs.root}; see `list`")
         return run
+
+    def manifest(self, name: str, namespace: str) -> dict:
+        return self._run(name, namespace).manifest()
 
     # ---- submit -----------------------------------------------------------------
     def dry_run(self, tfjob: dict) -> dict:
@@ -177,7 +181,8 @@ class LocalBackend(Backend):
             time.sleep(POLL_SECONDS)
 
     def logs(self, name: str, namespace: str, replica: str | None = None,
-             follow: bool = False) -> Iterator[LogLine]:
+             follow: bool = False, options=None) -> Iterator[LogLine]:
+        self.check_log_options(options)
         run = self._run(name, namespace)
         ids = [r["id"] for r in run.plan()["replicas"]]
         if replica not in (None, "all"):

@@ -2,6 +2,8 @@
 validates with it (what `submit` does when a cluster is reachable)."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from launcher.backends.base import CRDUnavailable
@@ -35,3 +37,83 @@ def test_the_installed_crd_is_read_and_validates(backend):
 def test_a_crd_the_cluster_lacks_is_crd_unavailable(backend):
     with pytest.raises(CRDUnavailable, match="not installed"):
         backend.installed_crd("inferenceservices.serving.kserve.io")
+
+
+def test_the_real_apiserver_accepts_the_new_fields(control_plane):
+    """--volume, per-role node selectors, Kueue, priority class, success policy, gang scheduling
+    and the Istio annotation, through the launcher CLI (validated with the cluster's CRD) and a server dry run."""
+    import yaml
+
+    from tests.e2e.launcher_process import run_launcher
+
+    with control_plane.namespace("e2e-fields") as namespace:
+        result = run_launcher(control_plane, "submit", "--backend", "k8s", "-n", namespace, "--name", "fields",
+                              "--workers", "2", "--ps", "1", "--dry-run=server",
+                              "--volume", "runs:/mnt/runs", "--volume", "data:/mnt/data:ro",
+                              "--node-selector", "ps:pool=cpu", "--queue-name", "team-a",
+                              "--priority-class", "high", "--success-policy", "AllWorkers",
+                              "--gang", "--gang-timeout-seconds", "300")
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "cannot read CRD" not in result.stderr  # validated with the cluster's own CRD
+        stored = yaml.safe_load(result.stdout)
+        assert stored["spec"]["successPolicy"] == "AllWorkers" and stored["spec"]["runPolicy"]["suspend"] is True
+        assert stored["spec"]["runPolicy"]["schedulingPolicy"] == {"minAvailable": 4, "priorityClass": "high",
+                                                                   "scheduleTimeoutSeconds": 300}
+        ps = stored["spec"]["tfReplicaSpecs"]["PS"]["template"]
+        assert ps["spec"]["nodeSelector"] == {"pool": "cpu"} and ps["spec"]["priorityClassName"] == "high"
+        assert ps["spec"]["volumes"][1] == {"name": "pvc-1", "persistentVolumeClaim": {"claimName": "data"}}
+        assert ps["metadata"]["annotations"] == {"sidecar.istio.io/inject": "false"}
+        assert control_plane.kubectl_json("get", "tfjobs", "-n", namespace)["items"] == []
+
+
+def test_without_permission_to_read_crds_the_packaged_copy_is_used_with_a_note(control_plane, tmp_path):
+    """A user whose RBAC allows TFJobs but not CustomResourceDefinitions (the usual namespace
+    role): one note, then the packaged CRD; the server dry run still goes through."""
+    import yaml
+
+    from launcher.schemas import describe
+    from tests.e2e.launcher_process import run_launcher
+
+    with control_plane.namespace("e2e-rbac") as namespace:
+        control_plane.kubectl("create", "serviceaccount", "submitter", "-n", namespace)
+        control_plane.kubectl("create", "role", "tfjobs", "-n", namespace, "--verb=get,list,watch,create,delete",
+                              "--resource=tfjobs.kubeflow.org,pods,pods/log")
+        control_plane.kubectl("create", "rolebinding", "submitter", "-n", namespace, "--role=tfjobs",
+                              f"--serviceaccount={namespace}:submitter")
+        token = control_plane.kubectl("create", "token", "submitter", "-n", namespace).stdout.strip()
+        config = yaml.safe_load(control_plane.kubeconfig.read_text())
+        config["users"] = [{"name": "submitter", "user": {"token": token}}]
+        config["contexts"] = [{"name": "submitter", "context": {"cluster": config["clusters"][0]["name"],
+                                                                 "user": "submitter", "namespace": namespace}}]
+        config["current-context"] = "submitter"
+        kubeconfig = tmp_path / "submitter"
+        kubeconfig.write_text(yaml.safe_dump(config))
+
+        result = run_launcher(control_plane, "submit", "--kubeconfig", str(kubeconfig), "-n", namespace,
+                              "--name", "rbac", "--workers", "1", "--dry-run=server")
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert (f"note: cannot read CRD tfjobs.kubeflow.org from {control_plane.server} (not permitted to read it); "
+                f"validating with the packaged CRD of {describe('tfjob')}") in result.stderr.splitlines()
+        assert yaml.safe_load(result.stdout)["metadata"]["name"] == "rbac"
+        refused = run_launcher(control_plane, "submit", "--kubeconfig", str(kubeconfig), "-n", namespace,
+                               "--name", "rbac", "--workers", "1000000000000", "--dry-run=server")
+        assert refused.returncode == 2 and "int32" in refused.stderr  # the packaged CRD still checks
+
+
+def test_a_job_for_a_kueue_queue_waits_suspended(control_plane):
+    """Without Kueue to admit it, a --queue-name job stays suspended: the real operator
+    creates no pods and says Suspended, which `status` shows."""
+    from tests.e2e.launcher_process import run_launcher
+    from tests.support.k8s_backend import poll_until
+
+    with control_plane.namespace("e2e-queue") as namespace:
+        submitted = run_launcher(control_plane, "submit", "--backend", "k8s", "-n", namespace, "--name", "queued",
+                                 "--workers", "1", "--ps", "0", "--queue-name", "team-a", "--detach")
+        assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+
+        def phase() -> str:
+            shown = run_launcher(control_plane, "status", "queued", "--backend", "k8s", "-n", namespace, "-o", "json")
+            return json.loads(shown.stdout)["phase"] if shown.returncode == 0 else ""
+
+        poll_until(lambda: phase() == "Suspended", "the operator to mark the job Suspended", timeout=60)
+        assert control_plane.kubectl_json("get", "pods", "-n", namespace)["items"] == []

@@ -234,3 +234,11 @@ def test_a_cluster_without_the_tfjob_crd_is_crd_unavailable(k8s_backend, fake_ap
     with pytest.raises(CRDUnavailable) as err:
         k8s_backend.installed_crd("tfjobs.kubeflow.org")
     assert str(err.value) == f"cannot read CRD tfjobs.kubeflow.org from {k8s_backend.api.host} (not installed)"
+
+
+def test_manifest_is_the_stored_tfjob(k8s_backend):
+    tfjob = manifest()
+    k8s_backend.submit(tfjob)
+    assert k8s_backend.manifest("mnist", "default")["spec"] == tfjob["spec"]
+    with pytest.raises(NotFound):
+        k8s_backend.manifest("ghost", "default")

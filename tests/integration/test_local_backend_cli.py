@@ -103,3 +103,11 @@ def test_detached_job_is_followed_and_deleted_from_later_launchers(env, state, t
     purged = launcher("delete", "bg", "--backend", "local", "--purge", env=env)
     assert (purged.returncode, purged.stdout) == (0, "tfjob bg deleted\n"), purged.stderr
     assert not run.path.exists()
+
+
+@pytest.mark.parametrize("flag", [["--previous"], ["--since", "10m"], ["--timestamps"]])
+def test_kubectl_log_options_the_local_backend_cannot_honour_are_one_line(env, tmp_path, flag):
+    done = launcher("logs", "ghost", "--backend", "local", *flag, env=env)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (f"error: {flag[0]}: the local backend keeps one log per replica, every attempt appended, "
+                           "without timestamps; drop the flag\n")

@@ -84,6 +84,7 @@ def test_local_backend_without_tensorflow_is_one_line_and_starts_nothing(lean: V
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2 * 1200 + JOB_TIMEOUT)  # a TensorFlow install (INSTALL_TIMEOUT), then the job
 def test_with_the_local_extra_a_ps_job_succeeds(dists: Dists, tmp_path, mnist_dir):  # noqa: F811
     venv = new_venv(tmp_path)
     venv.pip_install(f"{dists.wheel}[local]")

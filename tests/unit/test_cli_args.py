@@ -195,3 +195,33 @@ def test_bad_gcloud_flags(argv, field):
     with pytest.raises((SpecError, UsageError)) as caught:
         spec_for("--name", "a", *argv)
     assert caught.value.field == field
+
+
+def test_machine_types_become_requests_that_fill_the_node_and_its_selector():
+    args = build_parser().parse_args(["render", "--name", "a", "--worker-machine-type", "n1-standard-8",
+                                      "--parameter-server-machine-type", "n1-highmem-2", "--cpu", "ps=1"])
+    spec, notes = build_spec(args)
+    worker, ps = spec.replicas["Worker"], spec.replicas["PS"]
+    # n1-standard-8: 8 vCPU, 30 GB; GKE keeps 90m CPU and about 3.4 GiB; 200m / 512Mi left for system pods
+    assert (worker.cpu, worker.memory) == ("7710m", "24576Mi")
+    assert ps.cpu == "1"  # the explicit per-role flag wins
+    assert spec.replica_node_selector("Worker") == {"node.kubernetes.io/instance-type": "n1-standard-8"}
+    assert spec.replica_node_selector("Chief") == {}
+    assert notes[0].startswith("note: --worker-machine-type n1-standard-8: worker pods request cpu 7710m")
+
+
+@pytest.mark.parametrize("machine", ["n1-standard-3", "m1-ultramem-40", "N1-STANDARD-8", "standard_gpu"])
+def test_unknown_machine_types_are_refused(machine):
+    with pytest.raises(SpecError) as caught:
+        spec_for("--name", "a", "--worker-machine-type", machine)
+    assert caught.value.field == "--worker-machine-type" and "--cpu ROLE=" in str(caught.value)
+
+
+def test_gke_allocatable_follows_the_documented_reservation():
+    from launcher.machine_types import gke_allocatable
+
+    assert gke_allocatable(1, 3840) == (940, 3840 - int(0.25 * 3840) - 100)
+    cpu, _ = gke_allocatable(4, 16384)
+    assert cpu == 4000 - 60 - 10 - 10  # 6% of core 1, 1% of core 2, 0.5% of cores 3-4
+    _, memory = gke_allocatable(4, 16384)
+    assert memory == int(16384 - (1024 + 819.2 + 819.2) - 100)  # 25% of 4 GiB, 20% of the next 4, 10% of the next 8

@@ -64,6 +64,8 @@ REFUSED = [
     (["--queue-name", "q", "--label", "kueue.x-k8s.io/queue-name=other"], "--label"),
     (["--priority-class", "High Priority"], "--priority-class"),
     (["--success-policy", "AllChiefs"], "--success-policy"),
+    (["--gang-timeout-seconds", "60"], "--gang-timeout-seconds"),
+    (["--gang", "--gang-timeout-seconds", "0"], "--gang-timeout-seconds"),
     (["--gpus-per-worker", "1", "--accelerator", "nvidia-tesla-t1000"], "--accelerator"),
     (["--node-selector", "cloud.google.com/gke-accelerator=nvidia-tesla-t4", "--gpus-per-worker", "1"],
      "--node-selector"),

@@ -103,6 +103,7 @@ def test_dry_run_client_is_the_bare_dry_run_and_none_submits(cli):
     (["--dry-run=client", "--server-dry-run"], "--server-dry-run"),
     (["--dry-run=sever"], "--dry-run"),
     (["--dry-run", "--detach"], "--detach"),
+    (["--stream-logs", "--async"], "--stream-logs"),
     (["--server-dry-run", "--replace"], "--replace"),
     (["--backend", "local", "--kubeconfig", "/tmp/kubeconfig"], "--kubeconfig"),
     (["--backend", "local", "--context", "gke"], "--context"),
@@ -298,3 +299,11 @@ def test_local_backend_notes_cluster_only_scheduling_flags(cli):
     assert result.code == 0, result.err
     assert ("note: --queue-name, --success-policy are ignored by the local backend (it starts every replica at once; "
             "the chief decides success)") in result.err.splitlines()
+
+
+def test_gclouds_async_is_detach_and_stream_logs_the_default(cli):
+    backend = FakeBackend(name="k8s")
+    detached = submit(cli, backend, "--async")
+    assert detached.code == 0 and backend.log_requests == [] and detached.out.splitlines()[-1].startswith("Follow it:")
+    streamed = submit(cli, FakeBackend(name="k8s", logs=CHIEF_LOGS), "--stream-logs")
+    assert streamed.code == 0 and "[chief-0] starting" in streamed.out

@@ -59,7 +59,7 @@ def spec_matrix() -> dict[str, JobSpec]:
                                        replicas={"Chief": ReplicaSpec(1), "PS": ps, "Worker": ReplicaSpec(2, gpus=1)}),
         "gke-scheduling": JobSpec(name="queued", replicas={"Chief": ReplicaSpec(1), "PS": ps, "Worker": worker},
                                   success_policy="AllWorkers", queue_name="team-a", priority_class="high.priority",
-                                  istio_sidecar=True),
+                                  istio_sidecar=True, gang=True, gang_timeout_seconds=600),
         "volumes": JobSpec(name="pvc", replicas={"Chief": ReplicaSpec(1), "PS": ps, "Worker": worker},
                            job_dir="/mnt/runs/pvc",
                            volumes=(Volume("training-runs", "/mnt/runs"), Volume("mnist.data", "/mnt/data", True))),

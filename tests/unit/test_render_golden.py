@@ -126,11 +126,13 @@ def test_volumes_are_mounted_in_every_replica():
 
 def test_gke_scheduling_flags_reach_the_tfjob(cli):
     result = cli("render", "--name", "queued", "--success-policy", "AllWorkers", "--queue-name", "team-a",
-                 "--priority-class", "high-priority")
+                 "--priority-class", "high-priority", "--gang", "--gang-timeout-seconds", "300")
     assert result.code == 0, result.err
     tfjob = result.manifest()
     assert tfjob["spec"]["successPolicy"] == "AllWorkers"
     assert tfjob["spec"]["runPolicy"]["suspend"] is True
+    assert tfjob["spec"]["runPolicy"]["schedulingPolicy"] == {"minAvailable": 4, "priorityClass": "high-priority",
+                                                              "scheduleTimeoutSeconds": 300}
     assert tfjob["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
     for replica in tfjob["spec"]["tfReplicaSpecs"].values():
         template = replica["template"]

@@ -104,6 +104,20 @@ Kueue queue is created suspended. */}}
 {{- if .Values.queueName }}
 {{- $_ := set $policy "suspend" true }}
 {{- end }}
+{{- if .Values.gang.enabled }}
+{{- $total := 0 }}
+{{- range $role := list "chief" "ps" "worker" "evaluator" }}
+{{- $total = add $total (int (index $.Values.replicas $role).count) }}
+{{- end }}
+{{- $gang := dict "minAvailable" (int64 $total) }}
+{{- with .Values.priorityClassName }}
+{{- $_ := set $gang "priorityClass" . }}
+{{- end }}
+{{- if not (kindIs "invalid" .Values.gang.timeoutSeconds) }}
+{{- $_ := set $gang "scheduleTimeoutSeconds" (int64 .Values.gang.timeoutSeconds) }}
+{{- end }}
+{{- $_ := set $policy "schedulingPolicy" $gang }}
+{{- end }}
 {{- toJson $policy }}
 {{- end }}
 
