@@ -79,8 +79,8 @@ class KubernetesBackend(Backend):
         tracker.gpus = replica_gpus(tfjob)
         with self.api.errors(f"listing pods of tfjob {name}"):
             pods, _ = table_rows(read_json(self.api.pod_rows(namespace, label_selector=pod_selector(name))))
-            if any(not row.node for row in pods):  # why they wait: the scheduler's events
-                tracker.unschedulable_from(read_json(self.api.scheduling_events(namespace))["items"])
+            if any(not row.node for row in pods):  # why they wait: the scheduler's events, if RBAC allows
+                tracker.unschedulable_from(self.api.scheduling_messages(namespace))
             phases = sorted(filter(None, map(tracker.phase_of, pods)), key=replica_order)
         return JobStatus(name=name, namespace=namespace, conditions=job_conditions(tfjob),
                          replicas=tuple(phases), created=created(tfjob), backend=self.name)

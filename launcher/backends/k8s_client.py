@@ -344,6 +344,15 @@ class KubeApi:
         return self.core.list_namespaced_event(namespace, field_selector=SCHEDULING_EVENTS,
                                                _preload_content=False, **params)
 
+    def scheduling_messages(self, namespace: str) -> list[dict]:
+        """The FailedScheduling events of the namespace; [] where RBAC does not allow them."""
+        try:
+            return read_json(self.scheduling_events(namespace)).get("items") or []
+        except ApiException as exc:
+            if exc.status == 403:
+                return []
+            raise
+
     def pod_log(self, name: str, namespace: str, container: str, follow: bool) -> urllib3.BaseHTTPResponse:
         """The current container instance's log (kubelet rules); streamed when `follow`
         (without a read timeout: a training step may print nothing for a long time)."""

@@ -33,6 +33,7 @@ WATCH_SECONDS = 290  # server-side timeout of one watch request (kubectl uses 5-
 MAX_FAILURES = 15  # transport failures in a row, without an answer between, before giving up:
 # with the backoff below ~1 min, so a restarting API server (tens of seconds) is waited for
 GONE = 410
+FORBIDDEN = 403
 
 
 @dataclass(frozen=True)
@@ -89,11 +90,12 @@ class _Gone(Exception):
 
 class ListWatch(threading.Thread):
     def __init__(self, kind: str, call: Call, sink: queue.Queue, stop: threading.Event, host: str,
-                 received: Received | None = None, decode: Objects | Rows | None = None):
+                 received: Received | None = None, decode: Objects | Rows | None = None, optional: bool = False):
         super().__init__(name=f"watch-{kind}", daemon=True)
         self.kind, self._call, self._sink, self._halt, self._host = kind, call, sink, stop, host
         self._received = received or Received()
         self._decode = decode or Objects()
+        self._optional = optional  # a watch the consumer can do without: 403 Forbidden ends it quietly
         self._response: urllib3.BaseHTTPResponse | None = None
         self.version: str | None = None  # the last resourceVersion seen; None: list first
         self._failures = 0  # transport failures since the server last answered
@@ -104,6 +106,8 @@ class ListWatch(threading.Thread):
         except BackendError as exc:
             self._emit(WatchFailed(self.kind, exc))
         except ApiException as exc:
+            if self._optional and exc.status == FORBIDDEN:
+                return
             self._emit(WatchFailed(self.kind, BackendError(f"watching {self.kind}: {server_message(exc)}")))
         except Exception as exc:  # a malformed answer: the consumer must not wait forever
             self._emit(WatchFailed(self.kind, BackendError(f"watching {self.kind}: {one_line(exc)}")))
@@ -208,7 +212,8 @@ class JobFeed:
                                                          api.received, decode)
         self._watches = [watch("tfjob", job_call), watch("pod", pod_call, Rows() if rows else None)]
         if rows:
-            self._watches.append(watch("event", _bind(api.scheduling_events, namespace)))
+            self._watches.append(ListWatch("event", _bind(api.scheduling_events, namespace), self.queue, self._halt,
+                                           api.host, api.received, optional=True))  # RBAC may not allow events
 
     def __enter__(self) -> "JobFeed":
         for watch in self._watches:

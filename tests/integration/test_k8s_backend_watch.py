@@ -155,6 +155,23 @@ def test_410_gone_relists_and_reports_only_real_changes(job, fake_apiserver, fak
     assert fake_apiserver.count("pods", "list") == 2 and fake_apiserver.count("tfjobs", "list") == 2
 
 
+def test_without_rights_on_events_pods_are_followed_without_the_schedulers_reasons(k8s_backend, fake_apiserver,
+                                                                                   fake_operator):
+    fake_apiserver.forbidden.add("events")
+    k8s_backend.submit(manifest(workers=2))
+    events = Collector(k8s_backend.events("mnist", "default"))
+    poll_until(lambda: watches_open(fake_apiserver), "the backend's pod and TFJob watches")
+    create_pods(fake_operator, events)
+    fake_operator.unschedulable("mnist-worker-1", "0/3 nodes are available: 3 Insufficient cpu.")
+    assert k8s_backend.status("mnist", "default").replicas[-1].message == ""
+    fake_apiserver.forbidden.clear()
+    assert "Insufficient cpu" in k8s_backend.status("mnist", "default").replicas[-1].message
+    for pod in PODS[:3]:
+        fake_operator.start(pod)
+    items = finish(fake_operator, events, PODS[:3])
+    assert items[-1].type == "Succeeded" and states(items, "worker-1") == [("Pending", "")]
+
+
 def test_a_job_deleted_while_watched_is_not_found(job, fake_apiserver, k8s_backend):
     k8s_backend.delete("mnist", "default")
     with pytest.raises(NotFound, match="tfjob mnist was deleted from namespace default"):

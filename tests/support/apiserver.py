@@ -14,7 +14,8 @@ unchanged against it through a kubeconfig (bearer token or exec plugin):
 - pods as Tables (`Accept: application/json;as=Table;v=v1;g=meta.k8s.io`, includeObject):
   list and watch, rendered as kube-apiserver's pod printer does (apiserver_table.py).
 - events (core/v1): list and watch, fieldSelector on involvedObject / reason; written by
-  `FakeOperator.unschedulable` as the scheduler's FailedScheduling event.
+  `FakeOperator.unschedulable` as the scheduler's FailedScheduling event; `forbidden`
+  answers 403 for a resource, as RBAC does.
 - Lists and watches take labelSelector (equality only) and fieldSelector
   (metadata.name / metadata.namespace). resourceVersion is one counter for every object,
   like etcd's revision. A watch from a version replays the changes after it as chunked,
@@ -98,6 +99,7 @@ class FakeApiServer:
         self.token = token
         self.namespaces = set(namespaces)
         self.resources = {"pods", "events", "tfjobs"}  # discard "tfjobs" for a cluster without the CRD
+        self.forbidden: set[str] = set()  # resources RBAC does not let the client read (403)
         self.cond = threading.Condition()
         self.version = 1
         self.objects: dict[tuple[str, str, str], dict] = {}
@@ -260,6 +262,9 @@ class FakeApiServer:
             if route is None or route[0] not in self.resources:
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
             resource, kind, match = route
+            if resource in self.forbidden:
+                raise ApiError(403, "Forbidden", f'{resource} is forbidden: User "fake" cannot {method.lower()} '
+                                                 f'resource "{resource}" in API group ""')
             ns, name = match.groupdict().get("ns"), match.groupdict().get("name")
             verb = verb_of(method, kind, query)
             with self.cond:
