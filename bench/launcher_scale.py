@@ -1,38 +1,47 @@
 """The launcher at scale on the real control plane of tests/support/controlplane.py:
-submit a 1 chief + 1000 worker + 50 ps TFJob through KubernetesBackend (in this process,
-so it can be measured), follow it with backend.events() as `launcher submit` does, make
-the chief exit 0 once all replicas run (the e2e tests' KWOK annotation), and watch the
-job to Succeeded. A 1 chief + 10 worker + 1 ps job runs first in the same control plane
-for comparison. Prints one line per figure:
+submit TFJobs of growing size (default 1 chief + 10 workers + 1 ps, then 1 + 1000 + 50)
+through KubernetesBackend (in this process, so it can be measured), follow each with
+backend.events() as `launcher submit` does, make the chief exit 0 once all replicas run
+(the e2e tests' KWOK annotation), and watch the job to Succeeded. Prints one line per
+figure, the jobs side by side:
 
 - time from submit until the launcher has seen every replica Running (with the server's
   own timeline beside it: pods are created by training-operator at its default 20 QPS);
 - largest lag from a pod phase / TFJob condition change on the server to the launcher's
-  view, against the apiserver audit log's microsecond stageTimestamp (pod timestamps have
-  1-s resolution; that bound is printed too);
-- API requests the backend made, small job vs large job;
-- peak RSS (getrusage ru_maxrss) of this process, which is the launcher plus this bench.
+  view, against the apiserver audit log's microsecond stageTimestamp;
+- API requests the backend made per job (must not grow with the replica count);
+- bytes the launcher received per pod change on its pod watch (and in its first list),
+  beside the size of one pod object on the server (TF_CONFIG makes it O(replicas));
+- CPU seconds (user + system) of this process per job and peak RSS (ru_maxrss): the
+  launcher in-process plus this bench.
 
-Every wait is bounded: it gives up after --timeout s with what the launcher and the
-server saw. On a 2-core machine, shared with other work: the load average is printed.
+A job that makes no progress for --stall s (no replica changed in the launcher's view;
+the default leaves room for training-operator deleting the previous job's pods first)
+stops the run with the TFJob's last condition and training-operator's last error instead
+of waiting out --timeout. Every wait is bounded. On a 2-core machine shared with other
+work the CPU model and load average are printed.
 
-    .venv/bin/python bench/launcher_scale.py [--workers 1000] [--ps 50] [--timeout 900]
+    .venv/bin/python bench/launcher_scale.py [--jobs 10:1,1000:50[,5000:100]] [--timeout 1800]
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 from _common import machine
 from scale_audit import JOB, audit_flags, server_changes
 from scale_nodes import add_nodes
+from scale_stall import stall_report
 from scale_watch import KubectlView, LauncherView
 
 from launcher.backends.k8s import KubernetesBackend  # noqa: E402
@@ -40,12 +49,13 @@ from launcher.backends.k8s_objects import pod_selector  # noqa: E402
 from launcher.cli_submit import rendered  # noqa: E402
 from launcher.spec import JobSpec, ReplicaSpec  # noqa: E402
 from tests.support.controlplane import ControlPlane, running_control_plane  # noqa: E402
-from tests.support.controlplane_procs import ControlPlaneError  # noqa: E402
+from tests.support.controlplane_procs import wait_until  # noqa: E402
 
 FINISH_TIMEOUT_S = 300.0  # from the chief's exit to the launcher seeing Succeeded
 PROGRESS_S = 30.0
 LAG_TARGET_S = 1.0
-JOBS = ("scale-small", "scale-big")
+BYTES_TARGET = 2048  # per pod change
+CONTROL_MAX = 1200  # `kubectl get pods -w` (whole pods: O(N^2) bytes) only for jobs up to this size
 
 
 @dataclass
@@ -55,65 +65,102 @@ class JobRun:
     submitted: float
     view: LauncherView
     requests: dict[str, int]
+    received: dict[str, dict[str, int]]
+    cpu_s: float
     maxrss_mib: float
+    pod_bytes: int  # one pod object as the server stores it (JSON)
+    unfinished: str = ""  # why Succeeded was not seen, if it was not
 
 
 def maxrss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
+def cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def cpu_model() -> str:
+    out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
+    return next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")),
+                "unknown CPU")
+
+
 def server_phases(cp: ControlPlane, namespace: str, name: str) -> str:
     out = cp.kubectl("get", "pods", "-n", namespace, "-l", pod_selector(name), "--no-headers",
-                     "-o", "custom-columns=PHASE:.status.phase", check=False, timeout=60).stdout.split()
+                     "-o", "custom-columns=PHASE:.status.phase", check=False, timeout=120).stdout.split()
     return ", ".join(f"{out.count(p)} {p}" for p in sorted(set(out))) or "no pods"
 
 
-def wait_all_running(cp: ControlPlane, view: LauncherView, namespace: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    start = time.monotonic()
-    while not view.all_running.wait(timeout=PROGRESS_S):
+def wait_all_running(cp: ControlPlane, view: LauncherView, namespace: str, timeout: float, stall: float) -> None:
+    """Until the launcher shows every replica Running; gives up after `timeout`, or after
+    `stall` s in which nothing in the launcher's view changed, saying why."""
+    start = last_change = time.monotonic()
+    seen = view.events
+    while not view.all_running.wait(timeout=min(PROGRESS_S, stall)):
+        now = time.monotonic()
         if view.done.is_set():
             raise RuntimeError(f"the launcher's watch ended before all replicas ran: {view.error!r}")
-        if time.monotonic() > deadline:
+        if view.events != seen:
+            seen, last_change = view.events, now
+        elif now - last_change >= stall:
+            raise RuntimeError(f"stalled: no change in the launcher's view for {now - last_change:.0f} s at "
+                               f"{view.running} of {view.replicas} replicas Running (server: "
+                               f"{server_phases(cp, namespace, view.job)}); "
+                               f"{stall_report(cp, namespace, view.job)}")
+        if now - start > timeout:
             raise TimeoutError(f"gave up after {timeout:.0f} s: the launcher saw {view.running} of "
                                f"{view.replicas} replicas Running; the server has "
-                               f"{server_phases(cp, namespace, view.job)}")
-        print(f"  ... {view.running}/{view.replicas} Running in the launcher's view after "
-              f"{time.monotonic() - start:.0f} s (load average {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
+                               f"{server_phases(cp, namespace, view.job)}; {stall_report(cp, namespace, view.job)}")
+        print(f"  ... {view.job}: {view.running}/{view.replicas} Running in the launcher's view after "
+              f"{now - start:.0f} s (load average {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
 
 
-def run_job(cp: ControlPlane, backend: KubernetesBackend, namespace: str, name: str, workers: int, ps: int,
-            timeout: float) -> JobRun:
+def one_pod_bytes(cp: ControlPlane, namespace: str, name: str) -> int:
+    out = cp.kubectl("get", "pod", f"{name}-worker-0", "-n", namespace, "-o", "json", check=False, timeout=60)
+    return len(json.dumps(json.loads(out.stdout), separators=(",", ":"))) if out.returncode == 0 else 0
+
+
+def run_job(cp: ControlPlane, backend: KubernetesBackend, namespace: str, workers: int, ps: int,
+            args: argparse.Namespace) -> JobRun:
     """Submit, follow until every replica runs, finish the chief, follow to Succeeded."""
+    replicas = 1 + workers + ps
+    name = f"scale-{replicas}"
     spec = JobSpec(name=name, namespace=namespace,
                    replicas={"Chief": ReplicaSpec(1), "Worker": ReplicaSpec(workers), "PS": ReplicaSpec(ps)})
     tfjob = rendered(spec)
-    replicas = 1 + workers + ps
     backend.requests.reset()
+    backend.api.received.reset()
+    cpu_before = cpu_s()
     submitted = time.time()
     backend.submit(tfjob)
     view = LauncherView(backend, name, namespace, replicas)
     view.start()
-    wait_all_running(cp, view, namespace, timeout)
+    wait_all_running(cp, view, namespace, args.timeout, args.stall)
+    pod_bytes = one_pod_bytes(cp, namespace, name)
     cp.finish_pod(namespace, f"{name}-chief-0", 0)
-    if not view.done.wait(timeout=FINISH_TIMEOUT_S):
-        raise TimeoutError(f"gave up: the launcher did not see tfjob {name} finish within {FINISH_TIMEOUT_S:.0f} s "
-                           f"of the chief's exit")
-    if view.error is not None:
+    unfinished = ""  # the figures up to every replica Running stand even if Succeeded never comes
+    if not view.done.wait(timeout=args.finish):
+        unfinished = (f"the launcher did not see tfjob {name} finish within {args.finish:.0f} s of the "
+                      f"chief's exit; {stall_report(cp, namespace, name)}")
+    elif view.error is not None:
         raise RuntimeError(f"the launcher's watch of {name} failed: {view.error}")
-    return JobRun(name, replicas, submitted, view, backend.requests.snapshot(), maxrss_mib())
+    return JobRun(name, replicas, submitted, view, backend.requests.snapshot(), backend.api.received.snapshot(),
+                  cpu_s() - cpu_before, maxrss_mib(), pod_bytes, unfinished)
 
 
 # ---- result lines ---------------------------------------------------------------------
-def time_line(big: JobRun, small: JobRun, server: dict) -> str:
-    def last(phase: str) -> float:
-        return max(t for (job, replica, p), t in server.items() if job == big.name and replica != JOB
-                   and p == phase) - big.submitted
+def time_line(runs: list[JobRun], server: dict) -> str:
+    def text(run: JobRun) -> str:
+        def last(phase: str) -> float:
+            return max((t for (job, replica, p), t in server.items() if job == run.name and replica != JOB
+                        and p == phase), default=float("nan")) - run.submitted
 
-    return (f"all {big.replicas} replicas Running in the launcher's view {big.view.all_running_at - big.submitted:.1f} s "
-            f"after submit (server: last pod created +{last('Pending'):.1f} s, last pod Running "
-            f"+{last('Running'):.1f} s); {small.replicas}-replica job: "
-            f"{small.view.all_running_at - small.submitted:.1f} s")
+        return (f"{run.replicas} replicas: {run.view.all_running_at - run.submitted:.1f} s (server: last pod "
+                f"created +{last('Pending'):.1f} s, last pod Running +{last('Running'):.1f} s)")
+
+    return "submit -> every replica Running in the launcher's view: " + "; ".join(map(text, runs))
 
 
 def lags(seen: dict, server: dict) -> list[tuple[float, tuple]]:
@@ -122,81 +169,140 @@ def lags(seen: dict, server: dict) -> list[tuple[float, tuple]]:
 
 
 def spread(values: list[float]) -> str:
+    if not values:
+        return "no changes"
     p99 = values[min(len(values) - 1, int(len(values) * 0.99))]
     return (f"p99 {p99 * 1000:.0f} ms, median {statistics.median(values) * 1000:.0f} ms "
             f"over {len(values)} changes")
 
 
-def lag_line(runs: list[JobRun], control: KubectlView, server: dict) -> str:
-    launcher = lags({k: t for run in runs for k, t in run.view.seen.items()}, server)
-    worst, (job, replica, change) = launcher[-1]
-    kubectl_lags = [lag for lag, _ in lags(control.seen, server)] or [float("nan")]
-    start_lag = max(run.view.start_lag for run in runs)
+def lag_line(runs: list[JobRun], control: dict, server: dict) -> str:
+    def text(run: JobRun) -> str:
+        found = lags(run.view.seen, server)
+        if not found:
+            return f"{run.replicas} replicas: no changes matched"
+        worst, (_, replica, change) = found[-1]
+        return (f"{run.replicas} replicas: largest {worst * 1000:.0f} ms ({replica} {change}), "
+                f"{spread([lag for lag, _ in found])}")
+
+    worst = max((lags(run.view.seen, server) or [(0.0, None)])[-1][0] for run in runs)
+    kubectl_lags = [lag for lag, _ in lags(control, server)]
     verdict = "met" if worst < LAG_TARGET_S else "MISSED"
     return (f"largest lag from a pod phase / TFJob condition change on the server (apiserver audit "
-            f"stageTimestamp, microseconds) to the launcher's view: {worst * 1000:.0f} ms ({job} {replica} "
-            f"{change}), {spread([lag for lag, _ in launcher])} [target < {LAG_TARGET_S:.0f} s: {verdict}]; "
-            f"control, kubectl get pods -w on the same pods: largest {kubectl_lags[-1] * 1000:.0f} ms, "
-            f"{spread(kubectl_lags)}; by the pods' own startTime (stamped by KWOK before its write, "
-            f"1-s resolution) Running reached the launcher at most {start_lag:.2f} s after that second")
+            f"stageTimestamp) to the launcher's view: " + "; ".join(map(text, runs))
+            + f" [target < {LAG_TARGET_S:.0f} s: {verdict}]; control, kubectl get pods -w (jobs up to "
+            f"{CONTROL_MAX} replicas): largest {(kubectl_lags or [float('nan')])[-1] * 1000:.0f} ms, "
+            f"{spread(kubectl_lags)}")
 
 
-def requests_line(big: JobRun, small: JobRun) -> str:
+def requests_line(runs: list[JobRun]) -> str:
     def text(run: JobRun) -> str:
         detail = ", ".join(f"{n} {k}" for k, n in sorted(run.requests.items()))
         return f"{sum(run.requests.values())} for {run.replicas} replicas ({detail})"
 
-    flat = sum(big.requests.values()) <= sum(small.requests.values())
-    return (f"API requests over submit -> Succeeded: {text(big)}; {text(small)} "
-            f"[independent of replica count: {'yes' if flat else 'NO'}]")
+    flat = len({sum(run.requests.values()) for run in runs}) == 1
+    return (f"API requests over submit -> Succeeded: " + "; ".join(map(text, runs))
+            + f" [independent of replica count: {'yes' if flat else 'NO'}]")
 
 
-def memory_line(before: float, big: JobRun, small: JobRun) -> str:
-    return (f"launcher peak memory (ru_maxrss of this process: launcher in-process + bench): "
-            f"{big.maxrss_mib:.0f} MiB after the {big.replicas}-replica job, {small.maxrss_mib:.0f} MiB after "
-            f"the {small.replicas}-replica job, {before:.0f} MiB before either")
+def bytes_line(runs: list[JobRun]) -> str:
+    def text(run: JobRun) -> str:
+        pod = run.received.get("pod", {})
+        per_change = pod.get("watch_bytes", 0) / max(pod.get("changes", 0), 1)
+        other = ", ".join(f"{kind} {c.get('list_bytes', 0) + c.get('watch_bytes', 0)} B in {c.get('changes', 0)} "
+                          f"changes" for kind, c in sorted(run.received.items()) if kind != "pod")
+        return (f"{run.replicas} replicas: {per_change:.0f} B per pod change over {pod.get('changes', 0)} changes "
+                f"(first list {pod.get('list_bytes', 0)} B; one pod object on the server {run.pod_bytes} B; "
+                f"{other})")
+
+    worst = max(run.received.get("pod", {}).get("watch_bytes", 0)
+                / max(run.received.get("pod", {}).get("changes", 0), 1) for run in runs)
+    verdict = "met" if worst < BYTES_TARGET else "MISSED"
+    return "bytes the launcher received on its pod watch: " + "; ".join(map(text, runs)) + \
+        f" [target flat, < {BYTES_TARGET} B: {verdict}]"
+
+
+def cost_line(before: float, runs: list[JobRun]) -> str:
+    return ("launcher CPU and memory (this process: launcher in-process + bench): "
+            + "; ".join(f"{run.replicas} replicas: {run.cpu_s:.1f} CPU s, peak RSS {run.maxrss_mib:.0f} MiB after"
+                        for run in runs) + f"; {before:.0f} MiB before any job")
+
+
+def fresh_namespace(cp: ControlPlane, name: str) -> str:
+    """A namespace for the jobs, never deleted: the control plane goes with everything in it
+    (deleting thousands of pods would take minutes)."""
+    cp.kubectl("create", "namespace", name)
+    wait_until(f"service account default in {name}",
+               lambda: cp.kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode == 0,
+               cp.procs, "kube-controller-manager")
+    return name
 
 
 def measure(args: argparse.Namespace, workdir: Path) -> list[str]:
     audit_log, flags = audit_flags(workdir)
     with running_control_plane(workdir, flags) as cp:
         os.environ.update(cp.env())  # no_proxy for the API server, as for the launcher CLI
-        small_workers, small_ps = 10, 1
-        nodes = add_nodes(cp, args.workers + args.ps + small_workers + small_ps + 2)
-        print(f"control plane up, {len(nodes)} extra KWOK nodes; {machine()}", file=sys.stderr, flush=True)
+        nodes = add_nodes(cp, sum(1 + w + p for w, p in args.jobs) + 2)
+        print(f"control plane up, {len(nodes)} extra KWOK nodes; {cpu_model()}, {machine()}", file=sys.stderr,
+              flush=True)
         backend = KubernetesBackend(kubeconfig=str(cp.kubeconfig))
-        lines: list[str] = []
         try:
-            with cp.namespace("bench-scale") as namespace:
-                before = maxrss_mib()
-                with KubectlView(cp, namespace, JOBS) as control:
-                    small = run_job(cp, backend, namespace, JOBS[0], small_workers, small_ps, args.timeout)
-                    big = run_job(cp, backend, namespace, JOBS[1], args.workers, args.ps, args.timeout)
-                server = server_changes(audit_log, namespace, JOBS)
-                lines = [f"launcher at scale on the real control plane + KWOK, 1 chief + {args.workers} workers "
-                         f"+ {args.ps} ps: {machine()}",
-                         time_line(big, small, server), lag_line([small, big], control, server),
-                         requests_line(big, small), memory_line(before, big, small)]
-        except ControlPlaneError as exc:
-            if not lines:
-                raise
-            print(f"note: cleaning up the namespace: {exc}", file=sys.stderr)  # the control plane goes anyway
+            namespace = fresh_namespace(cp, "bench-scale")
+            before = maxrss_mib()
+            runs: list[JobRun] = []
+            control: dict = {}
+            failed = ""
+            for workers, ps in args.jobs:
+                small = 1 + workers + ps <= CONTROL_MAX
+                try:
+                    with (KubectlView(cp, namespace, (f"scale-{1 + workers + ps}",)) if small
+                          else nullcontext()) as view:
+                        runs.append(run_job(cp, backend, namespace, workers, ps, args))
+                except (TimeoutError, RuntimeError) as exc:  # the jobs before it still have their figures
+                    if not runs:
+                        raise
+                    failed = f"1 chief + {workers} workers + {ps} ps: {exc}"
+                    break
+                if view is not None:
+                    control.update(view.seen)
+                print(f"  done: {runs[-1].name} ({machine()})", file=sys.stderr, flush=True)
+            server = server_changes(audit_log, namespace, tuple(run.name for run in runs))
+            return [f"launcher at scale on the real control plane + KWOK ({len(nodes)} extra 110-pod nodes), jobs "
+                    + ", ".join(f"1 chief + {w} workers + {p} ps" for w, p in args.jobs)
+                    + f": {cpu_model()}, {machine()}",
+                    time_line(runs, server), lag_line(runs, control, server), requests_line(runs),
+                    bytes_line(runs), cost_line(before, runs)] + ([f"NOT FINISHED: {failed}"] if failed else []) \
+                + [f"NOT FINISHED ({run.replicas} replicas, figures up to every replica Running): {run.unfinished}"
+                   for run in runs if run.unfinished]
         finally:
             backend.close()
-        return lines
+
+
+def job_sizes(text: str) -> list[tuple[int, int]]:
+    try:
+        sizes = [tuple(int(n) for n in part.split(":")) for part in text.split(",")]
+    except ValueError:
+        sizes = []
+    if not sizes or any(len(s) != 2 or s[0] < 1 or s[1] < 0 for s in sizes):
+        raise argparse.ArgumentTypeError(f"--jobs {text!r}: give WORKERS:PS,... like 10:1,1000:50")
+    return sizes
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workers", type=int, default=1000)
-    parser.add_argument("--ps", type=int, default=50)
-    parser.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for all replicas Running")
+    parser.add_argument("--jobs", type=job_sizes, default=job_sizes("10:1,1000:50"),
+                        help="WORKERS:PS of each job, run one after the other (1 chief each)")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds to wait for all replicas Running")
+    parser.add_argument("--finish", type=float, default=FINISH_TIMEOUT_S,
+                        help="seconds to wait for Succeeded after the chief's exit")
+    parser.add_argument("--stall", type=float, default=300.0,
+                        help="seconds without any change in the launcher's view before giving up, saying why")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
         try:
             lines = measure(args, Path(tmp))
         except (TimeoutError, RuntimeError) as exc:  # ControlPlaneError is a RuntimeError
-            print(f"launcher_scale: {exc}; {machine()}", file=sys.stderr)
+            print(f"launcher_scale: {exc}; {cpu_model()}, {machine()}", file=sys.stderr)
             return 1
     for line in lines:
         print(line)

@@ -9,7 +9,7 @@ import threading
 import time
 
 import _common  # noqa: F401  (puts the repository on sys.path)
-from scale_audit import JOB, Key, epoch
+from scale_audit import JOB, Key
 
 from launcher.backends.k8s import KubernetesBackend
 from launcher.events import JobCondition, ReplicaPhase
@@ -25,7 +25,6 @@ class LauncherView(threading.Thread):
         self.phases: dict[str, str] = {}  # replica id -> latest phase
         self.running = 0  # replicas whose latest phase is Running
         self.events = 0
-        self.start_lag = 0.0  # largest arrival - pod startTime (1-s resolution) of a Running event
         self.all_running = threading.Event()
         self.all_running_at = 0.0
         self.done = threading.Event()
@@ -49,8 +48,6 @@ class LauncherView(threading.Thread):
         self.seen.setdefault((self.job, event.replica, event.phase), now)
         before, self.phases[event.replica] = self.phases.get(event.replica), event.phase
         self.running += (event.phase == "Running") - (before == "Running")
-        if event.phase == "Running" and event.started:
-            self.start_lag = max(self.start_lag, now - epoch(event.started))
         if not self.all_running.is_set() and self.running == self.replicas:
             self.all_running_at = now
             self.all_running.set()

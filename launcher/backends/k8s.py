@@ -2,8 +2,10 @@
 
 Built on the official `kubernetes` client (see `k8s_client`): kubeconfig (with exec
 plugins such as gke-gcloud-auth-plugin) or in-cluster config. `events` and `logs -f` use
-one TFJob watch and one pod label-selector watch (`k8s_watch`), never a request per pod.
-`requests` counts every API request this backend made.
+one TFJob watch and one pod label-selector watch (`k8s_watch`), never a request per pod;
+`status` and `events` read pods as the server's Table rows (`k8s_table`), so what they
+receive per pod does not grow with the job (TF_CONFIG makes every pod object O(replicas)).
+`requests` counts every API request this backend made, `api.received` the bytes.
 
 `submit(network_policy=...)` creates the job's NetworkPolicy right after the TFJob, owned
 by it (ownerReference), so it goes when the job goes; if the server refuses the policy,
@@ -26,10 +28,11 @@ from ..tfconfig import replica_counts
 from .base import Backend, BackendError, JobStatus, JobSummary, LogOptions, NotFound
 from .k8s_client import (CALL_TIMEOUT, TRANSPORT_ERRORS, CountingApiClient, KubeApi, RequestCounter, absent,
                          load_configuration, one_line, read_json, server_message, unreachable)
-from .k8s_events import job_events
+from .k8s_events import ReplicaTracker, job_events, pod_fetcher
 from .k8s_logs import DRAIN_SECONDS, check_replica, follow_logs, read_logs
-from .k8s_objects import (created, job_conditions, owner_reference, parse_replica, pod_selector, replica_order,
-                          replica_phase)
+from .k8s_objects import created, job_conditions, owner_reference, parse_replica, pod_selector, replica_order
+from .k8s_table import replica_gpus
+from .k8s_table import rows as table_rows
 
 DELETE_TIMEOUT = 300.0  # seconds `delete(wait=True)` waits for the TFJob to disappear
 DELETE_POLL = 0.5
@@ -105,9 +108,13 @@ class KubernetesBackend(Backend):
     # ---- read ---------------------------------------------------------------------
     def status(self, name: str, namespace: str) -> JobStatus:
         tfjob = self.api.get_tfjob(name, namespace)
+        tracker = ReplicaTracker(name, pod_fetcher(self.api, namespace))
+        tracker.gpus = replica_gpus(tfjob)
         with self.api.errors(f"listing pods of tfjob {name}"):
-            pods = read_json(self.api.pods(namespace, label_selector=pod_selector(name)))["items"]
-        phases = sorted(filter(None, map(replica_phase, pods)), key=replica_order)
+            pods, _ = table_rows(read_json(self.api.pod_rows(namespace, label_selector=pod_selector(name))))
+            if any(not row.node for row in pods):  # why they wait: the scheduler's events, if RBAC allows
+                tracker.unschedulable_from(self.api.scheduling_messages(namespace))
+            phases = sorted(filter(None, map(tracker.phase_of, pods)), key=replica_order)
         return JobStatus(name=name, namespace=namespace, conditions=job_conditions(tfjob),
                          replicas=tuple(phases), created=created(tfjob), backend=self.name)
 

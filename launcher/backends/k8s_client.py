@@ -39,6 +39,11 @@ GROUP, VERSION, PLURAL = "kubeflow.org", "v1", "tfjobs"
 CONNECT_TIMEOUT = 10  # seconds to open a connection
 CALL_TIMEOUT = 30  # default seconds to wait for the answer of a plain (non-streaming) call (--request-timeout)
 LOCAL_HINT = "or use --backend local to run on this machine"
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"  # Accept: the server's Table form (k8s_table)
+SCHEDULING_EVENTS = "involvedObject.kind=Pod,reason=FailedScheduling"
+_QUERY = {"label_selector": "labelSelector", "field_selector": "fieldSelector", "watch": "watch",
+          "resource_version": "resourceVersion", "allow_watch_bookmarks": "allowWatchBookmarks",
+          "timeout_seconds": "timeoutSeconds"}
 _POOL_SIZE = 32  # log -f holds one connection per replica
 REDACTED = "<redacted>"
 _PATTERNS = (re.compile(r"(?i)\bbearer\s+[^\s\"',;]+"),
@@ -142,7 +147,7 @@ def request_kind(method: str, url: str) -> str:
     parts = urlsplit(url)
     segments = [s for s in parts.path.split("/") if s]
     query = parts.query.lower()
-    for resource in ("pods", "tfjobs"):
+    for resource in ("pods", "tfjobs", "events"):
         if resource in segments:
             rest = segments[segments.index(resource) + 1:]
             if len(rest) >= 2:
@@ -153,6 +158,27 @@ def request_kind(method: str, url: str) -> str:
                 return f"{resource} create"
             return f"{resource} {'watch' if 'watch=true' in query else 'list'}"
     return "/".join(segments) or "/"
+
+
+class Received:
+    """Bytes and changes received per watched kind ("pod", "tfjob", "event"), from lists
+    and from watch streams apart: what following a job costs the client."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[str, Counter[str]] = {}
+
+    def add(self, kind: str, **counts: int) -> None:
+        with self._lock:
+            self._counts.setdefault(kind, Counter()).update(counts)
+
+    def snapshot(self) -> dict[str, dict[str, int]]:
+        with self._lock:
+            return {kind: dict(counts) for kind, counts in self._counts.items()}
+
+    def reset(self) -> None:
+        with self._lock:
+            self._counts.clear()
 
 
 class NoReadTimeoutRetry(urllib3.Retry):
@@ -314,6 +340,7 @@ class KubeApi:
         self.timeout = (min(CONNECT_TIMEOUT, request_timeout), request_timeout)  # (connect, read) of plain calls
         self.log_options: dict = {}  # previous / since_seconds / timestamps for pod_log (see with_log_options)
         self.host = api_client.configuration.host
+        self.received = Received()
         self.core = client.CoreV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
         self.networking = client.NetworkingV1Api(api_client)
@@ -391,6 +418,46 @@ class KubeApi:
         """List or (watch=True) watch pods; the raw response."""
         params.setdefault("_request_timeout", self.timeout)
         return self.core.list_namespaced_pod(namespace, _preload_content=False, **params)
+
+    def pod_rows(self, namespace: str, _request_timeout=None, **params) -> urllib3.BaseHTTPResponse:
+        """List or (watch=True) watch pods as Table rows without their objects
+        (includeObject=None): the server's summary of each pod, not the pod (`k8s_table`).
+        The generated client has no includeObject, so this is its low-level call."""
+        query = [(_QUERY[key], str(value).lower() if isinstance(value, bool) else str(value))
+                 for key, value in params.items() if value is not None] + [("includeObject", "None")]
+        request = self.client.param_serialize("GET", "/api/v1/namespaces/{namespace}/pods",
+                                              path_params={"namespace": namespace}, query_params=query,
+                                              header_params={"Accept": TABLE}, auth_settings=["BearerToken"])
+        response = self.client.call_api(*request, _request_timeout=_request_timeout or self.timeout)
+        if not 200 <= response.status <= 299:
+            response.read()
+            raise ApiException.from_response(http_resp=response, body=None, data=None)
+        return response.response
+
+    def get_pod(self, name: str, namespace: str) -> dict | None:
+        """One pod object (None when it is gone)."""
+        try:
+            return read_json(self.core.read_namespaced_pod(name, namespace, _preload_content=False,
+                                                           _request_timeout=self.timeout))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def scheduling_events(self, namespace: str, **params) -> urllib3.BaseHTTPResponse:
+        """List or (watch=True) watch the scheduler's FailedScheduling events of pods."""
+        params.setdefault("_request_timeout", self.timeout)
+        return self.core.list_namespaced_event(namespace, field_selector=SCHEDULING_EVENTS,
+                                               _preload_content=False, **params)
+
+    def scheduling_messages(self, namespace: str) -> list[dict]:
+        """The FailedScheduling events of the namespace; [] where RBAC does not allow them."""
+        try:
+            return read_json(self.scheduling_events(namespace)).get("items") or []
+        except ApiException as exc:
+            if exc.status == 403:
+                return []
+            raise
 
     def pod_log(self, name: str, namespace: str, container: str, follow: bool) -> urllib3.BaseHTTPResponse:
         """The current container instance's log (kubelet rules); streamed when `follow`

@@ -7,8 +7,10 @@ reported as `Synced` with the full item list, every watch event as `WatchEvent`.
 never issues a request per object: the number of requests depends on stream drops and
 time, not on how many pods there are.
 
-`JobFeed` runs the two watches of one job (the TFJob by field selector, its pods by label
-selector) into one queue, and closes both streams when the consumer is done.
+`JobFeed` runs the watches of one job (the TFJob by field selector, its pods by label
+selector, as Table rows unless the consumer needs whole pods, and with rows the scheduler's
+FailedScheduling events) into one queue, and closes the streams when the consumer is done.
+Every byte received is counted in `KubeApi.received`, per kind, lists and watches apart.
 """
 from __future__ import annotations
 
@@ -22,14 +24,16 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from .base import BackendError, NotFound
-from .k8s_client import (CONNECT_TIMEOUT, TRANSPORT_ERRORS, KubeApi, abort, absent, finish, iter_lines, one_line,
-                         read_json, server_message, unreachable)
+from .k8s_client import (CONNECT_TIMEOUT, TRANSPORT_ERRORS, KubeApi, Received, abort, absent, finish, iter_lines,
+                         one_line, server_message, unreachable)
 from .k8s_objects import pod_selector
+from .k8s_table import rows as table_rows
 
 WATCH_SECONDS = 290  # server-side timeout of one watch request (kubectl uses 5-10 min)
 MAX_FAILURES = 15  # transport failures in a row, without an answer between, before giving up:
 # with the backoff below ~1 min, so a restarting API server (tens of seconds) is waited for
 GONE = 410
+FORBIDDEN = 403
 
 
 @dataclass(frozen=True)
@@ -55,14 +59,43 @@ class WatchFailed:
 Call = Callable[..., urllib3.BaseHTTPResponse]  # list/watch call taking list options
 
 
+class Objects:
+    """Decodes lists and watch events of whole objects."""
+
+    def items(self, body: dict) -> list:
+        return list(body.get("items") or ())
+
+    def changed(self, obj: dict) -> list:
+        return [obj]
+
+
+class Rows:
+    """Decodes the Table form: a list answer is one Table, a watch event's object is a
+    Table holding the changed object's row (column definitions possibly left out)."""
+
+    def __init__(self) -> None:
+        self.columns: list[str] = []
+
+    def items(self, body: dict) -> list:
+        found, self.columns = table_rows(body, self.columns)
+        return found
+
+    def changed(self, obj: dict) -> list:
+        return self.items(obj) if obj.get("kind") == "Table" else []
+
+
 class _Gone(Exception):
     pass
 
 
 class ListWatch(threading.Thread):
-    def __init__(self, kind: str, call: Call, sink: queue.Queue, stop: threading.Event, host: str):
+    def __init__(self, kind: str, call: Call, sink: queue.Queue, stop: threading.Event, host: str,
+                 received: Received | None = None, decode: Objects | Rows | None = None, optional: bool = False):
         super().__init__(name=f"watch-{kind}", daemon=True)
         self.kind, self._call, self._sink, self._halt, self._host = kind, call, sink, stop, host
+        self._received = received or Received()
+        self._decode = decode or Objects()
+        self._optional = optional  # a watch the consumer can do without: 403 Forbidden ends it quietly
         self._response: urllib3.BaseHTTPResponse | None = None
         self.version: str | None = None  # the last resourceVersion seen; None: list first
         self._failures = 0  # transport failures since the server last answered
@@ -73,6 +106,8 @@ class ListWatch(threading.Thread):
         except BackendError as exc:
             self._emit(WatchFailed(self.kind, exc))
         except ApiException as exc:
+            if self._optional and exc.status == FORBIDDEN:
+                return
             self._emit(WatchFailed(self.kind, BackendError(f"watching {self.kind}: {server_message(exc)}")))
         except Exception as exc:  # a malformed answer: the consumer must not wait forever
             self._emit(WatchFailed(self.kind, BackendError(f"watching {self.kind}: {one_line(exc)}")))
@@ -103,12 +138,18 @@ class ListWatch(threading.Thread):
 
     def _list(self) -> None:
         try:
-            body = read_json(self._call())  # the API's plain-call timeout (--request-timeout)
+            response = self._call()  # the API's plain-call timeout (--request-timeout)
         except ApiException as exc:
             if exc.status == GONE:
                 raise _Gone() from None
             raise
-        self._emit(Synced(self.kind, tuple(body.get("items") or ())))
+        try:
+            raw = response.data
+        finally:
+            response.release_conn()
+        body = json.loads(raw)
+        self._received.add(self.kind, list_bytes=len(raw), lists=1)
+        self._emit(Synced(self.kind, tuple(self._decode.items(body))))
         self.version = body["metadata"]["resourceVersion"]
 
     def _watch(self) -> None:
@@ -131,35 +172,48 @@ class ListWatch(threading.Thread):
                 if self._halt.is_set():
                     return
                 if line.strip():
-                    self.version = self._event(json.loads(line)) or self.version
+                    self.version = self._event(json.loads(line), len(line.encode()) + 1) or self.version
         finally:
             self._response = None
             finish(response)
 
-    def _event(self, event: dict) -> str | None:
+    def _event(self, event: dict, size: int = 0) -> str | None:
         kind, obj = event.get("type"), event.get("object") or {}
+        if kind == "BOOKMARK":
+            self._received.add(self.kind, bookmark_bytes=size, bookmarks=1)
+        else:
+            self._received.add(self.kind, watch_bytes=size)
         if kind == "ERROR":
             if obj.get("code") == GONE:
                 raise _Gone()
             raise BackendError(f"watching {self.kind}: {obj.get('reason', '')}: {one_line(obj.get('message', ''))}")
         if kind != "BOOKMARK":
-            self._emit(WatchEvent(self.kind, kind, obj))
-        return obj.get("metadata", {}).get("resourceVersion")
+            self._received.add(self.kind, changes=1)
+            for item in self._decode.changed(obj):
+                self._emit(WatchEvent(self.kind, kind, item))
+        return (obj.get("metadata") or {}).get("resourceVersion")
 
 
 class JobFeed:
     """One TFJob watch (metadata.name=NAME) and one pod watch (operator labels) -> one queue.
+    With `rows`, pods come as `k8s_table.PodRow`s and a third watch brings the scheduler's
+    FailedScheduling events of the namespace (kind "event"); without, whole pod objects.
 
     Use as a context manager; other producers (log streams) may `put` into the same queue.
     """
 
-    def __init__(self, api: KubeApi, name: str, namespace: str, replica: tuple[str, int] | None = None):
+    def __init__(self, api: KubeApi, name: str, namespace: str, replica: tuple[str, int] | None = None,
+                 rows: bool = False):
         self.queue: queue.Queue = queue.Queue()
         self._halt = threading.Event()
         job_call = _bind(api.tfjobs, namespace, field_selector=f"metadata.name={name}")
-        pod_call = _bind(api.pods, namespace, label_selector=pod_selector(name, replica))
-        self._watches = [ListWatch("tfjob", job_call, self.queue, self._halt, api.host),
-                         ListWatch("pod", pod_call, self.queue, self._halt, api.host)]
+        pod_call = _bind(api.pod_rows if rows else api.pods, namespace, label_selector=pod_selector(name, replica))
+        watch = lambda kind, call, decode=None: ListWatch(kind, call, self.queue, self._halt, api.host,  # noqa: E731
+                                                         api.received, decode)
+        self._watches = [watch("tfjob", job_call), watch("pod", pod_call, Rows() if rows else None)]
+        if rows:
+            self._watches.append(ListWatch("event", _bind(api.scheduling_events, namespace), self.queue, self._halt,
+                                           api.host, api.received, optional=True))  # RBAC may not allow events
 
     def __enter__(self) -> "JobFeed":
         for watch in self._watches:

@@ -27,7 +27,8 @@ from tests.support.k8s_backend import Collector, poll_until, watches_open
 REPO = Path(__file__).resolve().parents[2]
 WAIT = 60.0
 PODS = ("mnist-chief-0", "mnist-ps-0", "mnist-worker-0", "mnist-worker-1")
-WATCHES = 6  # submit: events + logs feeds, status -w: events feed; a TFJob and a pod watch each
+WATCHES = 8  # submit: events + logs feeds, status -w: events feed; a TFJob and a pod watch each, and the
+# events feeds a watch of the scheduler's FailedScheduling events
 OLD_LIMIT = 5  # failures in a row the launcher once gave up after (~6 s: less than a real restart)
 CONNECTS = 1 + urllib3.Retry.DEFAULT.total  # connection attempts per failed request (urllib3 retries)
 EXPECTED = ["Created", "Running", "Restarting", "Running", "Running=False", "Succeeded"]
@@ -154,7 +155,7 @@ def test_submit_and_status_w_follow_through_an_api_server_restart(launch, fake_a
         if not outages:  # `status -w` joins the running job: it must not repeat what is past
             followers.append(launch("status", "mnist", "-w"))
             followers[1].wait_for("Created")
-        # each watch (2 per feed: submit's events and logs, status -w's events) in a stream
+        # each watch (3 per events feed, 2 per logs feed) in a stream
         poll_until(lambda: fake_apiserver.open_watches == WATCHES, f"{WATCHES} open watches", WAIT)
         refused = relay.rejected
         relay.down()  # connections reset, new ones refused ...

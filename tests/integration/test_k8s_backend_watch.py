@@ -3,6 +3,8 @@ through a lifecycle, a stream dropped mid-way, 410 Gone, closing, and requests t
 grow with the number of replicas."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from launcher.backends import k8s_watch
@@ -153,6 +155,23 @@ def test_410_gone_relists_and_reports_only_real_changes(job, fake_apiserver, fak
     assert fake_apiserver.count("pods", "list") == 2 and fake_apiserver.count("tfjobs", "list") == 2
 
 
+def test_without_rights_on_events_pods_are_followed_without_the_schedulers_reasons(k8s_backend, fake_apiserver,
+                                                                                   fake_operator):
+    fake_apiserver.forbidden.add("events")
+    k8s_backend.submit(manifest(workers=2))
+    events = Collector(k8s_backend.events("mnist", "default"))
+    poll_until(lambda: watches_open(fake_apiserver), "the backend's pod and TFJob watches")
+    create_pods(fake_operator, events)
+    fake_operator.unschedulable("mnist-worker-1", "0/3 nodes are available: 3 Insufficient cpu.")
+    assert k8s_backend.status("mnist", "default").replicas[-1].message == ""
+    fake_apiserver.forbidden.clear()
+    assert "Insufficient cpu" in k8s_backend.status("mnist", "default").replicas[-1].message
+    for pod in PODS[:3]:
+        fake_operator.start(pod)
+    items = finish(fake_operator, events, PODS[:3])
+    assert items[-1].type == "Succeeded" and states(items, "worker-1") == [("Pending", "")]
+
+
 def test_a_job_deleted_while_watched_is_not_found(job, fake_apiserver, k8s_backend):
     k8s_backend.delete("mnist", "default")
     with pytest.raises(NotFound, match="tfjob mnist was deleted from namespace default"):
@@ -179,10 +198,30 @@ def test_requests_do_not_grow_with_the_number_of_replicas(k8s_backend, fake_apis
     large = watch_lifecycle(k8s_backend, fake_apiserver, fake_operator, 100)
     for backend_count, server_count, items in (small, large):
         assert items[-1].type == "Succeeded" and items[-1].terminal
-        assert backend_count == server_count == 4  # one list and one watch per resource
+        assert backend_count == server_count == 6  # one list and one watch per resource
     assert sum(isinstance(e, ReplicaPhase) for e in large[2]) > 100  # it did see the pods
-    assert k8s_backend.requests.snapshot() == {"GET pods list": 1, "GET pods watch": 1,
-                                               "GET tfjobs list": 1, "GET tfjobs watch": 1}
+    assert k8s_backend.requests.snapshot() == {"GET pods list": 1, "GET pods watch": 1, "GET events list": 1,
+                                               "GET events watch": 1, "GET tfjobs list": 1, "GET tfjobs watch": 1}
+
+
+def pod_watch_bytes_per_change(backend, server, operator, replicas: int) -> tuple[float, float]:
+    """(bytes the backend received per pod change on its pod watch, size of one pod object
+    on the server) over a whole job lifecycle."""
+    backend.api.received.reset()
+    items = watch_lifecycle(backend, server, operator, replicas)[2]
+    assert items[-1].type == "Succeeded"
+    pods = backend.api.received.snapshot()["pod"]
+    one_pod = max(len(json.dumps(o)) for (res, _, name), o in server.objects.items()
+                  if res == "pods" and name.startswith(f"scale-{replicas}-"))
+    return pods["watch_bytes"] / pods["changes"], one_pod
+
+
+def test_the_pod_watch_payload_does_not_grow_with_the_number_of_replicas(k8s_backend, fake_apiserver,
+                                                                           fake_operator):
+    small, small_pod = pod_watch_bytes_per_change(k8s_backend, fake_apiserver, fake_operator, 12)
+    large, large_pod = pod_watch_bytes_per_change(k8s_backend, fake_apiserver, fake_operator, 200)
+    assert large_pod > 3 * small_pod  # TF_CONFIG: every pod object grows with the job
+    assert large < 400 and large < small + 64  # per change the launcher receives a row (longer names only)
 
 
 def test_a_server_that_goes_away_ends_the_events_with_a_clear_error(job, fake_apiserver, fake_operator, monkeypatch):

@@ -11,6 +11,11 @@ unchanged against it through a kubeconfig (bearer token or exec plugin):
 - pods: get, list, watch, log (follow; the kubelet's rules for which container instance
   a waiting, restarted or terminated container serves; no `previous`). Pods are written
   by `FakeOperator` (tests/support/fake_operator.py), not over HTTP.
+- pods as Tables (`Accept: application/json;as=Table;v=v1;g=meta.k8s.io`, includeObject):
+  list and watch, rendered as kube-apiserver's pod printer does (apiserver_table.py).
+- events (core/v1): list and watch, fieldSelector on involvedObject / reason; written by
+  `FakeOperator.unschedulable` as the scheduler's FailedScheduling event; `forbidden`
+  answers 403 for a resource, as RBAC does.
 - Lists and watches take labelSelector (equality only) and fieldSelector
   (metadata.name / metadata.namespace). resourceVersion is one counter for every object,
   like etcd's revision. A watch from a version replays the changes after it as chunked,
@@ -43,6 +48,7 @@ import yaml
 from launcher.backends.local_runs import now
 
 from .apiserver_http import Chunked, Handler, Server, read_body, send, send_json
+from .apiserver_table import table, wants_table
 from .apiserver_rules import (TFJOB_API, ApiError, check_tfjob, details, group_resource, kubelet_log_source,
                               log_container, not_found, selector, verb_of)
 
@@ -53,6 +59,7 @@ _ROUTES = [
     ("pods", "collection", re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods$")),
     ("pods", "item", re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)$")),
     ("pods", "log", re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)/log$")),
+    ("events", "collection", re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/events$")),
     ("tfjobs", "collection", re.compile(r"^/apis/kubeflow\.org/v1/tfjobs$")),
     ("tfjobs", "collection", re.compile(r"^/apis/kubeflow\.org/v1/namespaces/(?P<ns>[^/]+)/tfjobs$")),
     ("tfjobs", "item", re.compile(r"^/apis/kubeflow\.org/v1/namespaces/(?P<ns>[^/]+)/tfjobs/(?P<name>[^/]+)$")),
@@ -61,8 +68,10 @@ _ROUTES = [
     ("networkpolicies", "item",
      re.compile(r"^/apis/networking\.k8s\.io/v1/namespaces/(?P<ns>[^/]+)/networkpolicies/(?P<name>[^/]+)$")),
 ]
-_KINDS = {"pods": ("v1", "Pod", "PodList"), "tfjobs": (TFJOB_API, "TFJob", "TFJobList"),
+_KINDS = {"pods": ("v1", "Pod", "PodList"), "events": ("v1", "Event", "EventList"),
+          "tfjobs": (TFJOB_API, "TFJob", "TFJobList"),
           "networkpolicies": ("networking.k8s.io/v1", "NetworkPolicy", "NetworkPolicyList")}
+_READ_ONLY = {"pods": ("list", "watch", "get", "log"), "events": ("list", "watch")}  # written by FakeOperator
 
 
 @dataclass(frozen=True)
@@ -94,7 +103,8 @@ class FakeApiServer:
     def __init__(self, token: str = TOKEN, namespaces: tuple[str, ...] = ("default", "kubeflow")):
         self.token = token
         self.namespaces = set(namespaces)
-        self.resources = {"pods", "tfjobs", "networkpolicies"}  # discard "tfjobs" for a cluster without the CRD
+        self.resources = {"pods", "events", "tfjobs", "networkpolicies"}  # discard "tfjobs" for a cluster without the CRD
+        self.forbidden: set[str] = set()  # resources RBAC does not let the client read (403)
         self.cond = threading.Condition()
         self.version = 1
         self.objects: dict[tuple[str, str, str], dict] = {}
@@ -261,34 +271,40 @@ class FakeApiServer:
                     read_body(h)  # as a real server does: the connection stays usable
                 raise refused
             resource, kind, match = route
+            if resource in self.forbidden:
+                raise ApiError(403, "Forbidden", f'{resource} is forbidden: User "fake" cannot {method.lower()} '
+                                                 f'resource "{resource}" in API group ""')
             ns, name = match.groupdict().get("ns"), match.groupdict().get("name")
             verb = verb_of(method, kind, query)
             with self.cond:
                 self.requests.append(Request(method, resource, verb, query))
             handler = getattr(self, f"_{verb}", None)
-            if handler is None or (resource == "pods" and verb not in ("list", "watch", "get", "log")):
+            if handler is None or verb not in _READ_ONLY.get(resource, (verb,)):
                 raise ApiError(405, "MethodNotAllowed", f"the server does not allow this method on {resource}")
-            handler(h, resource, ns, name, query)
+            handler(h, resource, ns, name, query, h.headers.get("Accept"))
         except ApiError as err:
             send_json(h, err.status["code"], err.status)
 
-    def _list(self, h, resource, ns, name, query) -> None:
-        select = selector(ns, query)
+    def _list(self, h, resource, ns, name, query, accept=None) -> None:
+        select = selector(ns, query, resource)
         with self.cond:
             items = [copy.deepcopy(o) for (res, _, _), o in sorted(self.objects.items())
                      if res == resource and select(o)]
             version = str(self.version)
+        if resource == "pods" and wants_table(accept):
+            send_json(h, 200, table(items, version, query.get("includeObject")))
+            return
         api_version, _, list_kind = _KINDS[resource]
         send_json(h, 200, {"apiVersion": api_version, "kind": list_kind,
                            "metadata": {"resourceVersion": version}, "items": items})
 
-    def _get(self, h, resource, ns, name, query) -> None:
+    def _get(self, h, resource, ns, name, query, accept=None) -> None:
         obj = self.get(resource, ns, name)
         if obj is None:
             raise not_found(resource, name)
         send_json(h, 200, obj)
 
-    def _create(self, h, resource, ns, name, query) -> None:
+    def _create(self, h, resource, ns, name, query, accept=None) -> None:
         obj = read_body(h)
         meta = obj.setdefault("metadata", {})
         meta.setdefault("namespace", ns)
@@ -302,7 +318,7 @@ class FakeApiServer:
         obj.pop("status", None)  # the status subresource: status is not written on create
         send_json(h, 201, self.create(resource, obj, dry_run=query.get("dryRun") == "All"))
 
-    def _delete(self, h, resource, ns, name, query) -> None:
+    def _delete(self, h, resource, ns, name, query, accept=None) -> None:
         options = read_body(h) if int(h.headers.get("Content-Length") or 0) else {}
         policy = query.get("propagationPolicy") or options.get("propagationPolicy") or "Background"
         if policy not in ("Foreground", "Background"):
@@ -325,8 +341,12 @@ class FakeApiServer:
                 self.collect_garbage()
         send_json(h, 200, answer)
 
-    def _watch(self, h, resource, ns, name, query) -> None:
-        select = selector(ns, query)
+    def _watch(self, h, resource, ns, name, query, accept=None) -> None:
+        select = selector(ns, query, resource)
+        shape = None
+        if resource == "pods" and wants_table(accept):  # each event's object: a Table of one row
+            def shape(obj):
+                return table([obj], obj["metadata"]["resourceVersion"], query.get("includeObject"), headers=False)
         deadline = time.monotonic() + int(query.get("timeoutSeconds") or 1800)
         with self.cond:
             self.cond.wait_for(lambda: not self._held or self._stopping, timeout=HOLD_LIMIT)
@@ -346,15 +366,16 @@ class FakeApiServer:
         with self.cond:
             self.open_watches += 1
         try:
-            self._stream_changes(Chunked(h), resource, select, initial, cursor, drops, deadline)
+            self._stream_changes(Chunked(h), resource, select, initial, cursor, drops, deadline, shape)
         finally:
             with self.cond:
                 self.open_watches -= 1
 
     def _stream_changes(self, stream: Chunked, resource: str, select, initial: list, cursor: int,
-                        drops: int, deadline: float) -> None:
+                        drops: int, deadline: float, shape=None) -> None:
+        shape = shape or (lambda obj: obj)
         for kind, obj in initial:
-            stream.event(kind, obj)
+            stream.event(kind, shape(obj))
         while True:
             with self.cond:
                 self.cond.wait_for(lambda: cursor < len(self.history) or self._stopping
@@ -371,7 +392,7 @@ class FakeApiServer:
                 return
             for change in batch:
                 if change.resource == resource and select(change.object):
-                    if not stream.event(change.type, change.object):
+                    if not stream.event(change.type, shape(change.object)):
                         return  # the client went away
 
     def _gone(self, h, since: str) -> None:
@@ -383,7 +404,7 @@ class FakeApiServer:
         stream.event("ERROR", status)
         stream.end()
 
-    def _log(self, h, resource, ns, name, query) -> None:
+    def _log(self, h, resource, ns, name, query, accept=None) -> None:
         pod = self.get("pods", ns, name)
         if pod is None:
             raise not_found("pods", name)

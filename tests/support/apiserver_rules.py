@@ -49,23 +49,34 @@ def not_found(resource: str, name: str) -> ApiError:
     return ApiError(404, "NotFound", f'{group_resource(resource)} "{name}" not found', details(resource, name))
 
 
-def selector(namespace: str | None, query: dict):
-    """Predicate for namespace + labelSelector (k=v, k==v, k!=v) + fieldSelector."""
+_FIELDS = {"metadata.name", "metadata.namespace"}
+_EVENT_FIELDS = {"involvedObject.kind", "involvedObject.name", "involvedObject.uid", "reason", "type"}
+
+
+def selector(namespace: str | None, query: dict, resource: str = ""):
+    """Predicate for namespace + labelSelector (k=v, k==v, k!=v) + fieldSelector (metadata
+    name/namespace; for events also involvedObject.kind/name/uid, reason, type)."""
     labels = _terms(query.get("labelSelector", ""), "labelSelector")
     fields = _terms(query.get("fieldSelector", ""), "fieldSelector")
+    known = _FIELDS | (_EVENT_FIELDS if resource == "events" else set())
     for key, _, _ in fields:
-        if key not in ("metadata.name", "metadata.namespace"):
-            raise ApiError(400, "BadRequest", f'"{key}" is not a known field selector: only "metadata.name", '
-                                              '"metadata.namespace"')
+        if key not in known:
+            raise ApiError(400, "BadRequest", f'"{key}" is not a known field selector: only '
+                                              + ", ".join(f'"{k}"' for k in sorted(known)))
+
+    def field(obj: dict, key: str) -> str:
+        value = obj
+        for part in key.split("."):
+            value = (value or {}).get(part) if isinstance(value, dict) else None
+        return "" if value is None else str(value)
 
     def match(obj: dict) -> bool:
         meta = obj["metadata"]
-        values = {"metadata.name": meta["name"], "metadata.namespace": meta["namespace"]}
         if namespace is not None and meta["namespace"] != namespace:
             return False
         have = meta.get("labels") or {}
         return (all((have.get(k) == v) == (op == "=") for k, op, v in labels)
-                and all((values[k] == v) == (op == "=") for k, op, v in fields))
+                and all((field(obj, k) == v) == (op == "=") for k, op, v in fields))
 
     return match
 

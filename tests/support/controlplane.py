@@ -148,7 +148,7 @@ def _start_etcd(procs: Processes, workdir: Path) -> str:
                 f"--listen-peer-urls=http://127.0.0.1:{peer}",
                 f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
                 f"--initial-cluster=e2e=http://127.0.0.1:{peer}",
-                "--unsafe-no-fsync", "--log-level=warn")
+                "--unsafe-no-fsync", "--log-level=warn", f"--quota-backend-bytes={8 * 1024 ** 3}")  # like a real cluster's
     wait_until("etcd", lambda: http_ok(f"{url}/health"), procs, "etcd")
     return url
 

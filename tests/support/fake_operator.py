@@ -78,6 +78,13 @@ class FakeOperator:
             obj["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                                             "message": message}]
         self._update(pod, change)
+        self.server.create("events", {  # what the scheduler records beside the condition
+            "apiVersion": "v1", "kind": "Event", "metadata": {"name": f"{pod}.{uuid.uuid4().hex[:16]}",
+                                                              "namespace": self.namespace},
+            "involvedObject": {"kind": "Pod", "namespace": self.namespace, "name": pod,
+                               "uid": self.server.get("pods", self.namespace, pod)["metadata"]["uid"]},
+            "reason": "FailedScheduling", "type": "Warning", "message": message, "lastTimestamp": now(),
+            "source": {"component": "default-scheduler"}})
 
     def start(self, pod: str, node: str = "node-1") -> str:
         """Start a new instance of the tensorflow container (scheduling first if needed);

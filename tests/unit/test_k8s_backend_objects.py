@@ -11,6 +11,7 @@ from launcher.backends.base import BackendError
 from launcher.backends.k8s_client import request_kind, server_message
 from launcher.backends.k8s_events import ConditionTracker, ReplicaTracker
 from launcher.backends.k8s_objects import log_instance, parse_replica, pod_selector, replica_phase
+from launcher.backends.k8s_table import PodRow
 
 
 def pod(rtype="worker", index="1", uid="u1", phase="Running", **status) -> dict:
@@ -88,17 +89,37 @@ def test_conditions_are_reported_once_per_transition():
     assert [(c.type, c.status, c.terminal) for c in done] == [("Running", "False", False), ("Succeeded", "True", True)]
 
 
+def row(name: str = "j-worker-1", status: str = "Running", **fields) -> PodRow:
+    return PodRow(name=name, status=status, restarts=fields.pop("restarts", 0), node=fields.pop("node", "n1"),
+                  **fields)
+
+
 def test_replicas_are_reported_when_their_state_changes():
-    track = ReplicaTracker()
-    assert [r.phase for r in track.apply("ADDED", pod(phase="Pending"))] == ["Pending"]
-    assert track.apply("MODIFIED", pod(phase="Pending")) == []  # e.g. only an annotation changed
-    assert [r.phase for r in track.apply("MODIFIED", pod())] == ["Running"]
-    assert track.apply("DELETED", pod()) == []
-    # the operator's replacement pod (same replica, new uid) is reported even in the same state
-    assert [r.phase for r in track.apply("ADDED", pod(uid="u2"))] == ["Running"]
-    assert track.sync((pod(uid="u2"),)) == []  # a relist without changes reports nothing
-    assert [r.replica for r in track.sync((pod(uid="u2", phase="Succeeded"), pod(index="0")))] == \
+    track = ReplicaTracker("j")
+    assert [r.phase for r in track.apply("ADDED", row(status="Pending", node=""))] == ["Pending"]
+    assert track.apply("MODIFIED", row(status="Pending", node="")) == []  # e.g. only an annotation changed
+    assert [r.phase for r in track.apply("MODIFIED", row())] == ["Running"]
+    assert track.apply("DELETED", row()) == []
+    # the operator's replacement pod (same name, the old one gone) is reported even in the same state
+    assert [r.phase for r in track.apply("ADDED", row())] == ["Running"]
+    assert track.sync((row(),)) == []  # a relist without changes reports nothing
+    assert [r.replica for r in track.sync((row(status="Completed", ended="Succeeded"), row("j-worker-0")))] == \
         ["worker-1", "worker-0"]
+
+
+def test_a_failed_replica_is_read_once_for_its_exit_code():
+    fetched = []
+
+    def fetch(found: PodRow) -> dict:
+        fetched.append(found.name)
+        return pod(phase="Failed", **container({"terminated": {"exitCode": 137, "reason": "OOMKilled"}}))
+
+    track = ReplicaTracker("j", fetch)
+    failed = row(status="OOMKilled", ended="Failed")
+    assert [(r.phase, r.exit_code) for r in track.apply("MODIFIED", failed)] == [("Failed", 137)]
+    assert track.apply("MODIFIED", failed) == [] and fetched == ["j-worker-1"]
+    assert [r.exit_code for r in track.apply("MODIFIED", row("j-chief-0", "Completed", ended="Succeeded"))] == [0]
+    assert fetched == ["j-worker-1"]  # Succeeded says exit code 0 by itself
 
 
 def test_requests_are_named_for_counting():

@@ -60,7 +60,7 @@ def test_launcher_role_is_least_privilege():
     tfjob_verbs = ("create", "get", "list", "watch", "update", "patch", "delete")
     assert granted == {("kubeflow.org", "tfjobs", v) for v in tfjob_verbs} | {
         ("", "pods", "get"), ("", "pods", "list"), ("", "pods", "watch"),
-        ("", "pods/log", "get"), ("", "events", "list")} | {
+        ("", "pods/log", "get"), ("", "events", "list"), ("", "events", "watch")} | {
         ("networking.k8s.io", "networkpolicies", v) for v in ("create", "get", "update")}
     assert all("resourceNames" not in rule and "nonResourceURLs" not in rule for rule in role["rules"])
 

@@ -1,0 +1,53 @@
+"""Pod Table rows (kube-apiserver's pod printer columns) -> the launcher's replica rows.
+The rows here are as kube-apiserver 1.36 sends them (includeObject=None)."""
+from __future__ import annotations
+
+from launcher.backends.k8s_table import exit_code, needs_pod, phase, replica_gpus, replica_phase, rows
+
+COLUMNS = [{"name": n} for n in ("Name", "Ready", "Status", "Restarts", "Age", "IP", "Node", "Nominated Node",
+                                 "Readiness Gates")]
+
+
+def one(status: str, restarts: str = "0", node: str = "kwok-cpu-0", ended: str = "", name: str = "j-worker-3"):
+    row = {"cells": [name, "1/1", status, restarts, "75s", "10.0.0.1", node, "<none>", "<none>"], "object": None}
+    if ended:
+        row["conditions"] = [{"type": "Completed", "status": "True", "reason": ended}]
+    found, names = rows({"kind": "Table", "columnDefinitions": COLUMNS, "rows": [row]})
+    assert names[6] == "Node"
+    return found[0]
+
+
+def test_a_row_says_the_phase_the_printer_summarised():
+    assert phase(one("Pending", node="<none>")) == "Pending"
+    assert phase(one("ContainerCreating")) == "Pending"
+    assert phase(one("ImagePullBackOff")) == "Pending"  # never ran yet
+    assert phase(one("Running")) == "Running"
+    assert phase(one("CrashLoopBackOff", restarts="2 (5s ago)")) == "Running"
+    assert phase(one("Error")) == "Running"  # a container ended, the pod is not over (no condition)
+    assert phase(one("Completed", ended="Succeeded")) == "Succeeded"
+    assert phase(one("Error", ended="Failed")) == "Failed"
+    assert phase(one("Unknown")) == "Unknown"
+
+
+def test_exit_codes_a_row_shows_and_when_the_pod_must_be_read():
+    assert exit_code(one("Completed", ended="Succeeded")) == 0 and not needs_pod(one("Completed", ended="Succeeded"))
+    assert exit_code(one("ExitCode:3", ended="Failed")) == 3 and not needs_pod(one("ExitCode:3", ended="Failed"))
+    assert exit_code(one("Error", ended="Failed")) is None and needs_pod(one("Error", ended="Failed"))
+    assert needs_pod(one("OOMKilled")) and not needs_pod(one("Running"))
+
+
+def test_a_row_becomes_a_replica_of_its_job_by_the_operators_pod_name():
+    got = replica_phase(one("CrashLoopBackOff", restarts="2 (5s ago)"), "j", {"Worker": 2})
+    assert (got.replica, got.type, got.index, got.phase, got.restarts, got.node, got.gpus, got.message) == \
+        ("worker-3", "Worker", 3, "Running", 2, "kwok-cpu-0", 2, "CrashLoopBackOff")
+    assert got.started.endswith("Z")  # from the Age column
+    assert replica_phase(one("Running", name="other-worker-3"), "j") is None
+    assert replica_phase(one("Running", name="j-sidecar-0"), "j") is None
+    assert replica_phase(one("Pending", node="<none>"), "j").node == ""
+
+
+def test_gpus_per_replica_come_from_the_tfjob_templates():
+    job = {"spec": {"tfReplicaSpecs": {
+        "Worker": {"template": {"spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": 4}}}]}}},
+        "PS": {"template": {"spec": {"containers": [{}]}}}}}}
+    assert replica_gpus(job) == {"Worker": 4, "PS": 0}
