@@ -70,8 +70,10 @@ def test_values_out_and_json_output(lean: Venv):
 def test_submit_dry_run(lean: Venv, backend):
     done = lean.run("tfjob", "submit", "--dry-run", "--backend", backend, "--name", "pkg", "--workers", "2")
     assert done.returncode == 0, done.stderr
-    manifest = yaml.safe_load(done.stdout)
+    manifest, *others = yaml.safe_load_all(done.stdout)
     assert validate(manifest) is True
+    # a cluster gets the job's NetworkPolicy beside the TFJob (the packaged second template)
+    assert [doc["kind"] for doc in others] == (["NetworkPolicy"] if backend == "k8s" else [])
     assert not (lean.home / "runs").exists()
 
 
