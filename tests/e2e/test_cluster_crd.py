@@ -44,7 +44,7 @@ def test_the_real_apiserver_accepts_the_new_fields(control_plane):
     and the Istio annotation, through the launcher CLI (validated with the cluster's CRD) and a server dry run."""
     import yaml
 
-    from tests.e2e.launcher_process import run_launcher
+    from tests.support.launcher_process import run_launcher
 
     with control_plane.namespace("e2e-fields") as namespace:
         result = run_launcher(control_plane, "submit", "--backend", "k8s", "-n", namespace, "--name", "fields",
@@ -72,7 +72,7 @@ def test_without_permission_to_read_crds_the_packaged_copy_is_used_with_a_note(c
     import yaml
 
     from launcher.schemas import describe
-    from tests.e2e.launcher_process import run_launcher
+    from tests.support.launcher_process import run_launcher
 
     with control_plane.namespace("e2e-rbac") as namespace:
         control_plane.kubectl("create", "serviceaccount", "submitter", "-n", namespace)
@@ -103,7 +103,7 @@ def test_without_permission_to_read_crds_the_packaged_copy_is_used_with_a_note(c
 def test_a_job_for_a_kueue_queue_waits_suspended(control_plane):
     """Without Kueue to admit it, a --queue-name job stays suspended: the real operator
     creates no pods and says Suspended, which `status` shows."""
-    from tests.e2e.launcher_process import run_launcher
+    from tests.support.launcher_process import run_launcher
     from tests.support.k8s_backend import poll_until
 
     with control_plane.namespace("e2e-queue") as namespace:

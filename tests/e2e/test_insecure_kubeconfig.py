@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import yaml
 
-from tests.e2e.launcher_process import run_launcher
+from tests.support.launcher_process import run_launcher
 
 
 def insecure_kubeconfig(control_plane, tmp_path):

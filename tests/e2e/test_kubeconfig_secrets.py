@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from tests.e2e.launcher_process import run_launcher
+from tests.support.launcher_process import run_launcher
 from tests.support.kubeconfig_secrets import Secrets, kubeconfig, users
 
 COMMANDS = (("status", "job"), ("list",), ("logs", "job"), ("delete", "job"),

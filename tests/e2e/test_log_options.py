@@ -7,7 +7,7 @@ from typing import Iterator
 
 import pytest
 
-from tests.e2e.launcher_process import run_launcher
+from tests.support.launcher_process import run_launcher
 from tests.e2e.tfjobs import wait_running
 from tests.support.controlplane import KWOK_DIR
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import yaml
 
-from tests.e2e.launcher_process import run_launcher
+from tests.support.launcher_process import run_launcher
 from tests.e2e.tfjobs import JOB_NAME_LABEL, owned, tfjob, wait_pods
 from tests.support.controlplane_procs import poll
 from tests.support.tools import ROOT

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from launcher import schemas
-from tests.e2e.launcher_process import run_launcher
+from tests.support.launcher_process import run_launcher
 from tests.support.controlplane_procs import has_condition, wait_until
 
 EXPORT = "gs://bucket/runs/mnist-1/export"
