@@ -56,6 +56,22 @@ def stop_leftover(job: MnistJob, name: str) -> None:
             os.killpg(pid, signal.SIGKILL)
 
 
+def foreground_serve(job: MnistJob, name: str, port: int, out: Path) -> tuple[subprocess.Popen, Path]:
+    """`launcher serve --foreground` of the job's export, its output in `out`; returns once
+    it says the model is ready (bounded). The caller reaps the process."""
+    with open(out, "w") as stdout:
+        proc = subprocess.Popen([sys.executable, "-m", "launcher", "serve", name, "--model-dir", str(job.export),
+                                 "--port", str(port), "--foreground", "--backend", "local"],
+                                cwd=ROOT, env=job.env, stdout=stdout, stderr=subprocess.STDOUT, text=True)
+    try:
+        poll(lambda: "is ready" in out.read_text(), COMMAND_TIMEOUT, lambda: out.read_text(),
+             check=lambda: proc.poll() is None or pytest.fail(out.read_text()))
+    except BaseException:
+        reap(proc)
+        raise
+    return proc, out
+
+
 @pytest.fixture(scope="module")
 def served(mnist_job) -> Served:
     port = free_port()
@@ -205,14 +221,9 @@ def test_the_server_refuses_a_taken_port_with_one_line_and_exit_2(mnist_job):
 
 
 def test_ctrl_c_on_a_foreground_serve_leaves_no_process(mnist_job, tmp_path):
-    port, out = free_port(), tmp_path / "serve.out"
-    with open(out, "w") as stdout:
-        proc = subprocess.Popen([sys.executable, "-m", "launcher", "serve", "mnist-fg", "--model-dir",
-                                 str(mnist_job.export), "--port", str(port), "--foreground", "--backend", "local"],
-                                cwd=ROOT, env=mnist_job.env, stdout=stdout, stderr=subprocess.STDOUT, text=True)
+    port = free_port()
+    proc, out = foreground_serve(mnist_job, "mnist-fg", port, tmp_path / "serve.out")
     try:
-        poll(lambda: "is ready" in out.read_text(), COMMAND_TIMEOUT, lambda: out.read_text(),
-             check=lambda: proc.poll() is None or pytest.fail(out.read_text()))
         pid = server_record(mnist_job, "mnist-fg")["pid"]
         assert get(f"http://127.0.0.1:{port}/v1/models/mnist-fg")[0] == 200
         proc.send_signal(signal.SIGINT)
@@ -245,14 +256,9 @@ def test_models_delete_stops_a_detached_server(mnist_job):
 
 
 def test_a_foreground_serve_whose_server_dies_exits_1_with_its_last_words(mnist_job, tmp_path):
-    port, out = free_port(), tmp_path / "serve.out"
-    with open(out, "w") as stdout:
-        proc = subprocess.Popen([sys.executable, "-m", "launcher", "serve", "mnist-dies", "--model-dir",
-                                 str(mnist_job.export), "--port", str(port), "--foreground", "--backend", "local"],
-                                cwd=ROOT, env=mnist_job.env, stdout=stdout, stderr=subprocess.STDOUT, text=True)
+    port = free_port()
+    proc, out = foreground_serve(mnist_job, "mnist-dies", port, tmp_path / "serve.out")
     try:
-        poll(lambda: "is ready" in out.read_text(), COMMAND_TIMEOUT, lambda: out.read_text(),
-             check=lambda: proc.poll() is None or pytest.fail(out.read_text()))
         os.kill(server_record(mnist_job, "mnist-dies")["pid"], signal.SIGKILL)
         assert proc.wait(timeout=60) == 1
     finally:

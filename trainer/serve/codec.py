@@ -159,6 +159,17 @@ def to_array(value: Any, spec: InputSpec) -> np.ndarray:
     return array
 
 
+def _check_names(given: dict, names: list[str], signature: str, where: str) -> None:
+    """`given` (one row, or the columnar inputs) names exactly the signature's inputs."""
+    unknown = sorted(set(given) - set(names))
+    if unknown:
+        raise RequestError(f"{where}: {unknown[0]!r} is not an input of signature {signature!r} "
+                           f"(inputs: {', '.join(names)})")
+    missing = [name for name in names if name not in given]
+    if missing:
+        raise RequestError(f"{where}: input {missing[0]!r} of signature {signature!r} is missing")
+
+
 def _row_columns(instances: list, specs: dict[str, InputSpec], signature: str) -> dict[str, list]:
     names = sorted(specs)
     single = len(names) == 1
@@ -169,13 +180,7 @@ def _row_columns(instances: list, specs: dict[str, InputSpec], signature: str) -
         if not isinstance(row, dict) or _is_b64(row):
             raise RequestError(f"instance {number}: signature {signature!r} has inputs {', '.join(names)}; "
                                "send each instance as an object naming them")
-        unknown = sorted(set(row) - set(names))
-        if unknown:
-            raise RequestError(f"instance {number}: {unknown[0]!r} is not an input of signature "
-                               f"{signature!r} (inputs: {', '.join(names)})")
-        missing = [name for name in names if name not in row]
-        if missing:
-            raise RequestError(f"instance {number}: input {missing[0]!r} of signature {signature!r} is missing")
+        _check_names(row, names, signature, f"instance {number}")
         for name in names:
             columns[name].append(row[name])
     return columns
@@ -184,13 +189,7 @@ def _row_columns(instances: list, specs: dict[str, InputSpec], signature: str) -
 def _columnar(data: Any, specs: dict[str, InputSpec], signature: str) -> dict[str, Any]:
     names = sorted(specs)
     if isinstance(data, dict) and not _is_b64(data):
-        unknown = sorted(set(data) - set(names))
-        if unknown:
-            raise RequestError(f"inputs: {unknown[0]!r} is not an input of signature {signature!r} "
-                               f"(inputs: {', '.join(names)})")
-        missing = [name for name in names if name not in data]
-        if missing:
-            raise RequestError(f"inputs: input {missing[0]!r} of signature {signature!r} is missing")
+        _check_names(data, names, signature, "inputs")
         return dict(data)
     if len(names) != 1:
         raise RequestError(f"inputs: signature {signature!r} has inputs {', '.join(names)}; "
