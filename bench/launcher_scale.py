@@ -1,4 +1,4 @@
-"""The launcher at scale on the real control plane of tests/support/controlplane.py:
+"""The launcher at scale on the real control plane of tests/support/controlplane/:
 submit TFJobs of growing size (default 1 chief + 10 workers + 1 ps, then 1 + 1000 + 50)
 through KubernetesBackend (in this process, so it can be measured), follow each with
 backend.events() as `launcher submit` does, make the chief exit 0 once all replicas run
@@ -45,11 +45,11 @@ from scale_stall import stall_report
 from scale_watch import KubectlView, LauncherView
 
 from launcher.backends.k8s import KubernetesBackend  # noqa: E402
-from launcher.backends.k8s_objects import pod_selector  # noqa: E402
-from launcher.cli_submit import rendered  # noqa: E402
+from launcher.backends.k8s.objects import pod_selector  # noqa: E402
+from launcher.cli.submit import rendered  # noqa: E402
 from launcher.spec import JobSpec, ReplicaSpec  # noqa: E402
 from tests.support.controlplane import ControlPlane, running_control_plane  # noqa: E402
-from tests.support.controlplane_procs import wait_until  # noqa: E402
+from tests.support.controlplane.procs import wait_until  # noqa: E402
 
 FINISH_TIMEOUT_S = 300.0  # from the chief's exit to the launcher seeing Succeeded
 PROGRESS_S = 30.0

@@ -11,7 +11,7 @@ import yaml
 import _common  # noqa: F401  (puts the repository on sys.path)
 
 from tests.support.controlplane import KWOK_DIR, ControlPlane, schedulable
-from tests.support.controlplane_procs import wait_until
+from tests.support.controlplane.procs import wait_until
 
 
 def cpu_node_template() -> dict:

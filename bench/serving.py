@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 from _common import DATA_DIR, ROOT, ensure_data, machine
 
-from tests.support.controlplane_procs import poll  # noqa: E402
+from tests.support.controlplane.procs import poll  # noqa: E402
 from tests.support.trainer_cluster import free_port, reap, trainer_env  # noqa: E402
 
 BATCHES = (1, 64)

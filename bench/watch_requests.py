@@ -17,7 +17,7 @@ sys.path.insert(0, str(ROOT))
 from launcher.backends.k8s import KubernetesBackend  # noqa: E402
 from launcher.events import ReplicaPhase  # noqa: E402
 from tests.support.apiserver import FakeApiServer  # noqa: E402
-from tests.support.fake_operator import FakeOperator  # noqa: E402
+from tests.support.fakes.operator import FakeOperator  # noqa: E402
 from tests.support.k8s_backend import watch_lifecycle  # noqa: E402
 
 SIZES = (10, 100)  # replicas: a chief, a ps and workers

@@ -1,4 +1,4 @@
-"""`python -m launcher`: see launcher/cli.py."""
+"""`python -m launcher`: see launcher/cli/."""
 import os
 import sys
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
-from trainer import mnist_source
+from trainer.models.mnist import source as mnist_source
 from trainer.models import DATASETS, default_data_dir
 
 SHARDS = {"train": 8, "test": 2}
@@ -149,7 +149,7 @@ def dataset(data: str | Source, split: str, batch_size: int, training: bool, see
     if training:
         ds = ds.shuffle(10_000, seed=seed).repeat()
     if parse is None:
-        from trainer.models import mnist_io
+        from trainer.models.mnist import common as mnist_io
 
         parse = mnist_io.parser(src)
     ds = ds.batch(batch_size, drop_remainder=training).map(parse, num_parallel_calls=tf.data.AUTOTUNE)

@@ -13,7 +13,7 @@ import keras
 import tensorflow as tf
 
 from trainer import models, paths
-from trainer.models.mnist_io import KEYED  # noqa: F401 - the name predict.py defaults to with keys
+from trainer.models.mnist.common import KEYED  # noqa: F401 - the name predict.py defaults to with keys
 
 
 def export(model: keras.Model, job_dir: str, name: str = "mnist", source=None) -> str:

@@ -1,7 +1,7 @@
 """One training run's state and the actions the loop takes at step boundaries.
 
 Shared by parameter-server and synchronous training; what differs (strategy, dataset,
-how a call is dispatched) stays in train_ps.py / train_sync.py.
+how a call is dispatched) stays in train/ps.py / train/sync.py.
 """
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 import keras
 import tensorflow as tf
 
-from trainer import checkpoints, data, evaluator, export, models, progress, train_step, variables
+from trainer import checkpoints, data, evaluator, export, models, progress, variables
+from trainer.train import step as train_step
 from trainer.cluster import Cluster
 from trainer.evaluate import Evaluation
 
@@ -180,7 +181,7 @@ def run(session: Session, launch, in_flight: int, count: bool = False) -> tuple[
     """Dispatch `launch(n)` calls (each returns a handle whose fetch() gives (loss, accuracy))
     until --train-steps, keeping at most `in_flight` pending, and take their results in the
     order they complete (one slow worker holds up only its own call); then finish.
-    count: the calls do not count their steps (see train_step.make_train_fn), so set the
+    count: the calls do not count their steps (see train/step.py make_train_fn), so set the
     global step to the steps of the calls fetched so far, the only writer of it; a
     checkpoint then holds exactly the step it is numbered by.
     On SIGTERM: within WAKE_S, save a checkpoint at the step reached (the results it

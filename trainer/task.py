@@ -1,8 +1,8 @@
 """Entry point: `python -m trainer.task [flags]`, role from TF_CONFIG.
 
     no TF_CONFIG          one process trains, evaluates and exports
-    chief (or master)     with ps: coordinator of parameter-server training (train_ps.py)
-                          without ps: one of the MultiWorkerMirrored workers (train_sync.py)
+    chief (or master)     with ps: coordinator of parameter-server training (train/ps.py)
+                          without ps: one of the MultiWorkerMirrored workers (train/sync.py)
     worker                with ps: a tf.distribute.Server; else a MultiWorkerMirrored worker
     ps                    a tf.distribute.Server
     evaluator             side-car evaluation of checkpoints (evaluator.py)
@@ -83,9 +83,9 @@ def train(args: argparse.Namespace, cluster: Cluster) -> int:
     from trainer import lifecycle, session
 
     if cluster.mode == "ps":
-        from trainer import train_ps as trainer
+        from trainer.train import ps as trainer
     else:
-        from trainer import train_sync as trainer
+        from trainer.train import sync as trainer
     try:
         step, export_path = trainer.run(args, cluster)
     except session.Stopped as stopped:

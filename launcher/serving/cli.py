@@ -118,7 +118,7 @@ def job_export(tfjob: dict) -> str | None:
 
 def _local_model_dir(args) -> str:
     if args.from_job:
-        from ..backends.local_runs import RunsDir
+        from ..backends.local.runs import RunsDir
         from ..cli import namespace_of
 
         run = RunsDir().job(args.from_job, namespace_of(args))
@@ -175,7 +175,7 @@ def serve(args, factory) -> int:
     except KeyboardInterrupt:
         models.delete(model.name, process)
         raise
-    from ..backends.local_procs import exit_code
+    from ..backends.local.procs import exit_code
     from .local import tail
 
     last = tail(model.log)
@@ -189,7 +189,7 @@ def _k8s_storage_uri(args) -> str:
         if args.dry_run == "client":
             raise SpecError("--from-job", "a client dry run reads no cluster; pass --model-dir gs://.../export")
         from ..backends.k8s import KubernetesBackend
-        from ..backends.k8s_client import CALL_TIMEOUT
+        from ..backends.k8s.client import CALL_TIMEOUT
         from ..cli import namespace_of
 
         backend = KubernetesBackend(args.kubeconfig, args.context, args.request_timeout or CALL_TIMEOUT)

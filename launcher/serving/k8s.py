@@ -102,7 +102,7 @@ class KServeApi:
                  request_timeout: float | None = None):
         from kubernetes import client
 
-        from ..backends.k8s_client import CALL_TIMEOUT, CountingApiClient, RequestCounter, load_configuration
+        from ..backends.k8s.client import CALL_TIMEOUT, CountingApiClient, RequestCounter, load_configuration
 
         self.client = CountingApiClient(load_configuration(kubeconfig, context), RequestCounter())
         self.custom = client.CustomObjectsApi(self.client)
@@ -113,7 +113,7 @@ class KServeApi:
     def _call(self, action: str, call, not_found: str | None = None, exists: str | None = None):
         from kubernetes.client.exceptions import ApiException
 
-        from ..backends.k8s_client import TRANSPORT_ERRORS, is_missing_api, server_message, unreachable
+        from ..backends.k8s.client import TRANSPORT_ERRORS, is_missing_api, server_message, unreachable
 
         try:
             return call()

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..backends.base import AlreadyExists, BackendError, NotFound
-from ..backends.local_plan import REPO_ROOT
-from ..backends.local_procs import alive, die_with_parent, start_time, terminate_groups
-from ..backends.local_runs import RunsDir, now, write_json_atomic
+from ..backends.local.plan import REPO_ROOT
+from ..backends.local.procs import alive, die_with_parent, start_time, terminate_groups
+from ..backends.local.runs import RunsDir, now, write_json_atomic
 from ..spec import SpecError
 from . import client
 

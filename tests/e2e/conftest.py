@@ -1,5 +1,5 @@
 """e2e tests run the launcher CLI, kubectl and helm against the real control plane of
-tests/support/controlplane.py (built by scripts/controlplane/build.sh)."""
+tests/support/controlplane/ (built by scripts/controlplane/build.sh)."""
 from tests.support.controlplane import control_plane  # noqa: F401  (session fixture)
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from tests.support.launcher_process import run_launcher
 from tests.e2e.tfjobs import owned, tfjob, wait_pods
-from tests.support.controlplane_procs import poll
+from tests.support.controlplane.procs import poll
 from tests.support.tools import ROOT, run_helm
 from tests.unit.test_helm_parity import without_generated_labels  # helm.sh/chart, managed-by
 

@@ -9,7 +9,7 @@ import yaml
 
 from tests.support.launcher_process import run_launcher
 from tests.e2e.tfjobs import JOB_NAME_LABEL, owned, tfjob, wait_pods
-from tests.support.controlplane_procs import poll
+from tests.support.controlplane.procs import poll
 from tests.support.tools import ROOT
 
 JOB = "netpol"

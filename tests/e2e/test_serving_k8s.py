@@ -9,7 +9,7 @@ import yaml
 
 from launcher import schemas
 from tests.support.launcher_process import run_launcher
-from tests.support.controlplane_procs import has_condition, wait_until
+from tests.support.controlplane.procs import has_condition, wait_until
 
 EXPORT = "gs://bucket/runs/mnist-1/export"
 CRD_NAME = "inferenceservices.serving.kserve.io"

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 
 from tests.support.controlplane import ControlPlane
-from tests.support.controlplane_procs import poll
+from tests.support.controlplane.procs import poll
 
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"  # set by training-operator on pods/services
 TYPE_LABEL = "training.kubeflow.org/replica-type"

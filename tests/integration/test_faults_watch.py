@@ -2,7 +2,7 @@
 its watch streams are dropped and while the API server restarts (issue 7): every TFJob
 condition transition is printed exactly once, in order, and the exit code is the job's.
 
-The API server is the FAKE one of tests/support/apiserver.py (a test double: no control
+The API server is the FAKE one of tests/support/apiserver/ (a test double: no control
 plane runs here), reached through `TcpRelay` (tests/support/faults.py), which can take it
 off the network and bring it back on the same address, as a restart looks to a client.
 A restart also forgets the watch cache (`compact()`): clients must relist, not resume.

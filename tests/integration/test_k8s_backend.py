@@ -1,4 +1,4 @@
-"""KubernetesBackend over HTTP against the FAKE API server (tests/support/apiserver.py):
+"""KubernetesBackend over HTTP against the FAKE API server (tests/support/apiserver/):
 submit, dry run, status, list, delete, configuration and connection errors."""
 from __future__ import annotations
 

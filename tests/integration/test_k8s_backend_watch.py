@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from launcher.backends import k8s_watch
+from launcher.backends.k8s import watch as k8s_watch
 from launcher.backends.base import BackendError, NotFound
 from launcher.events import JobCondition, ReplicaPhase
 from tests.support.k8s_backend import Collector, manifest, poll_until, watch_lifecycle, watches_open

@@ -1,5 +1,5 @@
 """KubernetesBackend.submit(network_policy=...) over HTTP against the FAKE API server
-(tests/support/apiserver.py): the policy is created after the TFJob and owned by it; a
+(tests/support/apiserver/): the policy is created after the TFJob and owned by it; a
 refused policy deletes the TFJob again. The real apiserver and garbage collector are in
 tests/e2e/test_network_policy.py."""
 from __future__ import annotations

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.controlplane_procs import poll
+from tests.support.controlplane.procs import poll
 from tests.support.serving import ROOT, get, post
 from tests.support.trainer_cluster import free_port, reap, trainer_env
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from launcher.backends.local_procs import alive
-from tests.support.controlplane_procs import poll
+from launcher.backends.local.procs import alive
+from tests.support.controlplane.procs import poll
 from tests.support.serving import (COMMAND_TIMEOUT, DATA, ROOT, MnistJob, get, launcher, mnist_job,  # noqa: F401
                                    post)
 from tests.support.trainer_cluster import free_port, reap

@@ -1,5 +1,5 @@
 """The node tier: a real kubelet, containerd + runc, CNI bridge and CoreDNS joined to the
-test control plane, in a network namespace the run creates (tests/support/node.py, the
+test control plane, in a network namespace the run creates (tests/support/node/, the
 code of scripts/node/up). Needs root and the binaries of scripts/controlplane/build.sh and
 scripts/node/build.sh; a machine without them FAILS these tests with the reason."""
 from __future__ import annotations
@@ -10,9 +10,9 @@ from typing import Iterator
 
 import pytest
 
-from tests.support.controlplane_procs import ControlPlaneError
+from tests.support.controlplane.procs import ControlPlaneError
 from tests.support.node import NodeCluster, running_node_cluster
-from tests.support.node_host import NodeHostError
+from tests.support.node.host import NodeHostError
 
 
 TEST_TIMEOUT_S = 1800  # a first test also starts the node and imports the image; jobs train for minutes

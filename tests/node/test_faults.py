@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import re
 
-from tests.support.controlplane_procs import poll
+from tests.support.controlplane.procs import poll
 from tests.support.launcher_process import launcher_process
-from tests.support.node_jobs import kill_trainer, restarts, training_namespace
+from tests.support.node.jobs import kill_trainer, restarts, training_namespace
 
 STEPS = 200
 RUN_TIMEOUT_S = 900.0

@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 
 from tests.support.dns_query import resolve
-from tests.support.controlplane_procs import poll
-from tests.support.node_host import KUBELET_SYSCTLS, NAME, in_netns
-from tests.support.node_image import PAUSE_IMAGE
+from tests.support.controlplane.procs import poll
+from tests.support.node.host import KUBELET_SYSCTLS, NAME, in_netns
+from tests.support.node.image import PAUSE_IMAGE
 
 WAIT_S = 120.0
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import subprocess
 
-from tests.support.controlplane_procs import poll
+from tests.support.controlplane.procs import poll
 from tests.support.launcher_process import launcher_process, run_launcher
-from tests.support.node_jobs import training_namespace
+from tests.support.node.jobs import training_namespace
 from tests.support.tools import ROOT, helm, helm_env
 
 RUN_TIMEOUT_S = 600.0

@@ -14,9 +14,9 @@ from typing import Iterator
 import pytest
 
 from tests.support.launcher_process import launcher_process
-from tests.support.node_jobs import TRAINER_UID, container_pids, process_uid, training_namespace
+from tests.support.node.jobs import TRAINER_UID, container_pids, process_uid, training_namespace
 from tests.support.saved_model import export_accuracy
-from tests.support.controlplane_procs import poll
+from tests.support.controlplane.procs import poll
 
 JOB = "mnist-ps"
 STEPS = 300

@@ -13,7 +13,7 @@ import threading
 from typing import Iterator
 
 from tests.support.controlplane import ControlPlane  # or a NodeCluster: anything with env()
-from tests.support.controlplane_procs import poll
+from tests.support.controlplane.procs import poll
 from tests.support.tools import ROOT
 
 LAUNCHER = (sys.executable, "-m", "launcher")

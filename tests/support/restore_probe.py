@@ -20,7 +20,9 @@ import json
 import numpy as np
 import tensorflow as tf
 
-from trainer import checkpoints, flags, models, train_ps, train_step
+from trainer import checkpoints, flags, models
+from trainer.train import ps as train_ps
+from trainer.train import step as train_step
 from trainer.cluster import Cluster
 from tests.support.trainer_cluster import LOCAL, free_port
 

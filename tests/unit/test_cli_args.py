@@ -6,7 +6,7 @@ import datetime as dt
 import pytest
 
 from launcher.cli import build_parser, split_trainer_args
-from launcher.cli_args import build_spec, default_name, key_values, per_role
+from launcher.cli.args import build_spec, default_name, key_values, per_role
 from launcher.spec import SpecError
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.cli_env import cli, cli_env, schema_cache  # noqa: F401 (fixtures)
-from tests.support.fake_backend import FakeBackend
+from tests.support.fakes.backend import FakeBackend
 
 INJECT = "x\nkind: Pod\nmetadata: {name: evil}\n---\napiVersion: v1"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.cli_env import cli, cli_env, schema_cache  # noqa: F401 (fixtures)
-from tests.support.fake_backend import FakeBackend, lifecycle, replica_phase
+from tests.support.fakes.backend import FakeBackend, lifecycle, replica_phase
 
 LOGS = {"chief-0": ["chief line"], "ps-0": ["ps line"], "worker-0": ["worker line 1", "worker line 2"]}
 

@@ -8,7 +8,7 @@ from launcher.backends.base import BackendError
 from launcher.cli import main
 from launcher.events import JobCondition
 from tests.support.cli_env import cli, cli_env, schema_cache  # noqa: F401 (fixtures)
-from tests.support.fake_backend import FakeBackend, lifecycle, replica_phase
+from tests.support.fakes.backend import FakeBackend, lifecycle, replica_phase
 
 CHIEF_LOGS = {"chief-0": [
     "starting",

@@ -7,7 +7,7 @@ import io
 
 from launcher.events import JobCondition, LogLine, Progress
 from launcher.view import JobView, ProgressTracker, age, duration, format_rows, replica_rows
-from tests.support.fake_backend import replica_phase
+from tests.support.fakes.backend import replica_phase
 
 SCRIPT = [
     JobCondition("Created", reason="TFJobCreated", message="TFJob mnist is created."),

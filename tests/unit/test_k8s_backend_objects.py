@@ -8,10 +8,10 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from launcher.backends.base import BackendError
-from launcher.backends.k8s_client import request_kind, server_message
-from launcher.backends.k8s_events import ConditionTracker, ReplicaTracker
-from launcher.backends.k8s_objects import log_instance, parse_replica, pod_selector, replica_phase
-from launcher.backends.k8s_table import PodRow
+from launcher.backends.k8s.client import request_kind, server_message
+from launcher.backends.k8s.events import ConditionTracker, ReplicaTracker
+from launcher.backends.k8s.objects import log_instance, parse_replica, pod_selector, replica_phase
+from launcher.backends.k8s.table import PodRow
 
 
 def pod(rtype="worker", index="1", uid="u1", phase="Running", **status) -> dict:

@@ -2,7 +2,7 @@
 The rows here are as kube-apiserver 1.36 sends them (includeObject=None)."""
 from __future__ import annotations
 
-from launcher.backends.k8s_table import exit_code, needs_pod, phase, replica_gpus, replica_phase, rows
+from launcher.backends.k8s.table import exit_code, needs_pod, phase, replica_gpus, replica_phase, rows
 
 COLUMNS = [{"name": n} for n in ("Name", "Ready", "Status", "Restarts", "Age", "IP", "Node", "Nominated Node",
                                  "Readiness Gates")]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.backends.local_netns import network_need
+from launcher.backends.local.netns import network_need
 
 
 def plan(*argv: str, **env: str) -> dict:
@@ -32,7 +32,7 @@ def test_remote_urls_and_downloads_need_the_network(argv, env, shown):
 
 
 def test_outbound_is_blocked_by_what_only_the_hosts_loopback_has(monkeypatch, tmp_path):
-    from launcher.backends import local_netns
+    from launcher.backends.local import netns as local_netns
 
     resolv = tmp_path / "resolv.conf"
     resolv.write_text("nameserver 10.0.0.53\n")

@@ -7,8 +7,8 @@ import pytest
 
 from launcher.backends.base import BackendError
 from launcher.backends.local import LocalBackend
-from launcher.backends.local_logs import Tail
-from launcher.backends.local_plan import REPO_ROOT, build_plan, child_env, proxy_env, replica_argv
+from launcher.backends.local.logs import Tail
+from launcher.backends.local.plan import REPO_ROOT, build_plan, child_env, proxy_env, replica_argv
 from launcher.render import render
 from launcher.spec import JobSpec, ReplicaSpec
 from launcher.tfconfig import tf_config

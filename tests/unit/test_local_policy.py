@@ -1,7 +1,7 @@
 """Restart decisions of the local supervisor (training-operator semantics)."""
 import pytest
 
-from launcher.backends.local_policy import BACKOFF_CAP, backoff_exceeded, restart_delay, should_restart
+from launcher.backends.local.policy import BACKOFF_CAP, backoff_exceeded, restart_delay, should_restart
 
 
 @pytest.mark.parametrize("policy, code, restart", [

@@ -2,7 +2,7 @@
 atomic status writes, listing."""
 import json
 
-from launcher.backends.local_runs import (RunsDir, Transitions, history_after, job_status, set_condition,
+from launcher.backends.local.runs import (RunsDir, Transitions, history_after, job_status, set_condition,
                                           snapshot_entries, write_json_atomic)
 
 

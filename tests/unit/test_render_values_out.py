@@ -4,7 +4,7 @@ from __future__ import annotations
 import yaml
 
 from launcher.cli import build_parser
-from launcher.cli_args import build_spec
+from launcher.cli.args import build_spec
 from launcher.helm_values import values_for
 from tests.support.cli_env import cli, cli_env, schema_cache  # noqa: F401 (fixtures)
 

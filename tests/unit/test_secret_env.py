@@ -73,7 +73,7 @@ def test_secret_env_check_is_part_of_the_spec():
 
 
 def test_local_submit_without_a_value_is_refused_before_anything_starts(cli, monkeypatch, tmp_path):
-    from tests.support.fake_backend import FakeBackend
+    from tests.support.fakes.backend import FakeBackend
 
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.setenv("TFJOB_LOCAL_SECRETS_DIR", str(tmp_path))

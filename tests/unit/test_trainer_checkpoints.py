@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from trainer import checkpoints, models, train_step, variables
+from trainer import checkpoints, models, variables
+from trainer.train import step as train_step
 
 
 def trained(name: str = "mnist", steps: int = 2):

@@ -1,10 +1,11 @@
-"""trainer.mnist_source and trainer.data: raw files, TFRecord shards, tf.data input."""
+"""trainer.models.mnist.source and trainer.data: raw files, TFRecord shards, tf.data input."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from trainer import data, mnist_source
+from trainer import data
+from trainer.models.mnist import source as mnist_source
 
 
 def synthetic(count: int) -> tuple[np.ndarray, np.ndarray]:
@@ -86,7 +87,8 @@ def test_sixteen_training_pipelines_over_fewer_files_read_each_record_once_per_e
 
 
 def test_worker_pipeline_of_parameter_server_training_has_no_coordinator_sized_pool(tmp_path):
-    from trainer import flags, train_ps
+    from trainer import flags
+    from trainer.train import ps as train_ps
 
     images, labels = synthetic(10)
     data.write_split(str(tmp_path), "train", images, labels)

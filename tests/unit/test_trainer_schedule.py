@@ -1,9 +1,10 @@
-"""trainer.train_step.learning_rate: linear warm-up, then cosine decay or constant."""
+"""trainer.train.step.learning_rate: linear warm-up, then cosine decay or constant."""
 from __future__ import annotations
 
 import pytest
 
-from trainer import flags, train_step
+from trainer import flags
+from trainer.train import step as train_step
 
 
 def rates(argv: list[str], steps: list[int]) -> list[float]:

@@ -2,7 +2,7 @@
 TensorFlow); a model's module is imported when it is used.
 
 A model is one module (or package, e.g. `trainer/models/taxi/`) that gives everything
-the generic trainer (train_ps.py, train_sync.py, evaluate.py, evaluator.py, export.py,
+the generic trainer (train/ps.py, train/sync.py, evaluate.py, evaluator.py, export.py,
 predict.py, data.py) needs, and nothing else knows about it:
 
     DATASET               name of its dataset in messages ("MNIST", "Chicago taxi trips")
@@ -29,7 +29,7 @@ import os
 
 MODELS = {  # name -> module
     "mnist": "trainer.models.mnist",
-    "mnist-cloudml": "trainer.models.mnist_cloudml",
+    "mnist-cloudml": "trainer.models.mnist.cloudml",
     "taxi": "trainer.models.taxi",
 }
 DATASETS = {"mnist": "mnist", "mnist-cloudml": "mnist", "taxi": "taxi"}  # model -> `trainer.data --dataset`

@@ -1,0 +1,165 @@
+"""The Kubernetes backend: TFJobs on a cluster running Kubeflow training-operator v1.9.
+
+Built on the official `kubernetes` client (see `client.py`): kubeconfig (with exec
+plugins such as gke-gcloud-auth-plugin) or in-cluster config. `events` and `logs -f` use
+one TFJob watch and one pod label-selector watch (`watch.py`), never a request per pod;
+`status` and `events` read pods as the server's Table rows (`table.py`), so what they
+receive per pod does not grow with the job (TF_CONFIG makes every pod object O(replicas)).
+`requests` counts every API request this backend made, `api.received` the bytes.
+
+`submit(network_policy=...)` creates the job's NetworkPolicy right after the TFJob, owned
+by it (ownerReference), so it goes when the job goes; if the server refuses the policy,
+the TFJob is deleted again and nothing stays applied.
+
+`submit(replace=True)` deletes the old TFJob in the foreground (its pods go first),
+waits until it is gone, then creates the new one: the operator does not roll existing
+pods to a new template, so an in-place update would not replace the job.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Iterator
+
+from kubernetes.client.exceptions import ApiException
+
+from ...events import Event, LogLine
+from ...tfconfig import replica_counts
+from ..base import Backend, BackendError, JobStatus, JobSummary, LogOptions, NotFound
+from .client import (CALL_TIMEOUT, TRANSPORT_ERRORS, CountingApiClient, KubeApi, RequestCounter, absent,
+                         load_configuration, one_line, read_json, server_message, unreachable)
+from .events import ReplicaTracker, job_events, pod_fetcher
+from .logs import DRAIN_SECONDS, check_replica, follow_logs, read_logs
+from .objects import created, job_conditions, owner_reference, parse_replica, pod_selector, replica_order
+from .table import replica_gpus
+from .table import rows as table_rows
+
+DELETE_TIMEOUT = 300.0  # seconds `delete(wait=True)` waits for the TFJob to disappear
+DELETE_POLL = 0.5
+PROPAGATION = "Foreground"  # the TFJob disappears only after its pods and services
+
+
+class KubernetesBackend(Backend):
+    name = "k8s"
+    log_options_note = None  # the kubelet honours previous, sinceSeconds and timestamps
+
+    def __init__(self, kubeconfig: str | None = None, context: str | None = None,
+                 request_timeout: float = CALL_TIMEOUT):
+        self.requests = RequestCounter()
+        self.api = KubeApi(CountingApiClient(load_configuration(kubeconfig, context), self.requests),
+                           request_timeout=request_timeout)
+        self.log_drain_seconds = DRAIN_SECONDS
+        self.delete_timeout = DELETE_TIMEOUT
+
+    def close(self) -> None:
+        self.api.close()
+
+    def manifest(self, name: str, namespace: str) -> dict:
+        return self.api.get_tfjob(name, namespace)
+
+    def installed_crd(self, crd_name: str) -> dict | None:
+        return self.api.get_crd(crd_name)
+
+    # ---- create -------------------------------------------------------------------
+    def dry_run(self, tfjob: dict) -> dict:
+        """Server-side dry run (dryRun=All): the object as the server would store it."""
+        return self._create(tfjob, dry_run=True)
+
+    def submit(self, tfjob: dict, replace: bool = False, network_policy: dict | None = None) -> None:
+        if replace:
+            try:
+                self.delete(tfjob["metadata"]["name"], _namespace(tfjob), wait=True)
+            except NotFound:
+                pass
+        job = self._create(tfjob, dry_run=False)
+        if network_policy is not None:
+            self._create_network_policy(job, network_policy)
+
+    def _create_network_policy(self, job: dict, policy: dict) -> None:
+        owner = {**owner_reference(job), "blockOwnerDeletion": True}  # a foreground delete waits for it
+        policy = {**policy, "metadata": {**policy["metadata"], "ownerReferences": [owner]}}
+        name, job_name = policy["metadata"]["name"], job["metadata"]["name"]
+        try:
+            try:
+                read_json(self.api.create_network_policy(policy))
+            except ApiException as exc:
+                if exc.status != 409:  # 409: left by a replaced job the garbage collector has not reached
+                    raise
+                read_json(self.api.replace_network_policy(policy))
+            return
+        except ApiException as exc:
+            problem = server_message(exc)
+        except TRANSPORT_ERRORS as exc:
+            problem = str(unreachable(self.api.host, exc))
+        try:
+            self.delete(job_name, _namespace(job))
+        except BackendError:
+            pass
+        raise BackendError(one_line(f"the server refused networkpolicy {name} ({problem}); tfjob {job_name} was "
+                                    "deleted again (nothing applied); submit with --no-network-policy to run "
+                                    "without one"))
+
+    def _create(self, tfjob: dict, dry_run: bool) -> dict:
+        name, namespace = tfjob["metadata"]["name"], _namespace(tfjob)
+        with self.api.errors(f"the server refused tfjob {name}",
+                             exists=f"tfjob {name} already exists in {namespace}; use --replace or delete it"):
+            return self.api.create_tfjob(tfjob, dry_run=dry_run)
+
+    # ---- read ---------------------------------------------------------------------
+    def status(self, name: str, namespace: str) -> JobStatus:
+        tfjob = self.api.get_tfjob(name, namespace)
+        tracker = ReplicaTracker(name, pod_fetcher(self.api, namespace))
+        tracker.gpus = replica_gpus(tfjob)
+        with self.api.errors(f"listing pods of tfjob {name}"):
+            pods, _ = table_rows(read_json(self.api.pod_rows(namespace, label_selector=pod_selector(name))))
+            if any(not row.node for row in pods):  # why they wait: the scheduler's events, if RBAC allows
+                tracker.unschedulable_from(self.api.scheduling_messages(namespace))
+            phases = sorted(filter(None, map(tracker.phase_of, pods)), key=replica_order)
+        return JobStatus(name=name, namespace=namespace, conditions=job_conditions(tfjob),
+                         replicas=tuple(phases), created=created(tfjob), backend=self.name)
+
+    def events(self, name: str, namespace: str) -> Iterator[Event]:
+        return job_events(self.api, name, namespace)
+
+    def logs(self, name: str, namespace: str, replica: str | None = None,
+             follow: bool = False, options: LogOptions | None = None) -> Iterator[LogLine]:
+        one = parse_replica(replica) if replica not in (None, "all") else None
+        if one:
+            check_replica(self.api.get_tfjob(name, namespace), one)
+        api = self.api.with_log_options(**dataclasses.asdict(options)) if options else self.api
+        if follow:
+            return follow_logs(api, name, namespace, one, self.log_drain_seconds)
+        return read_logs(api, name, namespace, one)
+
+    def list(self, namespace: str | None) -> list[JobSummary]:
+        with self.api.errors("listing tfjobs"):
+            jobs = read_json(self.api.tfjobs(namespace))["items"]
+        rows = [JobSummary(name=job["metadata"]["name"], namespace=job["metadata"]["namespace"],
+                           phase=JobStatus("", "", conditions=job_conditions(job)).phase,
+                           created=created(job), replicas=replica_counts(job))
+                for job in jobs]
+        return sorted(rows, key=lambda row: (row.namespace, row.name))
+
+    # ---- delete -------------------------------------------------------------------
+    def delete(self, name: str, namespace: str, wait: bool = False) -> None:
+        with self.api.errors(f"deleting tfjob {name}", not_found=absent(name, namespace)):
+            self.api.delete_tfjob(name, namespace, PROPAGATION)
+        if wait:
+            self._wait_gone(name, namespace)
+
+    def _wait_gone(self, name: str, namespace: str) -> None:
+        deadline = time.monotonic() + self.delete_timeout
+        while time.monotonic() < deadline:
+            try:
+                self.api.get_tfjob(name, namespace)
+            except NotFound:
+                return
+            time.sleep(DELETE_POLL)
+        raise BackendError(f"tfjob {name} in {namespace} still exists after {self.delete_timeout:.0f} s "
+                           f"(its pods may be stuck terminating); check `kubectl get pods -n {namespace} "
+                           f"-l {pod_selector(name)}`")
+
+
+def _namespace(tfjob: dict) -> str:
+    return tfjob["metadata"].get("namespace") or "default"
+

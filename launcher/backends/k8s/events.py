@@ -1,0 +1,171 @@
+"""TFJob and pod watch events -> typed events, each transition exactly once.
+
+The trackers compare what the server says now with what they last saw, so a resumed
+watch, a relist after 410 Gone or a TFJob update that only touches replicaStatuses emits
+nothing twice, and a relist still emits whatever changed while the stream was down.
+
+Pods are followed as Table rows (`table.py`): a few hundred bytes per change whatever
+the job's size. Two things a row does not carry come from elsewhere, never for all pods:
+the exit code of a container that failed (one GET of that pod, once per failure) and why
+a Pending pod is not scheduled (the scheduler's FailedScheduling events, a third watch).
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterator
+
+from ...events import Event, JobCondition, ReplicaPhase
+from . import table
+from .client import KubeApi
+from .objects import job_conditions, replica_phase
+from .table import PodRow
+from .watch import JobFeed, Synced, WatchEvent, job_from
+
+Fetch = Callable[[PodRow], "dict | None"]  # one pod object, for what its row does not say
+
+
+class ConditionTracker:
+    """New TFJob condition transitions. A transition is a (status, reason, time) that
+    differs from the last observed object's condition of that type, or a condition that
+    reappears (the operator drops Running while Restarting, and back)."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, tuple[str, str, str]] = {}
+
+    def update(self, tfjob: dict) -> list[JobCondition]:
+        current = {c.type: (c.status, c.reason, c.time) for c in job_conditions(tfjob)}
+        new = [c for c in job_conditions(tfjob) if self._last.get(c.type) != current[c.type]]
+        self._last = current
+        return new
+
+
+class Unschedulable:
+    """The scheduler's latest FailedScheduling message per pod name (core/v1 Events)."""
+
+    def __init__(self) -> None:
+        self.messages: dict[str, tuple[str, str]] = {}  # pod name -> (event time, message)
+
+    def note(self, event: dict) -> str | None:
+        """Record one Event; the pod name whose message changed, else None."""
+        pod = (event.get("involvedObject") or {}).get("name", "")
+        stamp = event.get("lastTimestamp") or event.get("eventTime") or (event.get("metadata") or {}).get(
+            "creationTimestamp") or ""
+        message = " ".join(str(event.get("message", "")).split())
+        if not pod or not message or self.messages.get(pod, ("",))[0] > stamp:
+            return None
+        before, self.messages[pod] = self.messages.get(pod), (stamp, message)
+        return pod if before is None or before[1] != message else None
+
+    def message(self, row: PodRow) -> str:
+        """"Unschedulable: ..." for a pod still Pending without a node, else ""."""
+        found = self.messages.get(row.name)
+        if not found or row.node or table.phase(row) != "Pending":
+            return ""
+        return f"Unschedulable: {found[1]}"
+
+
+class ReplicaTracker:
+    """ReplicaPhase when a replica's (phase, restarts, node, exit code, message) changes."""
+
+    def __init__(self, job: str, fetch: Fetch | None = None) -> None:
+        self._last: dict[str, tuple] = {}  # replica id -> state
+        self._rows: dict[str, PodRow] = {}  # pod name -> latest row
+        self._fetched: dict[tuple, ReplicaPhase | None] = {}  # (pod, restarts, status) -> from the pod
+        self._job, self._fetch = job, fetch
+        self.gpus: dict[str, int] = {}  # per replica type, from the TFJob
+        self.unschedulable = Unschedulable()
+
+    def phase_of(self, row: PodRow) -> ReplicaPhase | None:
+        phase = table.replica_phase(row, self._job, self.gpus, self.unschedulable.message(row))
+        if phase is None or self._fetch is None or not table.needs_pod(row):
+            return phase
+        key = (row.name, row.restarts, row.status)
+        if key not in self._fetched:  # once per failure: the exit code is in the pod only
+            pod = self._fetch(row)
+            self._fetched[key] = replica_phase(pod) if pod else None
+        full = self._fetched[key]
+        if full is None:
+            return phase
+        return ReplicaPhase(**{**phase.__dict__, "exit_code": full.exit_code, "message": full.message or phase.message})
+
+    def apply(self, kind: str, row: PodRow) -> list[ReplicaPhase]:
+        phase = self.phase_of(row)
+        if phase is None:
+            return []
+        if kind == "DELETED":  # a replacement pod (same name: the old one is gone) is always reported
+            self._rows.pop(row.name, None)
+            self._last.pop(phase.replica, None)
+            return []
+        self._rows[row.name] = row
+        state = (phase.phase, phase.restarts, phase.node, phase.exit_code, phase.message)
+        if self._last.get(phase.replica) == state:
+            return []
+        self._last[phase.replica] = state
+        return [phase]
+
+    def sync(self, rows: tuple[PodRow, ...]) -> list[ReplicaPhase]:
+        """A relist: report changes, forget replicas whose pod is gone."""
+        phases = {row.name: self.phase_of(row) for row in rows}
+        present = {phase.replica for phase in phases.values() if phase}
+        for replica in set(self._last) - present:
+            del self._last[replica]
+        self._rows = {row.name: row for row in rows if phases[row.name]}
+        return [phase for row in rows for phase in self.apply("MODIFIED", row)]
+
+    def scheduling(self, kind: str, event: dict) -> list[ReplicaPhase]:
+        """A FailedScheduling event: the message of its pod, if it is one of ours."""
+        pod = self.unschedulable.note(event) if kind != "DELETED" else None
+        row = self._rows.get(pod or "")
+        return self.apply("MODIFIED", row) if row else []
+
+    def unschedulable_from(self, events: list[dict]) -> None:
+        for event in events:
+            self.unschedulable.note(event)
+
+    def scheduling_sync(self, events: tuple[dict, ...]) -> list[ReplicaPhase]:
+        changed = {self.unschedulable.note(event) for event in events}
+        return [phase for pod in changed if pod in self._rows for phase in self.apply("MODIFIED", self._rows[pod])]
+
+
+def pod_fetcher(api: KubeApi, namespace: str) -> Fetch:
+    return lambda row: api.get_pod(row.name, namespace)
+
+
+def job_events(api: KubeApi, name: str, namespace: str) -> Iterator[Event]:
+    """JobCondition / ReplicaPhase transitions until the TFJob is Succeeded or Failed; the
+    terminal condition comes last, after the pod changes already received."""
+    conditions, replicas = ConditionTracker(), ReplicaTracker(name, pod_fetcher(api, namespace))
+    job_synced = pods_synced = False
+    held: list = []  # pod and scheduling items that came before the TFJob (its GPUs per type)
+    final: list[JobCondition] = []  # the terminal condition (and any after it), held back
+    with JobFeed(api, name, namespace, rows=True) as feed:
+        while not (final and pods_synced and feed.queue.empty()):
+            item = feed.get()
+            if isinstance(item, (Synced, WatchEvent)) and item.kind == "tfjob":
+                job = job_from(item, name, namespace, job_synced)
+                replicas.gpus = table.replica_gpus(job)
+                for condition in conditions.update(job):
+                    if final or condition.terminal:
+                        final.append(condition)
+                    else:
+                        yield condition
+                if not job_synced:
+                    job_synced = True
+                    for early in held:
+                        yield from _replica_item(replicas, early)
+                    held.clear()
+            elif not job_synced:
+                pods_synced = pods_synced or (isinstance(item, Synced) and item.kind == "pod")
+                held.append(item)
+            else:
+                pods_synced = pods_synced or (isinstance(item, Synced) and item.kind == "pod")
+                yield from _replica_item(replicas, item)
+    yield from final
+
+
+def _replica_item(replicas: ReplicaTracker, item: object) -> list[ReplicaPhase]:
+    if isinstance(item, Synced):
+        return replicas.sync(item.objects) if item.kind == "pod" else replicas.scheduling_sync(item.objects)
+    if isinstance(item, WatchEvent):
+        return replicas.apply(item.type, item.object) if item.kind == "pod" else replicas.scheduling(item.type,
+                                                                                                 item.object)
+    return []

@@ -1,0 +1,251 @@
+"""The local backend: a rendered TFJob run as processes on this machine.
+
+`submit` writes the job's folder in the runs directory (see `runs.py`) and starts a
+supervisor process (`supervisor.py`) in its own session, which runs every replica
+with TF_CONFIG on 127.0.0.1 ports, in a private network namespace with only loopback
+where it can (`netns.py`: nothing outside the job reaches the unauthenticated
+TensorFlow ports), and writes status.json. When the replicas run unisolated, submit
+prints one line saying so. Every other call reads that
+folder, so `status`, `events`, `logs`, `list`, `stop` and `delete` work from any later
+launcher process.
+
+Foreground vs. detached: a submitted job outlives the launcher (--detach). When the
+launcher that submitted a job then follows it (`events()` or `logs(follow=True)` on the
+same LocalBackend), it becomes the job's owner (owner.json) and the supervisor stops the
+job as soon as that process is gone, however it died: Ctrl-C in the foreground leaves no
+process behind. `stop()` stops a job now and returns once every process is gone.
+"""
+from __future__ import annotations
+
+import copy
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+from ...events import Event, LogLine
+from ...tfconfig import replica_counts
+from ..base import AlreadyExists, Backend, BackendError, JobStatus, JobSummary, NotFound
+from .logs import Tail, follow_logs, read_logs
+from .netns import HOST, host_line
+from .secrets import unresolved
+from .plan import REPO_ROOT, build_plan, command_line
+from .procs import alive, signal_group, start_time, terminate_groups, wait_until
+from .runs import (RunDir, RunsDir, history_after, is_terminal, job_status, open_private,
+                         set_condition, summary, to_event)
+from .supervisor import GRACE_ENV
+
+SUPERVISOR_MODULE = "launcher.backends.local.supervisor"
+ANNOTATION_PREFIX = "local.tfjob-launcher"
+START_TIMEOUT = 30.0
+POLL_SECONDS = 0.2
+
+
+def _identity(tfjob: dict) -> tuple[str, str]:
+    meta = tfjob.get("metadata") or {}
+    name, namespace = str(meta.get("name") or ""), str(meta.get("namespace") or "default")
+    for field, value in (("metadata.name", name), ("metadata.namespace", namespace)):
+        if not value or value in (".", "..") or "/" in value or "\x00" in value:
+            raise BackendError(f"{field}: {value!r} cannot name a local job; use a DNS-1035 name like mnist-ps")
+    return name, namespace
+
+
+def _pending(run: RunDir) -> dict:
+    """The status of a job whose supervisor has not written one yet."""
+    manifest = run.manifest()
+    return {
+        "name": manifest["metadata"]["name"], "namespace": manifest["metadata"].get("namespace", "default"),
+        "conditions": [], "supervisor": None, "exit_code": None, "history": [],
+        "replicas": [{"id": r["id"], "type": r["type"], "index": r["index"], "phase": "Pending"}
+                     for r in run.plan()["replicas"]],
+    }
+
+
+def _lost(raw: dict, run: RunDir) -> dict:
+    """A job whose supervisor died without writing a final status (e.g. SIGKILL)."""
+    pid = raw["supervisor"]["pid"]
+    message = (f"the local supervisor (pid {pid}) exited without finishing the job; "
+               f"its replicas were killed with it; see {run.supervisor_log}")
+    replicas = [{**r, "phase": "Failed", "pid": None, "message": "supervisor lost"}
+                if r["phase"] in ("Running", "Pending") else r for r in raw["replicas"]]
+    lost = {**raw, "replicas": replicas, "exit_code": 1,
+            "conditions": set_condition(list(raw["conditions"]), "Failed", "SupervisorLost", message)}
+    return {**lost, "history": history_after(raw, lost)}
+
+
+class LocalBackend(Backend):
+    log_options_note = "keeps one log per replica, every attempt appended, without timestamps"
+    name = "local"
+
+    def __init__(self, runs_dir: str | None = None, note=None):
+        self.runs = RunsDir(runs_dir)
+        self.note = note or (lambda line: print(line, file=sys.stderr, flush=True))
+        self._children: list[subprocess.Popen] = []
+        self._submitted: set[tuple[str, str]] = set()
+
+    # ---- paths ------------------------------------------------------------------
+    def default_job_dir(self, name: str, namespace: str) -> str:
+        return str(self.runs.job(name, namespace).output)
+
+    def _run(self, name: str, namespace: str) -> RunDir:
+        run = self.runs.job(name, namespace)
+        if not run.exists():
+            raise NotFound(f"no local job {namespace}/{name} in {self.runs.root}; see `list`")
+        return run
+
+    def manifest(self, name: str, namespace: str) -> dict:
+        return self._run(name, namespace).manifest()
+
+    # ---- submit -----------------------------------------------------------------
+    def dry_run(self, tfjob: dict) -> dict:
+        """The manifest, annotated per replica with the command line it would run locally."""
+        _identity(tfjob)
+        plan = build_plan(tfjob)
+        annotated = copy.deepcopy(tfjob)
+        annotations = annotated["metadata"].setdefault("annotations", {})
+        for replica in plan["replicas"]:
+            annotations[f"{ANNOTATION_PREFIX}/{replica['id']}"] = command_line(replica)
+        return annotated
+
+    def submit(self, tfjob: dict, replace: bool = False, network_policy: dict | None = None) -> None:
+        """`network_policy` is not applied here: the replicas' private network namespace
+        (see netns.py) is the local counterpart."""
+        name, namespace = _identity(tfjob)
+        plan = build_plan(tfjob)
+        problem = unresolved([ref for r in plan["replicas"] for ref in r["secretEnv"]], dict(os.environ))
+        if problem:
+            raise BackendError(problem)
+        run = self.runs.job(name, namespace)
+        if run.exists():
+            if not replace:
+                raise AlreadyExists(f"local job {namespace}/{name} already exists ({run.path}); "
+                                    f"use --replace or `delete {name}`")
+            self.delete(name, namespace)
+        run.create(tfjob, plan)
+        try:
+            self._start_supervisor(run)
+        except BaseException:
+            self._stop_run(run)
+            run.remove()
+            raise
+        self._submitted.add((name, namespace))
+
+    def _claim(self, name: str, namespace: str, run: RunDir) -> None:
+        """Following a job this launcher submitted makes it a foreground job (see above)."""
+        if (name, namespace) in self._submitted:
+            me = os.getpid()
+            run.claim(me, start_time(me))
+
+    def _start_supervisor(self, run: RunDir) -> None:
+        argv = [sys.executable, "-m", SUPERVISOR_MODULE, str(run.path)]
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO_ROOT, env.get("PYTHONPATH")) if p)
+        with open_private(run.supervisor_log) as out:
+            proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+        self._children.append(proc)
+        wait_until(lambda: run.status() is not None or proc.poll() is not None, START_TIMEOUT)
+        if run.status() is None:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            tail = run.supervisor_log.read_text(errors="replace").strip().splitlines()[-3:]
+            raise BackendError("the local supervisor did not start: " + (" | ".join(tail) or "no output"))
+        network = run.status().get("network") or {}
+        if network.get("mode") == HOST:
+            self.note(host_line(network.get("reason", "")))
+
+    # ---- reading state ----------------------------------------------------------
+    def _reap(self) -> None:
+        self._children = [p for p in self._children if p.poll() is None]
+
+    def _current(self, run: RunDir) -> dict:
+        """status.json, or what it means when the supervisor is not there to write it."""
+        raw = run.status()
+        if raw is None:
+            return _pending(run)
+        if is_terminal(raw):
+            return raw
+        self._reap()
+        if alive(raw["supervisor"]["pid"], raw["supervisor"]["start"]):
+            return raw
+        raw = run.status() or raw  # it may have written the final status and exited
+        return raw if is_terminal(raw) else _lost(raw, run)
+
+    def status(self, name: str, namespace: str) -> JobStatus:
+        return job_status(self._current(self._run(name, namespace)))
+
+    def events(self, name: str, namespace: str) -> Iterator[Event]:
+        run = self._run(name, namespace)
+        self._claim(name, namespace, run)
+        cursor = 0
+        while True:
+            try:
+                raw = self._current(run)
+            except FileNotFoundError:
+                raise NotFound(f"local job {namespace}/{name} was deleted") from None
+            history = raw["history"]
+            yield from map(to_event, history[cursor:])
+            cursor = len(history)
+            if is_terminal(raw):
+                return
+            time.sleep(POLL_SECONDS)
+
+    def logs(self, name: str, namespace: str, replica: str | None = None,
+             follow: bool = False, options=None) -> Iterator[LogLine]:
+        self.check_log_options(options)
+        run = self._run(name, namespace)
+        ids = [r["id"] for r in run.plan()["replicas"]]
+        if replica not in (None, "all"):
+            if replica not in ids:
+                raise BackendError(f"--replica: job {name} has no replica {replica!r}; "
+                                   f"use one of {', '.join(ids)} or all")
+            ids = [replica]
+        tails = [Tail(rid, run.log_path(rid)) for rid in ids]
+        if not follow:
+            return read_logs(tails)
+        self._claim(name, namespace, run)
+        return follow_logs(tails, lambda: not run.exists() or is_terminal(self._current(run)))
+
+    def list(self, namespace: str | None) -> list[JobSummary]:
+        jobs = []
+        for run in self.runs.jobs(namespace):
+            try:
+                jobs.append(summary(job_status(self._current(run)), replica_counts(run.manifest())))
+            except FileNotFoundError:  # deleted while listing
+                continue
+        return jobs
+
+    # ---- stopping ---------------------------------------------------------------
+    def stop(self, name: str, namespace: str) -> None:
+        """Stop every process of the job (the folder stays; the job ends Failed/Stopped)
+        and return once they are all gone."""
+        self._stop_run(self._run(name, namespace))
+
+    def _stop_run(self, run: RunDir) -> None:
+        raw = run.status()
+        if raw is None:
+            return
+        pid, start = raw["supervisor"]["pid"], raw["supervisor"]["start"]
+        grace = float(os.environ.get(GRACE_ENV, "10"))
+        if alive(pid, start):
+            signal_group(pid, signal.SIGTERM)
+            if not wait_until(lambda: (self._reap(), not alive(pid, start))[1], grace + 10):
+                signal_group(pid, signal.SIGKILL)
+        leftovers = run.status() or raw
+        terminate_groups([(r["pid"], r.get("pid_start")) for r in leftovers["replicas"] if r.get("pid")], grace)
+        self._reap()
+
+    def delete(self, name: str, namespace: str, wait: bool = False, purge: bool = False) -> Path | None:
+        """Stop the job's processes and remove its folder, except the default job dir
+        (output/) unless `purge`; returns the kept output path (None: nothing kept).
+        Always synchronous, so `wait` changes nothing."""
+        run = self.runs.job(name, namespace)
+        if purge and not run.exists() and run.output.is_dir():  # outputs kept by an earlier delete
+            return run.remove()
+        run = self._run(name, namespace)
+        self._stop_run(run)
+        return run.remove(keep_output=not purge)

@@ -1,0 +1,64 @@
+"""Reading and following the per-replica log files of a local job."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable, Iterator
+
+from ...events import LogLine
+
+POLL_SECONDS = 0.2
+
+
+class Tail:
+    """Incremental reader of one log file that may not exist yet; yields whole lines."""
+
+    def __init__(self, replica: str, path: Path):
+        self.replica = replica
+        self.path = path
+        self.offset = 0
+        self.partial = b""
+
+    def read(self) -> list[LogLine]:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        self.offset += len(data)
+        *lines, self.partial = (self.partial + data).split(b"\n")
+        return [self._line(raw) for raw in lines]
+
+    def flush(self) -> list[LogLine]:
+        """The last line when the file does not end with a newline."""
+        rest, self.partial = self.partial, b""
+        return [self._line(rest)] if rest else []
+
+    def _line(self, raw: bytes) -> LogLine:
+        return LogLine(self.replica, raw.decode("utf-8", "replace").rstrip("\r"))
+
+
+def read_logs(tails: list[Tail]) -> Iterator[LogLine]:
+    """Everything written so far, one replica after the other."""
+    for tail in tails:
+        yield from tail.read()
+        yield from tail.flush()
+
+
+def follow_logs(tails: list[Tail], finished: Callable[[], bool]) -> Iterator[LogLine]:
+    """New lines of every replica as they come (files appear when a replica starts and
+    grow across restarts) until `finished()` and every file is drained."""
+    while True:
+        done = finished()  # checked before reading: a finished job writes no more
+        idle = True
+        for tail in tails:
+            lines = tail.read()
+            idle = idle and not lines
+            yield from lines
+        if done:
+            for tail in tails:
+                yield from tail.flush()
+            return
+        if idle:
+            time.sleep(POLL_SECONDS)

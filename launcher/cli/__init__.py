@@ -1,0 +1,225 @@
+"""`python -m launcher submit|render|status|logs|list|delete|serve|models|predict`: parsing
+and dispatch (serving commands: launcher/serving/cli.py).
+
+Exit codes: 0 success (for `submit` and `status -w`: the TFJob Succeeded); 1 the TFJob
+Failed (`status` with or without -w), or the backend reported an error (no such job,
+name taken, cluster unreachable; `delete --ignore-not-found` exits 0 for a missing job);
+2 bad input (one line `error: <field>: <problem>; <fix>` on stderr, nothing applied,
+nothing on stdout); 130 interrupted with Ctrl-C.
+
+Trainer arguments follow `--`, as with gcloud: `submit --workers 2 -- --steps 200`.
+Heavy modules (jinja2, jsonschema, rich, the Kubernetes client) load only in the
+commands that need them, so `--help` stays fast.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from typing import Callable, NoReturn
+
+from ..backends import KINDS
+from ..spec import _DNS1035, _DNS1123_LABEL, DEFAULT_NAMESPACE, SpecError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+_REPLICA = re.compile(r"(chief|ps|worker|evaluator)-\d+")
+PROG = "python -m launcher"
+OUTPUTS = ("yaml", "json", "name", "wide")
+
+
+class UsageError(SpecError):
+    """A command-line problem found by argparse."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports a bad flag as one `error:` line (exit 2) without the usage dump."""
+
+    def error(self, message: str) -> NoReturn:
+        match = re.match(r"argument ([^:]+): (.*)", message, re.S)
+        field, detail = (match[1].split("/")[-1], match[2]) if match else (self.prog, message)
+        if ";" not in detail:
+            detail += f"; see {self.prog} --help"
+        raise UsageError(field, " ".join(detail.split()))
+
+
+def duration(text: str) -> float:
+    """argparse type: kubectl's --request-timeout form, a positive number of seconds or 30s, 2m, 1h."""
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([smh]?)", text.strip())
+    seconds = float(match[1]) * {"": 1, "s": 1, "m": 60, "h": 3600}[match[2]] if match else 0
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive duration; use e.g. 30s, 2m or 45")
+    return seconds
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--backend", choices=KINDS, default="auto",
+                        help="k8s (cluster), local (this machine) or auto (default: k8s when configured)")
+    parser.add_argument("-n", "--namespace", default=None, help=f"namespace (default {DEFAULT_NAMESPACE})")
+    parser.add_argument("--kubeconfig", help="kubeconfig file (implies --backend k8s; default $KUBECONFIG, ~/.kube/config)")
+    parser.add_argument("--context", help="kubeconfig context (implies --backend k8s)")
+    parser.add_argument("--request-timeout", type=duration, metavar="DURATION",
+                        help="how long to wait for each answer of the API server, e.g. 30s, 2m (default 30s)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .args import add_job_flags
+
+    parser = Parser(prog=PROG, description="Distributed TensorFlow training as a Kubeflow TFJob, "
+                    "on Kubernetes or on this machine.", epilog="Trainer arguments go after --. "
+                    "Installed, the same commands are also the console script `tfjob`.")
+    parser.add_argument("--version", action="store_true", help="print the launcher's version and exit")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    submit = commands.add_parser("submit", help="run a training job and follow it")
+    add_job_flags(submit)
+    submit.add_argument("--dry-run", nargs="?", const="client", choices=("client", "server", "none"),
+                        help="apply nothing: client (the default of a bare --dry-run) prints the TFJob; server has "
+                             "the API server validate it and prints its answer (kubectl's form)")
+    submit.add_argument("--server-dry-run", action="store_true", help="the same as --dry-run=server")
+    submit.add_argument("-o", "--output", choices=("yaml", "json", "name"),
+                        help="how to print the TFJob of a dry run (default yaml), or, when submitting, "
+                             "name (tfjob.kubeflow.org/NAME created), yaml or json (the TFJob sent)")
+    submit.add_argument("--detach", "--async", action="store_true", help="return once submitted (--async: gcloud's name)")
+    submit.add_argument("--stream-logs", action="store_true",
+                        help="follow the job and its chief's logs until it ends: the default (gcloud's flag)")
+    submit.add_argument("--replace", action="store_true", help="replace a job of the same name")
+    render = commands.add_parser("render", help="print the TFJob for the same flags")
+    add_job_flags(render)
+    render.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
+    render.add_argument("--values-out", metavar="FILE", help="also write the Helm chart values to FILE")
+    status = commands.add_parser("status", help="conditions and replicas of a job")
+    status.add_argument("name")
+    status.add_argument("-w", "--watch", action="store_true", help="follow until the job ends")
+    status.add_argument("-o", "--output", choices=OUTPUTS, help="yaml, json (the status as data), name, wide; "
+                        "default: conditions and a replica table")
+    logs = commands.add_parser("logs", help="log lines of one replica or all")
+    logs.add_argument("name")
+    logs.add_argument("--replica", help="chief-0 (or gcloud's master-0), ps-0, worker-1, ... or all "
+                      "(default: chief-0, else worker-0)")
+    logs.add_argument("-f", "--follow", action="store_true", help="follow across restarts until the job ends")
+    logs.add_argument("--tail", type=int, metavar="N", help="only the last N lines of each replica (not with -f)")
+    logs.add_argument("-p", "--previous", action="store_true", help="the replica's previous container (before its "
+                      "last restart; k8s backend)")
+    logs.add_argument("--since", type=duration, metavar="DURATION", help="only lines newer than e.g. 10m, 2h (k8s backend)")
+    logs.add_argument("--timestamps", action="store_true", help="each line starts with its time (k8s backend)")
+    listing = commands.add_parser("list", help="jobs in a namespace")
+    listing.add_argument("-A", "--all-namespaces", action="store_true")
+    listing.add_argument("-o", "--output", choices=OUTPUTS, help="yaml, json, name (tfjob.kubeflow.org/NAME), "
+                         "wide (with the creation time); default: a table")
+    board = commands.add_parser("tensorboard", help="TensorBoard on the job dir of a job (local path or gs://)")
+    board.add_argument("name")
+    board.add_argument("--port", type=int, default=6006, help="local port (default 6006; 0: any free port)")
+    board.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    delete = commands.add_parser("delete", help="delete a job and its replicas")
+    delete.add_argument("name")
+    delete.add_argument("--wait", action="store_true", help="return once it is gone")
+    delete.add_argument("--ignore-not-found", action="store_true", help="exit 0 when there is no such job (kubectl's flag)")
+    delete.add_argument("--purge", action="store_true",
+                        help="local backend: also remove the outputs kept in the job's default job dir")
+    for sub in (submit, render, status, logs, listing, delete, board):
+        _common(sub)
+    from ..serving.cli import add_parsers
+
+    add_parsers(commands, _common)
+    return parser
+
+
+def version() -> str:
+    """The installed distribution's version (importlib.metadata)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("tfjob-launcher")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed; pip install -e . in the checkout)"
+
+
+def split_trainer_args(argv: list[str]) -> tuple[list[str], tuple[str, ...]]:
+    """Everything after the first `--` belongs to the trainer."""
+    if "--" in argv:
+        index = argv.index("--")
+        return argv[:index], tuple(argv[index + 1:])
+    return argv, ()
+
+
+def check_name(name: str) -> None:
+    if not _DNS1035.fullmatch(name) or len(name) > 63:
+        raise SpecError("NAME", f"{name!r} is not a TFJob name; use the name shown by `{PROG} list`")
+
+
+def namespace_of(args: argparse.Namespace) -> str:
+    namespace = args.namespace or DEFAULT_NAMESPACE
+    if not _DNS1123_LABEL.fullmatch(namespace) or len(namespace) > 63:
+        raise SpecError("--namespace", f"{namespace!r} is not a valid namespace; use lowercase letters, digits, '-'")
+    return namespace
+
+
+def replica_alias(replica: str | None) -> str | None:
+    """gcloud's name of the chief, master-N, is chief-N."""
+    if replica and replica.startswith("master-"):
+        return "chief-" + replica[len("master-"):]
+    return replica
+
+
+def check_replica(replica: str | None) -> None:
+    if replica not in (None, "all") and not _REPLICA.fullmatch(replica):
+        raise SpecError("--replica", f"{replica!r} is not a replica; use e.g. chief-0, ps-0, worker-1 or all")
+
+
+BackendFactory = Callable[[str], object]
+
+
+def _default_factory(args: argparse.Namespace) -> BackendFactory:
+    def factory(kind: str):
+        from ..backends import get_backend
+
+        return get_backend(kind, kubeconfig=args.kubeconfig, context=args.context,
+                           request_timeout=args.request_timeout)
+
+    return factory
+
+
+def _dispatch(args: argparse.Namespace, trainer_args: tuple[str, ...], factory: BackendFactory) -> int:
+    if args.command in ("submit", "render"):
+        from . import submit
+
+        run = submit.submit if args.command == "submit" else submit.render_command
+        return run(args, trainer_args, factory)
+    if trainer_args:
+        raise SpecError("--", f"trainer arguments only go with submit and render, not {args.command}")
+    if args.command in ("serve", "models", "predict"):
+        from ..serving import cli as serving_cli
+
+        return serving_cli.run(args, factory)
+    from . import jobs
+
+    return jobs.COMMANDS[args.command](args, factory)
+
+
+def main(argv: list[str] | None = None, backend_factory: BackendFactory | None = None) -> int:
+    from ..backends.base import BackendError
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    flags, trainer_args = split_trainer_args(argv)
+    try:
+        args = build_parser().parse_args(flags)
+        if args.version:
+            print(f"tfjob-launcher {version()}")
+            return EXIT_OK
+        if args.command is None:
+            build_parser().print_help(sys.stderr)
+            return EXIT_USAGE
+        if args.kubeconfig or args.context:
+            if args.backend == "local":
+                flag = "--kubeconfig" if args.kubeconfig else "--context"
+                raise SpecError(flag, "selects a cluster, which --backend local does not use; drop one of them")
+            args.backend = "k8s"
+        return _dispatch(args, trainer_args, backend_factory or _default_factory(args))
+    except SpecError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except BackendError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print("Interrupted.", file=sys.stderr)
+        return EXIT_INTERRUPTED

@@ -1,0 +1,370 @@
+"""The job flags shared by `submit` and `render`, and flags (+ config.yaml) -> JobSpec.
+
+Defaults (plain `submit` runs a small parameter-server job):
+  --workers 2, --ps 1, --chief 1 when ps > 0 else 0, --evaluator 0,
+  --restart-policy OnFailure, --clean-pod-policy Running, -n default,
+  --name <model or "tfjob">-YYYYMMDD-HHMMSS.
+`--config config.yaml` (Cloud ML trainingInput) replaces those defaults; any flag given
+explicitly overrides both. `--cpu` / `--memory` take `ROLE=QUANTITY` (repeatable) or a
+bare quantity for every replica type.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import re
+from dataclasses import dataclass
+
+from ..spec import (CLEAN_POD_POLICIES, DEFAULT_IMAGE, DEFAULT_NAMESPACE, END_OF_LIFE_ACCELERATORS, RESTART_POLICIES, ROLES,
+                   JobSpec, ReplicaSpec, RunPolicy, SecretEnv, SpecError, Volume, check_accelerator, check_quantity)
+
+ROLE_FLAGS = {"chief": "Chief", "ps": "PS", "worker": "Worker", "evaluator": "Evaluator"}
+COUNT_FLAGS = {"Chief": "chief", "PS": "ps", "Worker": "workers", "Evaluator": "evaluator"}
+DEFAULT_COUNTS = {"Worker": 2, "PS": 1, "Evaluator": 0}
+DEFAULT_PREFIX = "tfjob"
+SCALE_TIERS = ("BASIC", "BASIC_GPU", "STANDARD_1", "PREMIUM_1")
+MACHINE_TYPE_FLAGS = {"master-machine-type": "Chief", "worker-machine-type": "Worker",
+                      "parameter-server-machine-type": "PS"}
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer (the JobSpec checks the sign and names the flag)."""
+    try:
+        return int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer; use a whole number such as 2") from None
+
+
+def add_job_flags(parser: argparse.ArgumentParser) -> None:
+    """Every flag that shapes the TFJob. Unset flags stay None so config.yaml can fill them."""
+    job = parser.add_argument_group("job")
+    job.add_argument("--name", help="TFJob name (DNS-1035); default <model>-YYYYMMDD-HHMMSS")
+    job.add_argument("--image", help=f"trainer image (default {DEFAULT_IMAGE})")
+    job.add_argument("--config", metavar="CONFIG_YAML", help="Cloud ML config.yaml (trainingInput); flags override it")
+    job.add_argument("--scale-tier", type=str.upper, choices=SCALE_TIERS, metavar="TIER",
+                     help=f"Cloud ML scale tier ({', '.join(SCALE_TIERS)}; CUSTOM through --config); "
+                          "replica flags override it")
+    job.add_argument("--job-dir", help="output directory: local path or gs://BUCKET/path")
+    job.add_argument("--service-account", help="Kubernetes service account of the pods")
+    job.add_argument("--env", action="append", default=[], metavar="K=V", help="container env var (repeatable)")
+    job.add_argument("--secret-env", action="append", default=[], metavar="NAME=SECRET:KEY",
+                     help="container env var NAME from key KEY of the Kubernetes Secret SECRET (repeatable): the value "
+                          "never sits in the TFJob. Local backend: NAME from your environment, else the file "
+                          "$TFJOB_LOCAL_SECRETS_DIR/SECRET/KEY (default ~/.config/tfjob-launcher/secrets)")
+    job.add_argument("--label", action="append", default=[], metavar="K=V", help="label on the TFJob and pods (repeatable)")
+    job.add_argument("--volume", action="append", default=[], metavar="CLAIM:PATH[:ro]",
+                     help="mount the PersistentVolumeClaim CLAIM at PATH in every replica, read-only with :ro "
+                          "(repeatable; k8s backend only), e.g. --volume training-data:/mnt/data")
+    job.add_argument("--no-network-policy", action="store_true",
+                     help="k8s: no NetworkPolicy for the job (by default one admits traffic to the job's pods on the "
+                          "TensorFlow port only from the job's own pods, where the cluster's network plugin enforces it)")
+    reps = parser.add_argument_group("replicas")
+    reps.add_argument("--workers", type=non_negative_int, metavar="N", help="worker replicas (default 2)")
+    reps.add_argument("--ps", type=non_negative_int, metavar="N", help="parameter servers (default 1)")
+    reps.add_argument("--chief", type=non_negative_int, metavar="0|1", help="chief replicas (default 1 when ps > 0, else 0)")
+    reps.add_argument("--evaluator", type=non_negative_int, metavar="0|1", help="evaluator replicas (default 0)")
+    reps.add_argument("--cpu", action="append", default=[], metavar="[ROLE=]Q", help="CPU request: Q for every replica type, ROLE=Q for one (it wins over Q), e.g. worker=2; repeatable")
+    reps.add_argument("--memory", action="append", default=[], metavar="[ROLE=]Q", help="memory request, as --cpu, e.g. ps=4Gi; repeatable")
+    for flag in MACHINE_TYPE_FLAGS:
+        reps.add_argument(f"--{flag}", metavar="TYPE",
+                          help="gcloud's Compute Engine machine type (e.g. n1-standard-8): CPU and memory requests "
+                               "that fill such a GKE node, and its node.kubernetes.io/instance-type node selector")
+    gpus = parser.add_argument_group("GPUs")
+    for role in ("worker", "chief", "evaluator", "ps"):
+        gpus.add_argument(f"--gpus-per-{role}", type=non_negative_int, metavar="N",
+                          help=argparse.SUPPRESS if role == "ps" else f"nvidia.com/gpu per {role}")
+    gpus.add_argument("--accelerator", metavar="TYPE", help="GKE accelerator, e.g. nvidia-tesla-t4 (GPU replicas only)")
+    for role in ("master", "worker"):
+        gpus.add_argument(f"--{role}-accelerator", metavar="type=TYPE,count=N",
+                          help=f"gcloud's form of --accelerator TYPE --gpus-per-{'chief' if role == 'master' else role} N")
+    gpus.add_argument("--node-selector", action="append", default=[], metavar="[ROLE:]K=V",
+                      help="node selector of every replica, or of one replica type with ROLE: "
+                           "(e.g. worker:cloud.google.com/gke-nodepool=gpu); repeatable")
+    policy = parser.add_argument_group("policies")
+    policy.add_argument("--restart-policy", choices=RESTART_POLICIES, help="replica restart policy (default OnFailure)")
+    policy.add_argument("--clean-pod-policy", choices=CLEAN_POD_POLICIES, help="pods to delete at the end (default Running)")
+    policy.add_argument("--ttl-seconds", type=non_negative_int, metavar="S", help="delete the TFJob S seconds after it ends")
+    policy.add_argument("--active-deadline-seconds", type=non_negative_int, metavar="S", help="fail the job after S seconds")
+    policy.add_argument("--backoff-limit", type=non_negative_int, metavar="N", help="retries before the job fails")
+    policy.add_argument("--success-policy", choices=("AllWorkers",),
+                        help="AllWorkers: the job succeeds when every worker has (default: when the chief has)")
+    sched = parser.add_argument_group("scheduling (GKE)")
+    sched.add_argument("--queue-name", metavar="QUEUE", help="Kueue LocalQueue: label the job for it and create it "
+                       "suspended, for Kueue to admit when the queue has quota")
+    sched.add_argument("--priority-class", metavar="NAME", help="PriorityClass of the pods")
+    sched.add_argument("--gang", action="store_true", help="gang scheduling: every replica starts together or none "
+                       "(runPolicy.schedulingPolicy; needs the operator's gang scheduler, Volcano or scheduler-plugins)")
+    sched.add_argument("--gang-timeout-seconds", type=non_negative_int, metavar="S",
+                       help="with --gang: give up scheduling the gang after S seconds")
+    sched.add_argument("--istio-sidecar", action="store_true", help="keep Istio's sidecar injection (by default the "
+                       "pods opt out: a sidecar keeps a finished TFJob Running)")
+
+
+def key_values(items: list[str], flag: str) -> dict[str, str]:
+    """["a=1", "b=2"] -> {"a": "1", "b": "2"}; refuses a missing '=' and empty keys."""
+    pairs: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SpecError(flag, f"{item!r} is not KEY=VALUE; use e.g. {flag} key=value")
+        pairs[key] = value
+    return pairs
+
+
+_SECRET_LIKE = re.compile(r"(^|[-_.])(TOKEN|PASSWORD|PASSWD|SECRET|KEY|APIKEY|CREDENTIALS?)([-_.]|$)", re.I)
+
+
+def secret_envs(items: list[str]) -> tuple[SecretEnv, ...]:
+    """["HF_TOKEN=hf-token:token"] -> (SecretEnv("HF_TOKEN", "hf-token", "token"),); the JobSpec checks names."""
+    parsed = []
+    for item in items:
+        name, sep, ref = item.partition("=")
+        secret, colon, key = ref.partition(":")
+        if not sep or not name or not colon or not secret or not key:
+            raise SpecError("--secret-env", f"{item!r} is not NAME=SECRET:KEY; use e.g. --secret-env HF_TOKEN=hf-token:token")
+        parsed.append(SecretEnv(name=name, secret=secret, key=key))
+    return tuple(parsed)
+
+
+def secret_like_env_warnings(env: dict[str, str]) -> list[str]:
+    """A warning for each plain --env whose name looks like it holds a secret (never its value)."""
+    return [f"warning: --env {name}: the value is stored in plain text in the TFJob (anyone who can read TFJobs "
+            f"or the local run folder sees it); put it in a Secret and use --secret-env {name}=SECRET:KEY"
+            for name in env if _SECRET_LIKE.search(name)]
+
+
+def gcloud_accelerator(text: str, flag: str) -> tuple[str, int]:
+    """"type=nvidia-tesla-t4,count=2" (gcloud's --master-accelerator) -> ("nvidia-tesla-t4", 2)."""
+    from ..cloudml import accelerator_label
+
+    fields = dict(part.partition("=")[::2] for part in text.split(",") if part)
+    unknown = set(fields) - {"type", "count"}
+    if unknown or not fields.get("type"):
+        raise SpecError(flag, f"{text!r} is not type=TYPE[,count=N]; use e.g. {flag} type=nvidia-tesla-t4,count=1")
+    count = fields.get("count", "1")
+    if not count.isdigit() or int(count) < 1:
+        raise SpecError(flag, f"count {count!r} is not a number of GPUs; use count=1 or more")
+    kind = accelerator_label(fields["type"])
+    check_accelerator(kind, flag)
+    return kind, int(count)
+
+
+def node_selectors(items: list[str]) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+    """["pool=a", "worker:gpu=yes"] -> ({"pool": "a"}, {"Worker": {"gpu": "yes"}}). Label keys
+    cannot contain ':', so a ROLE: prefix is unambiguous."""
+    every: list[str] = []
+    per: dict[str, list[str]] = {}
+    for item in items:
+        role, sep, rest = item.partition(":")
+        if sep and "=" not in role:
+            if role.lower() not in ROLE_FLAGS:
+                raise SpecError("--node-selector", f"unknown replica type {role!r} in {item!r}; use chief, ps, worker "
+                                "or evaluator (e.g. --node-selector worker:pool=gpu)")
+            per.setdefault(ROLE_FLAGS[role.lower()], []).append(rest)
+        else:
+            every.append(item)
+    return (key_values(every, "--node-selector"),
+            {role: key_values(values, "--node-selector") for role, values in per.items()})
+
+
+def volumes(items: list[str]) -> tuple[Volume, ...]:
+    """["data:/mnt/data:ro"] -> (Volume("data", "/mnt/data", True),); the JobSpec checks names and paths."""
+    parsed = []
+    for item in items:
+        parts = item.split(":")
+        mode = parts.pop() if len(parts) == 3 else "rw"
+        if len(parts) != 2 or not parts[0] or mode not in ("ro", "rw"):
+            raise SpecError("--volume", f"{item!r} is not CLAIM:/PATH[:ro]; use e.g. --volume training-data:/mnt/data:ro")
+        parsed.append(Volume(claim=parts[0], mount_path=parts[1], read_only=mode == "ro"))
+    return tuple(parsed)
+
+
+def per_role(items: list[str], flag: str) -> dict[str, str]:
+    """["ps=1", "2"] -> {"Chief": "2", "Worker": "2", "Evaluator": "2", "PS": "1"}: a bare value
+    applies to every replica type, ROLE=VALUE to one and wins over a bare value whatever the
+    order; among values of the same kind the later flag wins."""
+    every: dict[str, str] = {}
+    one: dict[str, str] = {}
+    for item in items:
+        role, sep, value = item.partition("=")
+        if not sep:
+            check_quantity(item, flag)
+            every = {r: item for r in ROLES}
+            continue
+        if role.lower() not in ROLE_FLAGS:
+            raise SpecError(flag, f"unknown replica type {role!r}; use chief, ps, worker or evaluator (e.g. {flag} worker=2)")
+        one[ROLE_FLAGS[role.lower()]] = value
+    return {**every, **one}
+
+
+def default_name(trainer_args: tuple[str, ...] = (), now: _dt.datetime | None = None) -> str:
+    """<model>-YYYYMMDD-HHMMSS, the model from a `--model X` trainer argument if any."""
+    stamp = (now or _dt.datetime.now()).strftime("%Y%m%d-%H%M%S")
+    prefix = re.sub(r"[^a-z0-9-]+", "-", _model_arg(trainer_args).lower()).strip("-")
+    prefix = re.sub(r"^[^a-z]+", "", prefix)[:30].rstrip("-") or DEFAULT_PREFIX
+    return f"{prefix}-{stamp}"
+
+
+def _model_arg(args: tuple[str, ...]) -> str:
+    for index, arg in enumerate(args):
+        if arg.startswith("--model="):
+            return arg.split("=", 1)[1]
+        if arg == "--model" and index + 1 < len(args):
+            return args[index + 1]
+    return ""
+
+
+@dataclass
+class Settings:
+    """The merged answer for the replica-related settings (config.yaml under flags)."""
+
+    counts: dict[str, int]
+    gpus: dict[str, int]
+    accelerator: str | None
+    image: str
+    command: tuple[str, ...]
+    trainer_args: tuple[str, ...]
+    job_dir: str | None
+    active_deadline_seconds: int | None
+    labels: dict[str, str]
+    notes: list[str]
+
+
+def _pick(flag_value, config_value, default=None):
+    if flag_value is not None:
+        return flag_value
+    return config_value if config_value is not None else default
+
+
+def merge_settings(args: argparse.Namespace, trainer_args: tuple[str, ...]) -> Settings:
+    config = None
+    if args.config or args.scale_tier:
+        from .. import cloudml
+
+        config = (cloudml.load(args.config, args.scale_tier) if args.config
+                  else cloudml.from_training_input({"scaleTier": args.scale_tier}))
+    base_counts = config.replicas if config else DEFAULT_COUNTS
+    counts = {role: _pick(getattr(args, COUNT_FLAGS[role]), base_counts.get(role), 0)
+              for role in ("PS", "Worker", "Evaluator")}
+    counts["Chief"] = _pick(args.chief, (config.replicas.get("Chief") if config else None),
+                            1 if counts["PS"] > 0 else 0)
+    gpus = dict(config.gpus) if config else {}
+    accelerator = _pick(args.accelerator, config.accelerator if config else None)
+    kinds = {"--accelerator": args.accelerator} if args.accelerator else {}
+    for flag, role in (("master", "Chief"), ("worker", "Worker")):
+        given = getattr(args, f"{flag}_accelerator")
+        if given:
+            kind, gpus[role] = gcloud_accelerator(given, f"--{flag}-accelerator")
+            if set(kinds.values()) - {kind}:
+                raise SpecError(f"--{flag}-accelerator", f"{kind} differs from {', '.join(set(kinds.values()))} "
+                                f"({', '.join(kinds)}); a job uses one GPU type")
+            kinds[f"--{flag}-accelerator"] = accelerator = kind
+    for flag, role in ROLE_FLAGS.items():
+        value = getattr(args, f"gpus_per_{flag}")
+        if value is not None:
+            gpus[role] = value
+    return Settings(
+        counts=counts, gpus=gpus,
+        accelerator=accelerator,
+        image=_pick(args.image, config.image if config else None, DEFAULT_IMAGE),
+        command=config.command if config else (),
+        trainer_args=trainer_args or (config.trainer_args if config else ()),
+        job_dir=_pick(args.job_dir, config.job_dir if config else None),
+        active_deadline_seconds=_pick(args.active_deadline_seconds,
+                                      config.active_deadline_seconds if config else None),
+        labels={**(config.labels if config else {}), **key_values(args.label, "--label")},
+        notes=config.notes if config else [],
+    )
+
+
+def build_spec(args: argparse.Namespace, trainer_args: tuple[str, ...] = ()) -> tuple[JobSpec, list[str]]:
+    """Flags (+ config.yaml) -> a validated JobSpec and the notes to print."""
+    settings = merge_settings(args, tuple(trainer_args))
+    cpu, memory = per_role(args.cpu, "--cpu"), per_role(args.memory, "--memory")
+    every_selector, role_selectors = node_selectors(args.node_selector)
+    machine_notes = apply_machine_types(args, cpu, memory, role_selectors)
+    replicas = {role: ReplicaSpec(count=settings.counts[role], gpus=settings.gpus.get(role, 0),
+                                  cpu=cpu.get(role), memory=memory.get(role))
+                for role in ROLES if settings.counts[role] or settings.gpus.get(role)}
+    try:
+        spec = _job_spec(args, settings, replicas, every_selector, role_selectors)
+    except SpecError as exc:
+        raise blamed_on_config(exc, args) from None
+    notes = list(settings.notes) + machine_notes
+    if spec.accelerator in END_OF_LIFE_ACCELERATORS:
+        notes.append(f"note: {spec.accelerator} is end-of-life on GKE (no new node pools); "
+                     "consider --accelerator nvidia-tesla-t4 or nvidia-l4")
+    return spec, notes + secret_like_env_warnings(dict(spec.env))
+
+
+def apply_machine_types(args: argparse.Namespace, cpu: dict, memory: dict, role_selectors: dict) -> list[str]:
+    """--master/worker/parameter-server-machine-type: requests that fill such a node and its
+    instance-type selector, unless --cpu ROLE=, --memory ROLE= or a selector say otherwise."""
+    from ..machine_types import INSTANCE_TYPE_LABEL, requests_for
+
+    explicit = {flag: {item.partition("=")[0].lower() for item in items if "=" in item}
+                for flag, items in (("cpu", args.cpu), ("memory", args.memory))}
+    notes = []
+    for flag, role in MACHINE_TYPE_FLAGS.items():
+        machine = getattr(args, flag.replace("-", "_"))
+        if not machine:
+            continue
+        want_cpu, want_memory = requests_for(machine, f"--{flag}")
+        name = next(k for k, v in ROLE_FLAGS.items() if v == role)
+        if name not in explicit["cpu"]:
+            cpu[role] = want_cpu
+        if name not in explicit["memory"]:
+            memory[role] = want_memory
+        role_selectors.setdefault(role, {}).setdefault(INSTANCE_TYPE_LABEL, machine)
+        notes.append(f"note: --{flag} {machine}: {name} pods request cpu {cpu[role]}, memory {memory[role]} "
+                     f"(what a GKE {machine} node leaves to pods, less room for system pods) and run on "
+                     f"{INSTANCE_TYPE_LABEL}={machine} nodes")
+    return notes
+
+
+def blamed_on_config(exc: SpecError, args: argparse.Namespace) -> SpecError:
+    """A rule broken by a value that came from --config, not from the flag the rule names:
+    name the file (the message still says which setting, and the flag that overrides it)."""
+    flag = exc.field.split()[0]
+    attr = flag.lstrip("-").replace("-", "_")
+    if not args.config or not flag.startswith("--") or not hasattr(args, attr) \
+            or getattr(args, attr) not in (None, []):
+        return exc
+    message = str(exc)[len(exc.field) + 2:]
+    return SpecError(f"--config {args.config}", f"{exc.field} from the file: {message}")
+
+
+def _job_spec(args, settings: Settings, replicas, every_selector, role_selectors) -> JobSpec:
+    return JobSpec(
+        name=args.name if args.name is not None else default_name(settings.trainer_args),
+        namespace=args.namespace or DEFAULT_NAMESPACE,
+        replicas=replicas,
+        image=settings.image,
+        restart_policy=args.restart_policy or "OnFailure",
+        run_policy=RunPolicy(clean_pod_policy=args.clean_pod_policy or "Running",
+                             ttl_seconds_after_finished=args.ttl_seconds,
+                             active_deadline_seconds=settings.active_deadline_seconds,
+                             backoff_limit=args.backoff_limit),
+        accelerator=settings.accelerator,
+        node_selector=every_selector,
+        role_node_selectors=role_selectors,
+        env=key_values(args.env, "--env"),
+        labels=settings.labels,
+        trainer_args=settings.trainer_args,
+        job_dir=settings.job_dir,
+        service_account=args.service_account,
+        command=settings.command,
+        volumes=volumes(args.volume),
+        success_policy=args.success_policy or "",
+        queue_name=args.queue_name,
+        priority_class=args.priority_class,
+        istio_sidecar=args.istio_sidecar,
+        gang=args.gang,
+        gang_timeout_seconds=args.gang_timeout_seconds,
+        network_policy=not getattr(args, "no_network_policy", False),
+        secret_env=secret_envs(args.secret_env),
+    )
+
+
+def uses_gpus(spec: JobSpec) -> bool:
+    return bool(spec.accelerator) or any(r.gpus for r in spec.replicas.values())

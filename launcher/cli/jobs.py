@@ -1,0 +1,244 @@
+"""`status`, `logs`, `list` and `delete`: commands on existing jobs, any backend."""
+from __future__ import annotations
+
+import sys
+
+from ..backends import resolve_kind
+from ..backends.base import BackendError, LogOptions, NotFound
+from . import EXIT_FAILED, EXIT_OK, check_name, check_replica, namespace_of, replica_alias
+from ..events import JobCondition, TERMINAL
+from ..spec import SpecError
+from ..view import JobView, age, format_rows, replica_rows
+
+LIST_COLUMNS = ("NAME", "NAMESPACE", "PHASE", "REPLICAS", "AGE")
+
+
+def _backend(args, factory):
+    """The backend, chosen without the "no cluster configured" note: submit says it once, and
+    status, logs, list and delete name the backend where it matters (status, --help)."""
+    return factory(resolve_kind(args.backend, note=lambda line: None))
+
+
+def _print(line: str = "") -> None:
+    print(line, flush=True)
+
+
+RESOURCE = "tfjob.kubeflow.org"
+
+
+def _dump(data, output: str) -> None:
+    """-o json|yaml: the data as kubectl would print an object."""
+    import json
+
+    import yaml
+
+    text = json.dumps(data, indent=2) + "\n" if output == "json" else yaml.safe_dump(data, sort_keys=False)
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def status_data(snapshot) -> dict:
+    import dataclasses
+
+    return {"name": snapshot.name, "namespace": snapshot.namespace, "backend": snapshot.backend,
+            "phase": snapshot.phase, "created": snapshot.created,
+            "conditions": [dataclasses.asdict(c) for c in snapshot.conditions],
+            "replicas": [dataclasses.asdict(r) for r in snapshot.replicas]}
+
+
+def status(args, factory) -> int:
+    check_name(args.name)
+    backend = _backend(args, factory)
+    namespace = namespace_of(args)
+    snapshot = backend.status(args.name, namespace)
+    if args.watch and snapshot.phase not in TERMINAL:
+        if args.output in ("json", "yaml", "name"):
+            raise SpecError("--output", f"-o {args.output} prints one snapshot; drop -w or -o")
+        return _watch(backend, snapshot)
+    code = EXIT_FAILED if snapshot.phase == "Failed" or (args.watch and snapshot.phase != "Succeeded") else EXIT_OK
+    if args.output in ("json", "yaml"):
+        _dump(status_data(snapshot), args.output)
+        return code
+    if args.output == "name":
+        _print(f"{RESOURCE}/{snapshot.name}")
+        return code
+    _print(f"TFJob {snapshot.name} (namespace {snapshot.namespace}, {backend.name} backend): {snapshot.phase}")
+    for condition in snapshot.conditions:
+        parts = (f"{condition.type}={condition.status}", condition.time, condition.reason, condition.message)
+        _print("  " + " ".join(part for part in parts if part))
+    for line in format_rows(replica_rows(snapshot.replicas)):
+        _print(line)
+    return code
+
+
+def _watch(backend, snapshot) -> int:
+    """Follow a running job. events() starts with the job's state so far (k8s: the first
+    list; local: the recorded history), so the snapshot is not shown again (it would print
+    every condition twice)."""
+    terminal = None
+    with JobView(snapshot.name, snapshot.namespace) as view:
+        for event in backend.events(snapshot.name, snapshot.namespace):
+            view.handle(event)
+            if isinstance(event, JobCondition) and event.terminal:
+                terminal = event.type
+                break
+        view.finish()
+    return EXIT_OK if terminal == "Succeeded" else EXIT_FAILED
+
+
+def default_replica(backend, name: str, namespace: str) -> str | None:
+    """chief-0 when the job has a chief, else worker-0; None (all) while unknown."""
+    types = {replica.type for replica in backend.status(name, namespace).replicas}
+    if "Chief" in types:
+        return "chief-0"
+    return "worker-0" if "Worker" in types else None
+
+
+def logs(args, factory) -> int:
+    check_name(args.name)
+    args.replica = replica_alias(args.replica)
+    check_replica(args.replica)
+    if args.tail is not None and (args.tail < 0 or args.follow):
+        raise SpecError("--tail", "use a number >= 0, without -f (to follow, run logs -f after logs --tail N)")
+    options = LogOptions(previous=args.previous, timestamps=args.timestamps,
+                         since_seconds=max(1, int(args.since)) if args.since else None)
+    if options.previous and args.follow:
+        raise SpecError("--previous", "a previous container has ended: drop -f")
+    backend = _backend(args, factory)
+    backend.check_log_options(options)
+    namespace = namespace_of(args)
+    replica = args.replica
+    if replica is None:
+        replica = default_replica(backend, args.name, namespace)
+    elif replica == "all":
+        replica = None
+    extra = {"options": options} if options else {}
+    lines = backend.logs(args.name, namespace, replica, follow=args.follow, **extra)
+    if args.tail is not None:
+        lines = last_lines(lines, args.tail)
+    for line in lines:
+        sys.stdout.write(f"[{line.replica}] {line.line}\n")
+        sys.stdout.flush()
+    return EXIT_OK
+
+
+def last_lines(lines, count: int):
+    """The last `count` lines of each replica, replicas in their original order."""
+    from collections import deque
+
+    kept: dict[str, deque] = {}
+    for line in lines:
+        kept.setdefault(line.replica, deque(maxlen=count)).append(line)
+    for replica_lines in kept.values():
+        yield from replica_lines
+
+
+def list_jobs(args, factory) -> int:
+    backend = _backend(args, factory)
+    namespace = None if args.all_namespaces else namespace_of(args)
+    jobs = backend.list(namespace)
+    if args.output in ("json", "yaml"):
+        import dataclasses
+
+        _dump({"items": [dataclasses.asdict(job) for job in jobs]}, args.output)
+        return EXIT_OK
+    if args.output == "name":
+        for job in jobs:
+            _print(f"{RESOURCE}/{job.name}")
+        return EXIT_OK
+    wide = args.output == "wide"
+    rows = []
+    for job in jobs:
+        replicas = " ".join(f"{rtype.lower()}={count}" for rtype, count in job.replicas.items())
+        rows.append((job.name, job.namespace, job.phase, replicas, age(job.created), *((job.created,) if wide else ())))
+    for line in format_rows(rows, LIST_COLUMNS + (("CREATED",) if wide else ())):
+        _print(line)
+    return EXIT_OK
+
+
+def delete(args, factory) -> int:
+    try:
+        return _delete(args, factory)
+    except NotFound:
+        if args.ignore_not_found:
+            return EXIT_OK
+        raise
+
+
+def _delete(args, factory) -> int:
+    check_name(args.name)
+    namespace = namespace_of(args)
+    backend = _backend(args, factory)
+    if backend.name != "local":
+        if args.purge:
+            raise SpecError("--purge", "only the local backend keeps outputs itself; a cluster job's outputs are "
+                            "in its --job-dir (e.g. gs://...): remove them there")
+        backend.delete(args.name, namespace, wait=args.wait)
+        _print(f"tfjob {args.name} deleted" + ("" if args.wait else " (replicas are being removed)"))
+        return EXIT_OK
+    kept = backend.delete(args.name, namespace, wait=args.wait, **({"purge": True} if args.purge else {}))
+    _print(f"tfjob {args.name} deleted")
+    if kept:
+        _print(f"Kept its outputs (checkpoints, TensorBoard events, exported model) in {kept}; a new job named "
+               f"{args.name} resumes from them. Remove them with --purge.")
+    return EXIT_OK
+
+
+def job_dir_of(tfjob: dict) -> str | None:
+    """The --job-dir the job's containers were given (the chief's, else any replica's)."""
+    specs = tfjob.get("spec", {}).get("tfReplicaSpecs") or {}
+    for rtype in ("Chief", "Master", "Worker", *specs):
+        for container in (specs.get(rtype) or {}).get("template", {}).get("spec", {}).get("containers") or []:
+            args = [str(a) for a in container.get("args") or []]
+            for i, arg in enumerate(args):
+                if arg == "--job-dir" and i + 1 < len(args):
+                    return args[i + 1]
+                if arg.startswith("--job-dir="):
+                    return arg.split("=", 1)[1]
+    return None
+
+
+def tensorboard(args, factory) -> int:
+    """TensorBoard (a subprocess of this interpreter: the launcher never imports TensorFlow)
+    on the job's --job-dir, until Ctrl-C."""
+    import importlib.util
+    import subprocess
+
+    check_name(args.name)
+    if not 0 <= args.port <= 65535:
+        raise SpecError("--port", f"{args.port} is not a port; use 1-65535, or 0 for any free port")
+    if importlib.util.find_spec("tensorboard") is None:
+        raise SpecError("tensorboard", "TensorBoard is not installed; pip install 'tfjob-launcher[local]'")
+    backend = _backend(args, factory)
+    namespace = namespace_of(args)
+    job_dir = job_dir_of(backend.manifest(args.name, namespace))
+    if not job_dir:
+        raise SpecError("NAME", f"tfjob {args.name} has no --job-dir, so there is nothing for TensorBoard to show; "
+                        "submit with --job-dir")
+    proc = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", job_dir,
+                             "--host", args.host, "--port", str(args.port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in proc.stderr:  # TensorBoard says where it serves, then stays quiet
+            if "http://" in line and " at " in line:
+                url = line[line.index("http://"):].split()[0]
+                _print(f"TensorBoard for {args.name} ({job_dir}): {url}  (Ctrl-C stops it)")
+                break
+        else:
+            proc.wait()
+            raise BackendError(f"TensorBoard exited with {proc.returncode} before serving {job_dir}")
+        import threading
+
+        threading.Thread(target=proc.stderr.read, name="tensorboard-stderr", daemon=True).start()  # never fills
+        return EXIT_OK if proc.wait() in (0, -2) else EXIT_FAILED
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+COMMANDS = {"status": status, "logs": logs, "list": list_jobs, "delete": delete, "tensorboard": tensorboard}

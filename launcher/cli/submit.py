@@ -1,0 +1,272 @@
+"""`submit` and `render`: flags -> JobSpec -> TFJob -> validate -> print / apply -> follow."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from ..backends import resolve_kind
+from . import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from .args import build_spec, uses_gpus
+from ..events import JobCondition
+from ..spec import JobSpec, SpecError
+
+LOCAL_GPU_NOTE = "note: GPU settings are ignored by the local backend (replicas run on this machine's CPU)"
+LOCAL_RESOURCES_NOTE = ("note: CPU and memory requests are ignored by the local backend "
+                        "(replicas share this machine's cores and memory)")
+
+
+def _note(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def _out(text: str) -> None:
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    sys.stdout.flush()
+
+
+TENSORFLOW_MISSING = ("the local backend runs the trainer on this machine and needs TensorFlow, which is not "
+                      "installed; pip install 'tfjob-launcher[local]', or submit to a cluster with --backend k8s")
+
+
+def require_tensorflow(spec: JobSpec) -> None:
+    """The local backend's replicas run `python -m trainer.task` with this interpreter: without
+    TensorFlow they would all crash, so stop before anything starts (checked without importing it).
+    A job with its own container command runs that instead and is not checked."""
+    import importlib.util
+
+    if not spec.command and importlib.util.find_spec("tensorflow") is None:
+        raise SpecError("--backend local", TENSORFLOW_MISSING)
+
+
+def require_local_secrets(spec: JobSpec) -> None:
+    """Every --secret-env has a value on this machine (see backends/local/secrets.py)."""
+    from ..backends.local.secrets import unresolved
+
+    refs = [{"name": s.name, "secret": s.secret, "key": s.key} for s in spec.secret_env]
+    problem = unresolved(refs, dict(os.environ))
+    if problem:
+        flag, _, message = problem.partition(": ")
+        raise SpecError(flag, message)
+
+
+def refuse_local_volumes(spec: JobSpec) -> None:
+    """A PersistentVolumeClaim exists only on a cluster: the local backend refuses --volume."""
+    if spec.volumes:
+        raise SpecError("--volume", "PersistentVolumeClaims exist only on a cluster and the local backend cannot "
+                        "mount them; drop --volume (local replicas already share this machine's files: "
+                        "use --job-dir PATH) or use --backend k8s")
+
+
+def _with_default_job_dir(spec: JobSpec, backend) -> JobSpec:
+    if spec.job_dir is not None:
+        return spec
+    job_dir = backend.default_job_dir(spec.name, spec.namespace)
+    return dataclasses.replace(spec, job_dir=job_dir) if job_dir else spec
+
+
+def rendered(spec: JobSpec, backend=None) -> dict:
+    """The TFJob for `spec`, validated against the CRD schema and the operator's rules:
+    $TFJOB_CRD when set, else the CRD installed where `backend` runs jobs, else the
+    packaged copy (see launcher.schemas)."""
+    from ..render import render
+    from ..validate import validate
+
+    tfjob = render(spec)
+    validate(tfjob, crd=installed_crd(backend))
+    return tfjob
+
+
+def installed_crd(backend) -> dict | None:
+    """The cluster's TFJob CRD, or None to use $TFJOB_CRD / the packaged copy (with a note
+    when the cluster's could not be read)."""
+    from .. import schemas
+    from ..backends.base import CRDUnavailable
+
+    if backend is None or schemas.configured_path("tfjob"):
+        return None
+    try:
+        return backend.installed_crd(schemas.get("tfjob").crd_name)
+    except CRDUnavailable as exc:
+        _note(f"note: {exc}; validating with the packaged CRD of {schemas.describe('tfjob')}")
+        return None
+
+
+def network_policy(spec: JobSpec) -> dict | None:
+    """The job's NetworkPolicy (k8s backend), None with --no-network-policy."""
+    from ..render import render_network_policy
+
+    return render_network_policy(spec)
+
+
+def manifest_text(tfjob: dict, output: str = "yaml") -> str:
+    from ..render import to_yaml
+
+    return json.dumps(tfjob, indent=2) + "\n" if output == "json" else to_yaml(tfjob)
+
+
+def write_values(spec: JobSpec, path: str) -> None:
+    """Helm values for `spec`, written atomically (nothing is left behind on error)."""
+    from ..helm_values import values_yaml
+
+    target = Path(path)
+    if not target.parent.is_dir():
+        raise SpecError("--values-out", f"directory {str(target.parent)!r} does not exist; create it first")
+    handle, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    try:
+        with os.fdopen(handle, "w") as out:
+            out.write(values_yaml(spec))
+        os.replace(tmp, target)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def render_command(args, trainer_args, factory) -> int:
+    spec, notes = build_spec(args, trainer_args)
+    if args.backend == "local":  # show what the local backend would run
+        refuse_local_volumes(spec)
+        spec = _with_default_job_dir(spec, factory("local"))
+    tfjob = rendered(spec)
+    if args.values_out:
+        write_values(spec, args.values_out)
+    for line in notes:
+        _note(line)
+    _out(manifest_text(tfjob, args.output))
+    return EXIT_OK
+
+
+def dry_run_mode(args) -> str | None:
+    """kubectl's --dry-run=client|server|none, with --server-dry-run as an alias of server."""
+    mode = None if args.dry_run == "none" else args.dry_run
+    if args.server_dry_run:
+        if mode == "client":
+            raise SpecError("--server-dry-run", "conflicts with --dry-run (client); use one: --dry-run=client "
+                            "prints the TFJob, --dry-run=server has the API server check it")
+        mode = "server"
+    if args.stream_logs and args.detach:
+        raise SpecError("--stream-logs", "conflicts with --detach/--async; use one")
+    if mode and (args.detach or args.replace):
+        flag = "--detach" if args.detach else "--replace"
+        raise SpecError(flag, f"a dry run submits nothing, so {flag} has no effect; drop one of them")
+    return mode
+
+
+def submit(args, trainer_args, factory) -> int:
+    dry_run = dry_run_mode(args)
+    spec, notes = build_spec(args, trainer_args)
+    for line in notes:
+        _note(line)
+    kind = resolve_kind(args.backend)
+    if kind == "local":
+        refuse_local_volumes(spec)
+        if not dry_run:
+            require_tensorflow(spec)
+            require_local_secrets(spec)
+    backend = factory(kind) if (kind == "local" or dry_run != "client") else None
+    if backend is not None:
+        spec = _with_default_job_dir(spec, backend)
+    if kind == "local" and uses_gpus(spec):
+        _note(LOCAL_GPU_NOTE)
+    if kind == "local" and any(r.cpu or r.memory for r in spec.replicas.values()):
+        _note(LOCAL_RESOURCES_NOTE)
+    cluster_only = [flag for flag, value in (("--queue-name", spec.queue_name), ("--priority-class", spec.priority_class),
+                                             ("--success-policy", spec.success_policy)) if value]
+    if kind == "local" and cluster_only:
+        _note(f"note: {', '.join(cluster_only)} {'is' if len(cluster_only) == 1 else 'are'} ignored by the local "
+              "backend (it starts every replica at once; the chief decides success)")
+    tfjob = rendered(spec, backend)
+    policy = network_policy(spec) if kind == "k8s" else None
+    output = args.output or "yaml"
+    if dry_run:
+        answer = tfjob if dry_run == "client" else backend.dry_run(tfjob)
+        if output == "name":
+            _out(f"tfjob.kubeflow.org/{spec.name} created (dry run)")
+        elif output == "yaml" and policy and dry_run == "client":  # the policy follows the TFJob it goes with
+            _out(manifest_text(answer, output) + "---\n" + manifest_text(policy, output))
+        else:
+            _out(manifest_text(answer, output))
+        return EXIT_OK
+    if policy is None:
+        backend.submit(tfjob, replace=args.replace)
+    else:
+        backend.submit(tfjob, replace=args.replace, network_policy=policy)
+    if args.output == "name":
+        _out(f"tfjob.kubeflow.org/{spec.name} created")
+    elif args.output:
+        _out(manifest_text(tfjob, args.output))
+    else:
+        _out(f"tfjob {spec.name} submitted (namespace {spec.namespace}, {backend.name} backend)")
+    hints = Hints(spec, args.backend, args.kubeconfig, args.context)
+    if args.detach:
+        _out(hints.follow())
+        return EXIT_OK
+    return follow(backend, spec, hints)
+
+
+@dataclasses.dataclass
+class Hints:
+    """The commands to print for a job, with its namespace and backend flags."""
+
+    spec: JobSpec
+    backend_flag: str
+    kubeconfig: str | None = None
+    context: str | None = None
+
+    def _flags(self) -> str:
+        import shlex
+
+        flags = "" if self.spec.namespace == "default" else f" -n {self.spec.namespace}"
+        flags += "" if self.backend_flag == "auto" else f" --backend {self.backend_flag}"
+        for flag, value in (("--kubeconfig", self.kubeconfig), ("--context", self.context)):
+            flags += f" {flag} {shlex.quote(value)}" if value else ""
+        return flags
+
+    def command(self, verb: str, extra: str = "") -> str:
+        return f"python -m launcher {verb} {self.spec.name}{self._flags()}{extra}"
+
+    def follow(self) -> str:
+        return f"Follow it: {self.command('logs', ' -f')}   Status: {self.command('status', ' -w')}"
+
+    def interrupted(self, backend_name: str) -> str:
+        if backend_name == "k8s":
+            return (f"Interrupted; TFJob {self.spec.name} keeps running in namespace {self.spec.namespace}. "
+                    f"Follow it: {self.command('logs', ' -f')}   Delete it: {self.command('delete')}")
+        if backend_name == "local":
+            return (f"Interrupted; local job {self.spec.name} stops with this launcher. "
+                    f"Its logs stay: {self.command('logs', ' --replica all')}")
+        return f"Interrupted. Check it: {self.command('status')}"
+
+
+def log_replica(spec: JobSpec) -> str:
+    """The replica whose logs the live view follows: the chief, else worker 0."""
+    return "chief-0" if spec.count("Chief") else "worker-0"
+
+
+def follow(backend, spec: JobSpec, hints: Hints) -> int:
+    """Live view until the job is terminal: 0 Succeeded, 1 Failed, 130 on Ctrl-C."""
+    from ..follow import merged
+    from ..view import JobView
+
+    terminal = None
+    try:
+        with JobView(spec.name, spec.namespace) as view:
+            for event in merged(backend, spec.name, spec.namespace, log_replica(spec)):
+                view.handle(event)
+                if isinstance(event, JobCondition) and event.terminal:
+                    terminal = terminal or event.type
+            if terminal is None:  # the event stream ended early: ask once
+                status = backend.status(spec.name, spec.namespace)
+                view.seed(status.conditions, ())
+                terminal = status.phase
+            view.finish()
+    except KeyboardInterrupt:
+        _note(hints.interrupted(backend.name))
+        return EXIT_INTERRUPTED
+    if terminal not in ("Succeeded", "Failed"):
+        _note(f"error: the event stream ended while {spec.name} was {terminal}; "
+              f"check it: {hints.command('status', ' -w')}")
+    return EXIT_OK if terminal == "Succeeded" else EXIT_FAILED

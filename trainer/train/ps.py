@@ -1,0 +1,53 @@
+"""Asynchronous parameter-server training: the chief is the coordinator.
+
+Variables live on the ps tasks, partitioned with MinSizePartitioner (large ones are split
+across ps tasks); workers run `train(iterator, n)` closures scheduled by
+ClusterCoordinator on their own per-worker dataset. Keras 3 `model.fit` does not work
+under ParameterServerStrategy, hence the custom loop.
+"""
+from __future__ import annotations
+
+import argparse
+
+import tensorflow as tf
+
+from trainer import data, models, runtime, session
+from trainer.train import step as train_step
+from trainer.cluster import Cluster
+
+MIN_SHARD_BYTES = 256 << 10
+
+
+def strategy_for(cluster: Cluster) -> tf.distribute.ParameterServerStrategy:
+    partitioner = tf.distribute.experimental.partitioners.MinSizePartitioner(
+        min_shard_bytes=MIN_SHARD_BYTES, max_shards=len(cluster.spec["ps"]))
+    return tf.distribute.ParameterServerStrategy(runtime.resolver(cluster), variable_partitioner=partitioner)
+
+
+def worker_dataset_fn(args: argparse.Namespace):
+    """The input pipeline each worker runs. Built on the coordinator but run by each worker:
+    no private thread pool (whose size would be the coordinator's --threads), so tf.data
+    runs on the worker's own pools, sized by the worker's threads (runtime.start_server)."""
+
+    def dataset_fn():
+        source = data.source(args)
+        return data.dataset(source, "train", args.batch_size, training=True, threads=0,
+                            parse=models.get(args.model).parser(source))
+
+    return dataset_fn
+
+
+def run(args: argparse.Namespace, cluster: Cluster) -> tuple[int, str | None]:
+    strategy = strategy_for(cluster)
+    coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+    state = session.start(args, cluster, strategy)
+    iterator = iter(coordinator.create_per_worker_dataset(worker_dataset_fn(args)))
+    train = train_step.make_train_fn(strategy, state, count_steps=False)
+
+    def launch(n: int):
+        return coordinator.schedule(train, args=(iterator, tf.constant(n)))
+
+    workers = len(cluster.spec["worker"])
+    result = session.run(state, launch, in_flight=2 * workers, count=True)
+    coordinator.join()
+    return result

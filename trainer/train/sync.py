@@ -1,0 +1,47 @@
+"""Synchronous training: MultiWorkerMirroredStrategy across workers (and the chief, if
+any) when there are no ps tasks, or the default strategy in a single process.
+
+Every worker runs the same loop; gradients are all-reduced each step. The chief (or
+worker 0) logs, evaluates, writes checkpoints and exports; the others save checkpoints
+into a scratch dir, as MultiWorkerMirroredStrategy requires every worker to take part.
+"""
+from __future__ import annotations
+
+import argparse
+
+import tensorflow as tf
+
+from trainer import data, models, runtime, session
+from trainer.train import step as train_step
+from trainer.cluster import Cluster
+
+
+class Done:
+    """A finished call's result, with the same fetch() as a coordinator RemoteValue."""
+
+    def __init__(self, result):
+        self.result = result
+
+    def fetch(self):
+        return [value.numpy() for value in self.result]
+
+
+def strategy_for(cluster: Cluster) -> tf.distribute.Strategy:
+    if cluster.mode == "sync":
+        return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=runtime.resolver(cluster))
+    return tf.distribute.get_strategy()
+
+
+def run(args: argparse.Namespace, cluster: Cluster) -> tuple[int, str | None]:
+    strategy = strategy_for(cluster)
+    state = session.start(args, cluster, strategy)
+
+    def dataset_fn(context: tf.distribute.InputContext):
+        source = data.source(args)
+        return data.dataset(source, "train", args.batch_size, training=True, threads=args.threads,
+                            shard=(context.num_input_pipelines, context.input_pipeline_id),
+                            parse=models.get(args.model).parser(source))
+
+    iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
+    train = train_step.make_train_fn(strategy, state)
+    return session.run(state, lambda n: Done(train(iterator, tf.constant(n))), in_flight=1)
