@@ -5,14 +5,21 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime, timezone
 from functools import lru_cache
 
 import jsonschema
+import yaml
 
-from launcher.validate import crd_path, crd_schema
+from tests.support.tools import TFJOB_CRD_FILE
 
 TFJOB_API = "kubeflow.org/v1"
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def now() -> str:
+    """RFC 3339 UTC, seconds precision: how metav1.Time is written."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class ApiError(Exception):
@@ -96,7 +103,9 @@ def _terms(selector: str, what: str) -> list[tuple[str, str, str]]:
 @lru_cache(maxsize=1)
 def _tfjob_schema() -> jsonschema.protocols.Validator:
     """The CRD's schema as the apiserver applies it: unknown fields are pruned, not refused."""
-    return jsonschema.Draft7Validator(crd_schema(crd_path()))
+    crd = yaml.safe_load(TFJOB_CRD_FILE.read_text())
+    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == TFJOB_API.split("/")[1]]
+    return jsonschema.Draft7Validator(version["schema"]["openAPIV3Schema"])
 
 
 def check_tfjob(obj: dict) -> None:

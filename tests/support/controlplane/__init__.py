@@ -31,12 +31,11 @@ from typing import Iterator
 import pytest
 import yaml
 
-from launcher.validate import crd_path
 from tests.support.controlplane.pki import Pki, make_pki, write_kubeconfig
 from tests.support.controlplane.procs import (START_TIMEOUT_S, ControlPlaneError, Processes, has_condition,
                                               http_ok, insecure_tls, wait_until)
 from tests.support.gcs import free_port
-from tests.support.tools import ROOT, kubectl
+from tests.support.tools import ROOT, TFJOB_CRD_FILE, kubectl
 
 BUILD_SCRIPT = ROOT / "scripts" / "controlplane" / "build.sh"
 KWOK_DIR = ROOT / "k8s" / "kwok"
@@ -206,11 +205,7 @@ def _mount_webhook_certs(pki: Pki) -> None:
 
 def _install_crd(procs: Processes, cp: ControlPlane) -> None:
     """Before the controller-manager starts, so its garbage collector watches TFJobs at once."""
-    crd = crd_path()
-    if crd is None:
-        raise ControlPlaneError("TFJob CRD not found: expected ../shared/crds/kubeflow.org_tfjobs.yaml "
-                                "beside the repository (or set $TFJOB_CRD)")
-    cp.kubectl("create", "-f", str(crd))
+    cp.kubectl("create", "-f", str(TFJOB_CRD_FILE))
     wait_until("TFJob CRD Established", lambda: has_condition(
         cp.kubectl_json("get", "crd/tfjobs.kubeflow.org"), "Established"), procs, "kube-apiserver")
 
