@@ -5,8 +5,9 @@ name: through the launcher's Kubernetes backend against the FAKE API server driv
 FakeOperator (as the integration tests drive it), and against the real control plane, where
 training-operator v1.9.4 makes the pods and services and KWOK runs them. The launcher
 renders and submits; the pods appear and run; the chief exits 0; the job Succeeds and
-cleanPodPolicy Running removes the replicas still running. Compared: what the launcher
-relies on in what the operator writes (pod and service names, labels, owner references,
+cleanPodPolicy Running removes the replicas still running. Compared: the TFJob as the API
+server stored it (with the CRD's defaults), what the launcher relies on in what the operator
+writes (pod and service names, labels, owner references,
 restart policy, the TF_CONFIG env parsed, service ports and selectors), the TFJob
 conditions in their order, and the conditions the launcher's watch reported. A fake that
 drifts from the operator fails here.
@@ -41,6 +42,7 @@ class Run:
     pods_after: list[dict]
     conditions: list[dict]
     seen: list  # the launcher's events
+    spec: dict  # the TFJob's spec as the API server stored it
 
 
 def _backend(kubeconfig):
@@ -68,7 +70,8 @@ def real(control_plane) -> Iterator[tuple[str, Run]]:
             job = tfjob(cp, namespace, JOB)
         finally:
             backend.close()
-        yield namespace, Run(job["metadata"]["uid"], pods, services, after, job["status"]["conditions"], seen)
+        yield namespace, Run(job["metadata"]["uid"], pods, services, after, job["status"]["conditions"], seen,
+                             job["spec"])
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +99,7 @@ def fake(real, tmp_path_factory) -> Iterator[Run]:
         seen = events.wait_done()
         after = [p for p in (server.get("pods", namespace, pod) for pod in names) if p]
         job = server.get("tfjobs", namespace, JOB)
-        yield Run(job["metadata"]["uid"], pods, services, after, job["status"]["conditions"], seen)
+        yield Run(job["metadata"]["uid"], pods, services, after, job["status"]["conditions"], seen, job["spec"])
     finally:
         if backend is not None:
             backend.close()
@@ -133,6 +136,12 @@ def service_view(service: dict, uid: str) -> dict:
 
 def by_name(objects: list[dict], view, uid: str) -> dict[str, dict]:
     return {o["metadata"]["name"]: view(o, uid) for o in objects}
+
+
+def test_the_stored_tfjob_has_the_apiservers_defaults(runs):
+    fake, real = runs
+    assert fake.spec == real.spec
+    assert real.spec["runPolicy"]["suspend"] is False
 
 
 def test_pod_names_are_the_operators(runs):

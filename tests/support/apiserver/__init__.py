@@ -6,7 +6,7 @@ unchanged against it through a kubeconfig (bearer token or exec plugin):
 
 - TFJobs (kubeflow.org/v1): create (dryRun=All; 409 AlreadyExists; 422 Invalid after a
   check against the openAPIV3Schema of the CRD file the e2e control plane installs,
-  launcher/schemas/kubeflow.org_tfjobs.yaml, read here as data; status dropped as a
+  launcher/schemas/kubeflow.org_tfjobs.yaml, read here as data, and its defaults filled in; status dropped as a
   status subresource does), get, list (one or all namespaces), watch, delete
   (propagationPolicy Foreground or Background, doing the garbage collector's part).
 - services: get, list, watch (the operator's headless services, written by FakeOperator).
@@ -49,7 +49,7 @@ import yaml
 
 from .http import Chunked, Handler, Server, read_body, send, send_json
 from .table import table, wants_table
-from .rules import (TFJOB_API, ApiError, check_tfjob, details, group_resource, kubelet_log_source,
+from .rules import (TFJOB_API, ApiError, apply_defaults, check_tfjob, details, group_resource, kubelet_log_source,
                     log_container, not_found, now, selector, verb_of)
 
 TOKEN = "fake-apiserver-token"
@@ -318,6 +318,7 @@ class FakeApiServer:
                                               "namespace sent on the request")
         if resource == "tfjobs":
             check_tfjob(obj)
+            apply_defaults(obj)
         obj.pop("status", None)  # the status subresource: status is not written on create
         send_json(h, 201, self.create(resource, obj, dry_run=query.get("dryRun") == "All"))
 
