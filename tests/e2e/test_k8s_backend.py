@@ -1,8 +1,9 @@
 """KubernetesBackend (in-process) against the real control plane: submit, replace, server
-dry run, refusals, status, list, delete and the cluster's CRD, as the real apiserver,
-training-operator and garbage collector do them. Moved here from the FAKE API server's
-tests (tests/integration/test_k8s_backend.py), which keep what needs the double: a cluster
-without the CRD, a garbage collector held back, refused credentials, an unreachable server."""
+dry run, refusals, status, list, delete, the cluster's CRD and the events' watch, as the
+real apiserver, training-operator and garbage collector do them. Moved here from the FAKE
+API server's tests (tests/integration/test_k8s_backend*.py), which keep what needs the
+double: dropped watches, 410 Gone, a restart, a garbage collector held back, container
+states written step by step, a cluster without the CRD, credentials, an unreachable server."""
 from __future__ import annotations
 
 import copy
@@ -11,8 +12,9 @@ from typing import Iterator
 import pytest
 
 from launcher.backends.base import AlreadyExists, BackendError, NotFound
+from launcher.events import JobCondition, ReplicaPhase
 from tests.e2e.tfjobs import owned, tfjob, wait_pods
-from tests.support.k8s_backend import manifest, poll_until
+from tests.support.k8s_backend import Collector, manifest, poll_until
 
 WAIT_S = 60.0
 
@@ -192,3 +194,40 @@ def test_manifest_is_the_stored_tfjob(cluster):
     with pytest.raises(NotFound):
         backend.manifest("ghost", namespace)
 
+
+
+# ---- events (the watch) --------------------------------------------------------------------------
+def last_phases(items: list) -> dict[str, str]:
+    return {e.replica: e.phase for e in items if isinstance(e, ReplicaPhase)}
+
+
+def test_a_lifecycle_reports_each_condition_once_and_ends(cluster, control_plane):
+    backend, namespace = cluster
+    cp = control_plane
+    backend.submit(manifest(namespace=namespace, workers=2))
+    events = Collector(backend.events("mnist", namespace))
+    events.wait_for(lambda items: list(last_phases(items).values()).count("Running") == 4,
+                    "four Running replicas", WAIT_S)
+    cp.finish_pod(namespace, "mnist-chief-0", 0)
+    items = events.wait_done(timeout=WAIT_S)
+    assert [(e.type, e.status) for e in items if isinstance(e, JobCondition)] == [
+        ("Created", "True"), ("Running", "True"), ("Running", "False"), ("Succeeded", "True")]
+    assert items[-1].terminal
+    chief = [e for e in items if isinstance(e, ReplicaPhase) and e.replica == "chief-0"]
+    assert (chief[-1].phase, chief[-1].exit_code) == ("Succeeded", 0)
+
+
+def test_a_job_deleted_while_watched_is_not_found(cluster):
+    backend, namespace = cluster
+    backend.submit(manifest(namespace=namespace))
+    events = Collector(backend.events("mnist", namespace))
+    events.wait_for(lambda items: any(isinstance(e, JobCondition) for e in items), "the first condition", WAIT_S)
+    backend.delete("mnist", namespace)
+    with pytest.raises(NotFound, match=f"tfjob mnist was deleted from namespace {namespace}"):
+        events.wait_done(timeout=WAIT_S)
+
+
+def test_events_of_an_unknown_job_are_not_found(cluster):
+    backend, namespace = cluster
+    with pytest.raises(NotFound, match=f"tfjob nope not found in namespace {namespace}"):
+        list(backend.events("nope", namespace))
