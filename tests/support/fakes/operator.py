@@ -15,9 +15,9 @@ import copy
 import json
 import os
 import uuid
-from datetime import datetime, timezone
 
 from ..apiserver import FakeApiServer
+from ..apiserver.rules import now
 
 # pkg/apis/kubeflow.org/v1/common_types.go
 OPERATOR_NAME_LABEL = "training.kubeflow.org/operator-name"
@@ -39,11 +39,6 @@ CLUSTER_DOMAIN_ENV = "CUSTOM_CLUSTER_DOMAIN"
 _ALL_TYPES = ("Chief", "Evaluator", "Master", "PS", "Worker")
 # pkg/util/status.go: reason = kind + JobXxxReason (NewReason)
 _REASONS = {kind: f"TFJob{kind}" for kind in ("Created", "Running", "Restarting", "Succeeded", "Failed")}
-
-
-def now() -> str:
-    """RFC 3339 UTC, seconds precision: how metav1.Time is written."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # ---- the operator's rules, from its source ------------------------------------------------
