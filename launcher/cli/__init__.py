@@ -51,6 +51,13 @@ def duration(text: str) -> float:
     return seconds
 
 
+def count(text: str) -> int:
+    """argparse type: a whole number >= 0."""
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 0; use e.g. 0 or 3")
+    return int(text)
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", choices=KINDS, default="auto",
                         help="k8s (cluster), local (this machine) or auto (default: k8s when configured)")
@@ -82,6 +89,11 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--stream-logs", action="store_true",
                         help="follow the job and its chief's logs until it ends: the default (gcloud's flag)")
     submit.add_argument("--replace", action="store_true", help="replace a job of the same name")
+    submit.add_argument("--max-resubmits", type=count, metavar="N",
+                        help="when a replica's pod is deleted (spot preemption, node drain, kubectl delete pod), "
+                             "training-operator v1.9 fails the whole TFJob; submit then deletes it and submits it "
+                             "again, up to N times (default 3; 0: never), and the trainer resumes from the latest "
+                             "checkpoint in --job-dir. Only while submit follows the job (not with --detach)")
     render = commands.add_parser("render", help="print the TFJob for the same flags")
     add_job_flags(render)
     render.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")

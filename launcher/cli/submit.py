@@ -14,6 +14,7 @@ from .args import build_spec, uses_gpus
 from ..events import JobCondition
 from ..spec import JobSpec, SpecError
 
+DEFAULT_MAX_RESUBMITS = 3
 LOCAL_GPU_NOTE = "note: GPU settings are ignored by the local backend (replicas run on this machine's CPU)"
 LOCAL_RESOURCES_NOTE = ("note: CPU and memory requests are ignored by the local backend "
                         "(replicas share this machine's cores and memory)")
@@ -149,6 +150,9 @@ def dry_run_mode(args) -> str | None:
         mode = "server"
     if args.stream_logs and args.detach:
         raise SpecError("--stream-logs", "conflicts with --detach/--async; use one")
+    if args.max_resubmits is not None and (args.detach or mode):
+        raise SpecError("--max-resubmits", "only applies while submit follows the job; drop it or "
+                        + ("--detach" if args.detach else "--dry-run"))
     if mode and (args.detach or args.replace):
         flag = "--detach" if args.detach else "--replace"
         raise SpecError(flag, f"a dry run submits nothing, so {flag} has no effect; drop one of them")
@@ -204,7 +208,8 @@ def submit(args, trainer_args, factory) -> int:
     if args.detach:
         _out(hints.follow())
         return EXIT_OK
-    return follow(backend, spec, hints)
+    limit = DEFAULT_MAX_RESUBMITS if args.max_resubmits is None else args.max_resubmits
+    return follow(backend, spec, hints, Resubmitter(backend, tfjob, policy, spec, limit))
 
 
 @dataclasses.dataclass
@@ -246,27 +251,76 @@ def log_replica(spec: JobSpec) -> str:
     return "chief-0" if spec.count("Chief") else "worker-0"
 
 
-def follow(backend, spec: JobSpec, hints: Hints) -> int:
-    """Live view until the job is terminal: 0 Succeeded, 1 Failed, 130 on Ctrl-C."""
+def follow(backend, spec: JobSpec, hints: Hints, resubmit=None) -> int:
+    """Live view until the job is terminal: 0 Succeeded, 1 Failed, 130 on Ctrl-C. When a
+    deleted pod failed the job (see launcher.resubmit), `resubmit(deletion)` may submit it
+    again (it returns True when it did) and the view follows the new run."""
+    from ..resubmit import deleted_in
+
+    while True:
+        try:
+            terminal, failed, fault = _follow_once(backend, spec)
+        except KeyboardInterrupt:
+            _note(hints.interrupted(backend.name))
+            return EXIT_INTERRUPTED
+        if terminal == "Failed" and failed is not None and resubmit is not None:
+            deletion = fault.deletion(failed)
+            if deletion is None and spec.run_policy.clean_pod_policy != "All":
+                deletion = deleted_in(failed, backend.status(spec.name, spec.namespace).replicas)
+            if deletion is not None and resubmit(deletion):
+                continue
+        if terminal not in ("Succeeded", "Failed"):
+            _note(f"error: the event stream ended while {spec.name} was {terminal}; "
+                  f"check it: {hints.command('status', ' -w')}")
+        return EXIT_OK if terminal == "Succeeded" else EXIT_FAILED
+
+
+def _follow_once(backend, spec: JobSpec):
+    """One run of the job until it is terminal: (its phase, the terminal condition, what failed first)."""
     from ..follow import merged
+    from ..resubmit import FirstFault
     from ..view import JobView
 
-    terminal = None
-    try:
-        with JobView(spec.name, spec.namespace) as view:
-            for event in merged(backend, spec.name, spec.namespace, log_replica(spec)):
-                view.handle(event)
-                if isinstance(event, JobCondition) and event.terminal:
-                    terminal = terminal or event.type
-            if terminal is None:  # the event stream ended early: ask once
-                status = backend.status(spec.name, spec.namespace)
-                view.seed(status.conditions, ())
-                terminal = status.phase
-            view.finish()
-    except KeyboardInterrupt:
-        _note(hints.interrupted(backend.name))
-        return EXIT_INTERRUPTED
-    if terminal not in ("Succeeded", "Failed"):
-        _note(f"error: the event stream ended while {spec.name} was {terminal}; "
-              f"check it: {hints.command('status', ' -w')}")
-    return EXIT_OK if terminal == "Succeeded" else EXIT_FAILED
+    terminal, failed, fault = None, None, FirstFault()
+    with JobView(spec.name, spec.namespace) as view:
+        for event in merged(backend, spec.name, spec.namespace, log_replica(spec)):
+            view.handle(event)
+            fault.see(event)
+            if isinstance(event, JobCondition) and event.terminal and terminal is None:
+                terminal, failed = event.type, event
+        if terminal is None:  # the event stream ended early: ask once
+            status = backend.status(spec.name, spec.namespace)
+            view.seed(status.conditions, ())
+            terminal = status.phase
+            failed = next((c for c in reversed(status.conditions) if c.terminal), None)
+        view.finish()
+    return terminal, failed, fault
+
+
+class Resubmitter:
+    """Submits a job again after a deleted pod failed it (`--max-resubmits`), saying why."""
+
+    def __init__(self, backend, tfjob: dict, policy: dict | None, spec: JobSpec, limit: int) -> None:
+        self.backend, self.tfjob, self.policy, self.spec, self.limit = backend, tfjob, policy, spec, limit
+        self.done = 0
+
+    def __call__(self, deletion) -> bool:
+        spec = self.spec
+        what = (f"tfjob {spec.name} failed because its {deletion.replica} pod was deleted (a spot preemption, a node "
+                "drain or kubectl delete pod: training-operator v1.9 fails the whole job for it)")
+        if not spec.job_dir:
+            _note(f"{what}; not submitted again: without --job-dir its checkpoints were inside the deleted pods "
+                  "(give --job-dir gs://... or a path on a --volume to resume after this)")
+            return False
+        if self.done >= self.limit:
+            _note(f"{what}; not submitted again (--max-resubmits {self.limit} reached)")
+            return False
+        self.done += 1
+        _note(f"{what}; submitting it again ({self.done} of {self.limit}): it resumes from the latest checkpoint "
+              f"in {spec.job_dir}")
+        if self.policy is None:
+            self.backend.submit(self.tfjob, replace=True)
+        else:
+            self.backend.submit(self.tfjob, replace=True, network_policy=self.policy)
+        _out(f"tfjob {spec.name} submitted again (namespace {spec.namespace}, {self.backend.name} backend)")
+        return True

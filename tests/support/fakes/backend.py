@@ -38,9 +38,11 @@ def lifecycle(outcome: str = "Succeeded", replicas: tuple[str, ...] = ("chief-0"
 class FakeBackend(Backend):
     def __init__(self, name: str = "fake", events: list[Event] | None = None,
                  logs: dict[str, list[str]] | None = None, interrupt_after: int | None = None,
-                 default_dir: str | None = None, existing: tuple[str, ...] = ()):
+                 default_dir: str | None = None, existing: tuple[str, ...] = (),
+                 reruns: list[list[Event]] | None = None):
         self.name = name
         self.script = list(events if events is not None else lifecycle())
+        self.reruns = [list(run) for run in reruns or ()]  # the scripts of the 2nd, 3rd, ... submission
         self.log_script = logs or {}
         self.interrupt_after = interrupt_after
         self.default_dir = default_dir
@@ -65,6 +67,8 @@ class FakeBackend(Backend):
         name = tfjob["metadata"]["name"]
         if name in self.jobs and not replace:
             raise AlreadyExists(f"tfjob {name} already exists; use --replace or another --name")
+        if name in self.jobs and self.reruns:
+            self.script = self.reruns.pop(0)
         self.jobs[name] = tfjob
         self.submitted.append((tfjob, replace))
 
