@@ -93,10 +93,24 @@ class ProgressTracker:
         return ", ".join(parts)
 
 
-def plain_line(event: Event, job: str) -> str | None:
+def suspended_note(queue: str = "", namespace: str = "") -> str:
+    """Why a Suspended job has no pods, and where to look."""
+    if not queue:
+        return "suspended (runPolicy.suspend: true): no pods until it is resumed"
+    where = f" -n {namespace}" if namespace else ""
+    return (f"queued in Kueue LocalQueue {queue}: no pods until Kueue admits it "
+            f"(kubectl get workloads{where})")
+
+
+def plain_line(event: Event, job: str, queue: str = "", namespace: str = "") -> str | None:
     """The one line an event prints in plain mode (None: not printed)."""
     if isinstance(event, LogLine):
         return f"[{event.replica}] {event.line}"
+    if isinstance(event, JobCondition) and event.type == "Suspended" and event.status in ("True", "False"):
+        if event.status == "True":
+            return f"{job}: Suspended ({suspended_note(queue, namespace)})"
+        detail = "admitted by Kueue" if queue else ": ".join(p for p in (event.reason, event.message) if p)
+        return f"{job}: Resumed" + (f" ({detail})" if detail else "")
     if isinstance(event, JobCondition):
         detail = ": ".join(part for part in (event.reason, event.message) if part)
         state = event.type if event.status == "True" else f"{event.type}={event.status}"
@@ -151,11 +165,15 @@ class JobView:
     """Feed it events with `handle`; use as a context manager around the whole run."""
 
     def __init__(self, name: str, namespace: str, out: TextIO | None = None, live: bool | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, suspended: bool = False, queue: str = ""):
+        """`suspended`: the job was created suspended (for Kueue's `queue`): the phase is
+        Suspended from the start, not Pending or Created, until it is resumed."""
         self.name, self.namespace = name, namespace
         self.out = out or sys.stdout
         self.live = self.out.isatty() if live is None else live
-        self.phase = "Pending"
+        self.queue = queue
+        self.suspended = suspended
+        self.phase = "Suspended" if suspended else "Pending"
         self.replicas: dict[str, ReplicaPhase] = {}
         self.progress = ProgressTracker(clock)
         self.result = TrainingResult()
@@ -184,8 +202,8 @@ class JobView:
             self.handle(event)
 
     def handle(self, event: Event) -> None:
-        if isinstance(event, JobCondition) and event.status == "True":
-            self.phase = event.type
+        if isinstance(event, JobCondition):
+            self._condition(event)
         elif isinstance(event, ReplicaPhase):
             self.replicas[event.replica] = event
         elif isinstance(event, Progress):
@@ -195,7 +213,16 @@ class JobView:
         if self._live is not None:
             self._print_live(event)
         else:
-            self._print_plain(plain_line(event, self.name))
+            self._print_plain(plain_line(event, self.name, self.queue, self.namespace))
+
+    def _condition(self, event: JobCondition) -> None:
+        """The phase, as `launcher.backends.base.job_phase` sees it."""
+        if event.type == "Suspended" and event.status in ("True", "False"):
+            self.suspended = event.status == "True"
+            self.phase = "Suspended" if self.suspended else "Resumed"
+        elif event.status == "True" and not (self.suspended and event.type == "Created"):
+            self.phase = event.type
+            self.suspended = False
 
     def summary(self) -> str:
         line = f"{self.name}: {self.phase}"
@@ -228,6 +255,8 @@ class JobView:
         from rich.text import Text
 
         header = Text(f"TFJob {self.name} (namespace {self.namespace}): {self.phase}", style="bold")
+        if self.phase == "Suspended":
+            header.append(f", {suspended_note(self.queue, self.namespace)}", style="yellow")
         table = Table(*COLUMNS, box=None, pad_edge=False)
         for row in replica_rows(self.replicas.values()):
             table.add_row(*row)

@@ -39,12 +39,28 @@ class JobStatus:
     replicas: tuple[ReplicaPhase, ...] = ()
     created: str = ""  # RFC 3339
     backend: str = ""
+    suspended: bool = False  # the TFJob says runPolicy.suspend: true (e.g. waiting for Kueue)
+    queue: str = ""  # its Kueue LocalQueue (label kueue.x-k8s.io/queue-name), "" if none
 
     @property
     def phase(self) -> str:
-        """The last true condition type (Created, Running, Restarting, Succeeded, Failed)."""
-        true = [c.type for c in self.conditions if c.status == "True"]
-        return true[-1] if true else "Pending"
+        """The last true condition type (Created, Suspended, Running, Restarting, Succeeded,
+        Failed); see `job_phase`."""
+        return job_phase(self.conditions, self.suspended)
+
+
+def job_phase(conditions, suspended: bool = False) -> str:
+    """The last true condition type, "Pending" before any. A job created suspended (Kueue's
+    `--queue-name`) is "Suspended" from the start: the operator writes Created before its
+    Suspended condition, and Kueue may take its time to admit the job. Suspended=False (the
+    operator's TFJobResumed) is "Resumed" until the job runs."""
+    phase = "Pending"
+    for condition in conditions:  # the operator appends each change, so the last one counts
+        if condition.status == "True":
+            phase = condition.type
+        elif condition.type == "Suspended" and condition.status == "False":
+            phase = "Resumed"  # admitted (Kueue) or resumed by hand; Running follows
+    return "Suspended" if suspended and phase in ("Pending", "Created") else phase
 
 
 @dataclass(frozen=True)
@@ -64,6 +80,7 @@ class JobSummary:
     phase: str
     created: str = ""
     replicas: dict = field(default_factory=dict)  # {"Worker": 2, ...}
+    queue: str = ""  # Kueue LocalQueue, "" if none
 
 
 class Backend(abc.ABC):

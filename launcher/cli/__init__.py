@@ -104,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     listing = commands.add_parser("list", help="jobs in a namespace")
     listing.add_argument("-A", "--all-namespaces", action="store_true")
     listing.add_argument("-o", "--output", choices=OUTPUTS, help="yaml, json, name (tfjob.kubeflow.org/NAME), "
-                         "wide (with the creation time); default: a table")
+                         "wide (with the creation time and Kueue queue); default: a table")
     board = commands.add_parser("tensorboard", help="TensorBoard on the job dir of a job (local path or gs://)")
     board.add_argument("name")
     board.add_argument("--port", type=int, default=6006, help="local port (default 6006; 0: any free port)")

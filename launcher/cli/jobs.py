@@ -8,7 +8,7 @@ from ..backends.base import BackendError, LogOptions, NotFound
 from . import EXIT_FAILED, EXIT_OK, check_name, check_replica, namespace_of, replica_alias
 from ..events import JobCondition, TERMINAL
 from ..spec import SpecError
-from ..view import JobView, age, format_rows, replica_rows
+from ..view import JobView, age, format_rows, replica_rows, suspended_note
 
 LIST_COLUMNS = ("NAME", "NAMESPACE", "PHASE", "REPLICAS", "AGE")
 
@@ -41,7 +41,7 @@ def status_data(snapshot) -> dict:
     import dataclasses
 
     return {"name": snapshot.name, "namespace": snapshot.namespace, "backend": snapshot.backend,
-            "phase": snapshot.phase, "created": snapshot.created,
+            "phase": snapshot.phase, "created": snapshot.created, "queue": snapshot.queue,
             "conditions": [dataclasses.asdict(c) for c in snapshot.conditions],
             "replicas": [dataclasses.asdict(r) for r in snapshot.replicas]}
 
@@ -63,6 +63,8 @@ def status(args, factory) -> int:
         _print(f"{RESOURCE}/{snapshot.name}")
         return code
     _print(f"TFJob {snapshot.name} (namespace {snapshot.namespace}, {backend.name} backend): {snapshot.phase}")
+    if snapshot.phase == "Suspended":
+        _print(f"  {suspended_note(snapshot.queue, snapshot.namespace)}")
     for condition in snapshot.conditions:
         parts = (f"{condition.type}={condition.status}", condition.time, condition.reason, condition.message)
         _print("  " + " ".join(part for part in parts if part))
@@ -76,7 +78,8 @@ def _watch(backend, snapshot) -> int:
     list; local: the recorded history), so the snapshot is not shown again (it would print
     every condition twice)."""
     terminal = None
-    with JobView(snapshot.name, snapshot.namespace) as view:
+    with JobView(snapshot.name, snapshot.namespace, suspended=snapshot.phase == "Suspended",
+                 queue=snapshot.queue) as view:
         for event in backend.events(snapshot.name, snapshot.namespace):
             view.handle(event)
             if isinstance(event, JobCondition) and event.terminal:
@@ -150,8 +153,9 @@ def list_jobs(args, factory) -> int:
     rows = []
     for job in jobs:
         replicas = " ".join(f"{rtype.lower()}={count}" for rtype, count in job.replicas.items())
-        rows.append((job.name, job.namespace, job.phase, replicas, age(job.created), *((job.created,) if wide else ())))
-    for line in format_rows(rows, LIST_COLUMNS + (("CREATED",) if wide else ())):
+        rows.append((job.name, job.namespace, job.phase, replicas, age(job.created),
+                     *((job.created, job.queue or "<none>") if wide else ())))
+    for line in format_rows(rows, LIST_COLUMNS + (("CREATED", "QUEUE") if wide else ())):
         _print(line)
     return EXIT_OK
 

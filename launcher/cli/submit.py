@@ -13,6 +13,7 @@ from . import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from .args import build_spec, uses_gpus
 from ..events import JobCondition
 from ..spec import JobSpec, SpecError
+from ..view import suspended_note
 
 LOCAL_GPU_NOTE = "note: GPU settings are ignored by the local backend (replicas run on this machine's CPU)"
 LOCAL_RESOURCES_NOTE = ("note: CPU and memory requests are ignored by the local backend "
@@ -199,7 +200,8 @@ def submit(args, trainer_args, factory) -> int:
     elif args.output:
         _out(manifest_text(tfjob, args.output))
     else:
-        _out(f"tfjob {spec.name} submitted (namespace {spec.namespace}, {backend.name} backend)")
+        queued = f"; {suspended_note(spec.queue_name, spec.namespace)}" if kind == "k8s" and spec.queue_name else ""
+        _out(f"tfjob {spec.name} submitted (namespace {spec.namespace}, {backend.name} backend){queued}")
     hints = Hints(spec, args.backend, args.kubeconfig, args.context)
     if args.detach:
         _out(hints.follow())
@@ -253,7 +255,8 @@ def follow(backend, spec: JobSpec, hints: Hints) -> int:
 
     terminal = None
     try:
-        with JobView(spec.name, spec.namespace) as view:
+        queue = spec.queue_name if backend.name != "local" and spec.queue_name else ""  # local: ignored
+        with JobView(spec.name, spec.namespace, suspended=bool(queue), queue=queue) as view:
             for event in merged(backend, spec.name, spec.namespace, log_replica(spec)):
                 view.handle(event)
                 if isinstance(event, JobCondition) and event.terminal:

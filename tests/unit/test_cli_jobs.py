@@ -149,7 +149,7 @@ def test_output_formats_of_status_and_list(cli):
     items = json.loads(cli("list", "--backend", "k8s", "-o", "json", backend=backend()).out)["items"]
     assert [item["name"] for item in items] == ["mnist"]
     wide = cli("list", "--backend", "k8s", "-o", "wide", backend=backend()).out.splitlines()
-    assert wide[0].split() == ["NAME", "NAMESPACE", "PHASE", "REPLICAS", "AGE", "CREATED"]
+    assert wide[0].split() == ["NAME", "NAMESPACE", "PHASE", "REPLICAS", "AGE", "CREATED", "QUEUE"]
 
 
 def test_tail_keeps_the_last_lines_of_each_replica(cli):
@@ -159,3 +159,29 @@ def test_tail_keeps_the_last_lines_of_each_replica(cli):
     assert result.out.splitlines() == ["[chief-0] c2", "[chief-0] c3", "[worker-0] w1", "[worker-0] w2"]
     refused = cli("logs", "mnist", "--backend", "k8s", "--tail", "2", "-f", backend=fake)
     assert refused.code == 2 and refused.err.startswith("error: --tail: ")
+
+
+def test_status_and_list_of_a_job_waiting_for_kueue(cli):
+    import json
+
+    from launcher.backends.base import JobStatus, JobSummary
+    from launcher.events import JobCondition
+
+    class Queued(FakeBackend):
+        def status(self, name, namespace):
+            return JobStatus(name, namespace, (JobCondition("Created", reason="TFJobCreated"),), backend=self.name,
+                             suspended=True, queue="team-a")
+
+        def list(self, namespace):
+            return [JobSummary("mnist", "default", "Suspended", replicas={"Worker": 1}, queue="team-a")]
+
+    fake = Queued(name="k8s", existing=("mnist",))
+    result = cli("status", "mnist", "--backend", "k8s", backend=fake)
+    assert result.code == 0, result.err
+    assert result.out.splitlines()[:2] == [
+        "TFJob mnist (namespace default, k8s backend): Suspended",
+        "  queued in Kueue LocalQueue team-a: no pods until Kueue admits it (kubectl get workloads -n default)"]
+    shown = json.loads(cli("status", "mnist", "--backend", "k8s", "-o", "json", backend=fake).out)
+    assert (shown["phase"], shown["queue"]) == ("Suspended", "team-a")
+    wide = cli("list", "--backend", "k8s", "-o", "wide", backend=fake).out.splitlines()
+    assert wide[0].split()[-2:] == ["CREATED", "QUEUE"] and wide[1].split()[-1] == "team-a"
