@@ -19,6 +19,7 @@ from .events import Event, JobCondition, LogLine, Progress, ReplicaPhase, Traini
 
 MAX_ROWS = 16  # more replicas than this are summarised per replica type
 COLUMNS = ("REPLICA", "PHASE", "RESTARTS", "NODE", "AGE", "GPU")
+WIDE_COLUMNS = COLUMNS + ("EXIT CODE", "MESSAGE")  # -o wide: why a replica waits or ended
 
 
 def duration(seconds: float) -> str:
@@ -139,18 +140,22 @@ def describe_result(result: TrainingResult) -> str:
     return "; " + "; ".join(parts) if parts else ""
 
 
-def replica_rows(replicas: Iterable[ReplicaPhase], now: _dt.datetime | None = None) -> list[tuple[str, ...]]:
-    """Rows for COLUMNS: one per replica, or one per replica type for big jobs."""
+def replica_rows(replicas: Iterable[ReplicaPhase], now: _dt.datetime | None = None,
+                 wide: bool = False) -> list[tuple[str, ...]]:
+    """Rows for COLUMNS (WIDE_COLUMNS when `wide`): one per replica, or one per replica
+    type for big jobs."""
     replicas = list(replicas)
     if len(replicas) <= MAX_ROWS:
-        return [(r.replica, r.phase, str(r.restarts), r.node, age(r.started, now), str(r.gpus or ""))
+        return [(r.replica, r.phase, str(r.restarts), r.node, age(r.started, now), str(r.gpus or ""),
+                 *((("" if r.exit_code is None else str(r.exit_code)), r.message) if wide else ()))
                 for r in replicas]
     rows = []
     for rtype in dict.fromkeys(r.type for r in replicas):
         group = [r for r in replicas if r.type == rtype]
         phases = Counter(r.phase for r in group)
         rows.append((f"{rtype.lower()} x{len(group)}", ", ".join(f"{n} {p}" for p, n in phases.items()),
-                     str(sum(r.restarts for r in group)), "", "", str(sum(r.gpus for r in group) or "")))
+                     str(sum(r.restarts for r in group)), "", "", str(sum(r.gpus for r in group) or ""),
+                     *(("", "") if wide else ())))
     return rows
 
 
@@ -165,13 +170,16 @@ class JobView:
     """Feed it events with `handle`; use as a context manager around the whole run."""
 
     def __init__(self, name: str, namespace: str, out: TextIO | None = None, live: bool | None = None,
-                 clock: Callable[[], float] = time.monotonic, suspended: bool = False, queue: str = ""):
+                 clock: Callable[[], float] = time.monotonic, suspended: bool = False, queue: str = "",
+                 wide: bool = False):
         """`suspended`: the job was created suspended (for Kueue's `queue`): the phase is
-        Suspended from the start, not Pending or Created, until it is resumed."""
+        Suspended from the start, not Pending or Created, until it is resumed. `wide`: the
+        live replica table has WIDE_COLUMNS."""
         self.name, self.namespace = name, namespace
         self.out = out or sys.stdout
         self.live = self.out.isatty() if live is None else live
         self.queue = queue
+        self.wide = wide
         self.suspended = suspended
         self.phase = "Suspended" if suspended else "Pending"
         self.replicas: dict[str, ReplicaPhase] = {}
@@ -257,8 +265,8 @@ class JobView:
         header = Text(f"TFJob {self.name} (namespace {self.namespace}): {self.phase}", style="bold")
         if self.phase == "Suspended":
             header.append(f", {suspended_note(self.queue, self.namespace)}", style="yellow")
-        table = Table(*COLUMNS, box=None, pad_edge=False)
-        for row in replica_rows(self.replicas.values()):
+        table = Table(*(WIDE_COLUMNS if self.wide else COLUMNS), box=None, pad_edge=False)
+        for row in replica_rows(self.replicas.values(), wide=self.wide):
             table.add_row(*row)
         last = self.progress.last
         bar = Table.grid(padding=(0, 1))

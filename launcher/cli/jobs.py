@@ -8,7 +8,7 @@ from ..backends.base import BackendError, LogOptions, NotFound
 from . import EXIT_FAILED, EXIT_OK, check_name, check_replica, namespace_of, replica_alias
 from ..events import JobCondition, TERMINAL
 from ..spec import SpecError
-from ..view import JobView, age, format_rows, replica_rows, suspended_note
+from ..view import COLUMNS, WIDE_COLUMNS, JobView, age, format_rows, replica_rows, suspended_note
 
 LIST_COLUMNS = ("NAME", "NAMESPACE", "PHASE", "REPLICAS", "AGE")
 
@@ -54,7 +54,7 @@ def status(args, factory) -> int:
     if args.watch and snapshot.phase not in TERMINAL:
         if args.output in ("json", "yaml", "name"):
             raise SpecError("--output", f"-o {args.output} prints one snapshot; drop -w or -o")
-        return _watch(backend, snapshot)
+        return _watch(backend, snapshot, wide=args.output == "wide")
     code = EXIT_FAILED if snapshot.phase == "Failed" or (args.watch and snapshot.phase != "Succeeded") else EXIT_OK
     if args.output in ("json", "yaml"):
         _dump(status_data(snapshot), args.output)
@@ -68,18 +68,19 @@ def status(args, factory) -> int:
     for condition in snapshot.conditions:
         parts = (f"{condition.type}={condition.status}", condition.time, condition.reason, condition.message)
         _print("  " + " ".join(part for part in parts if part))
-    for line in format_rows(replica_rows(snapshot.replicas)):
+    wide = args.output == "wide"
+    for line in format_rows(replica_rows(snapshot.replicas, wide=wide), WIDE_COLUMNS if wide else COLUMNS):
         _print(line)
     return code
 
 
-def _watch(backend, snapshot) -> int:
+def _watch(backend, snapshot, wide: bool = False) -> int:
     """Follow a running job. events() starts with the job's state so far (k8s: the first
     list; local: the recorded history), so the snapshot is not shown again (it would print
     every condition twice)."""
     terminal = None
     with JobView(snapshot.name, snapshot.namespace, suspended=snapshot.phase == "Suspended",
-                 queue=snapshot.queue) as view:
+                 queue=snapshot.queue, wide=wide) as view:
         for event in backend.events(snapshot.name, snapshot.namespace):
             view.handle(event)
             if isinstance(event, JobCondition) and event.terminal:

@@ -186,6 +186,8 @@ def submit(args, trainer_args, factory) -> int:
         answer = tfjob if dry_run == "client" else backend.dry_run(tfjob)
         if output == "name":
             _out(f"tfjob.kubeflow.org/{spec.name} created (dry run)")
+        elif output == "wide":
+            _out(job_row(spec, kind, "(dry run)"))
         elif output == "yaml" and policy and dry_run == "client":  # the policy follows the TFJob it goes with
             _out(manifest_text(answer, output) + "---\n" + manifest_text(policy, output))
         else:
@@ -197,6 +199,8 @@ def submit(args, trainer_args, factory) -> int:
         backend.submit(tfjob, replace=args.replace, network_policy=policy)
     if args.output == "name":
         _out(f"tfjob.kubeflow.org/{spec.name} created")
+    elif args.output == "wide":
+        _out(job_row(spec, backend.name))
     elif args.output:
         _out(manifest_text(tfjob, args.output))
     else:
@@ -206,7 +210,18 @@ def submit(args, trainer_args, factory) -> int:
     if args.detach:
         _out(hints.follow())
         return EXIT_OK
-    return follow(backend, spec, hints)
+    return follow(backend, spec, hints, wide=args.output == "wide")
+
+
+def job_row(spec: JobSpec, backend_name: str, note: str = "") -> str:
+    """`submit -o wide`: the job as one row of a kubectl-style table, under its header."""
+    from ..view import format_rows
+
+    replicas = " ".join(f"{role.lower()}={spec.count(role)}" for role in spec.replicas if spec.count(role))
+    row = (spec.name, spec.namespace, backend_name, replicas, spec.image, spec.job_dir or "<none>",
+           spec.queue_name or "<none>")
+    header, line = format_rows([row], ("NAME", "NAMESPACE", "BACKEND", "REPLICAS", "IMAGE", "JOB DIR", "QUEUE"))
+    return f"{header}\n{line}" + (f"   {note}" if note else "")
 
 
 @dataclasses.dataclass
@@ -248,7 +263,7 @@ def log_replica(spec: JobSpec) -> str:
     return "chief-0" if spec.count("Chief") else "worker-0"
 
 
-def follow(backend, spec: JobSpec, hints: Hints) -> int:
+def follow(backend, spec: JobSpec, hints: Hints, wide: bool = False) -> int:
     """Live view until the job is terminal: 0 Succeeded, 1 Failed, 130 on Ctrl-C."""
     from ..follow import merged
     from ..view import JobView
@@ -256,7 +271,7 @@ def follow(backend, spec: JobSpec, hints: Hints) -> int:
     terminal = None
     try:
         queue = spec.queue_name if backend.name != "local" and spec.queue_name else ""  # local: ignored
-        with JobView(spec.name, spec.namespace, suspended=bool(queue), queue=queue) as view:
+        with JobView(spec.name, spec.namespace, suspended=bool(queue), queue=queue, wide=wide) as view:
             for event in merged(backend, spec.name, spec.namespace, log_replica(spec)):
                 view.handle(event)
                 if isinstance(event, JobCondition) and event.terminal:

@@ -185,3 +185,22 @@ def test_status_and_list_of_a_job_waiting_for_kueue(cli):
     assert (shown["phase"], shown["queue"]) == ("Suspended", "team-a")
     wide = cli("list", "--backend", "k8s", "-o", "wide", backend=fake).out.splitlines()
     assert wide[0].split()[-2:] == ["CREATED", "QUEUE"] and wide[1].split()[-1] == "team-a"
+
+
+def test_status_wide_adds_each_replicas_exit_code_and_message(cli):
+    from launcher.events import JobCondition
+
+    events = [JobCondition("Created"), replica_phase("chief-0", "Running", node="node-1"),
+              replica_phase("worker-0", "Failed", restarts=2, node="node-2", exit_code=137, message="OOMKilled"),
+              replica_phase("worker-1", "Pending", message="Unschedulable: 0/3 nodes are available")]
+    fake = backend(events=events)
+    plain = cli("status", "mnist", "--backend", "k8s", backend=fake).out.splitlines()
+    assert plain[-4].split() == ["REPLICA", "PHASE", "RESTARTS", "NODE", "AGE", "GPU"]
+    assert "OOMKilled" not in "\n".join(plain)
+    wide = cli("status", "mnist", "--backend", "k8s", "-o", "wide", backend=fake)
+    assert wide.code == 0, wide.err
+    lines = wide.out.splitlines()
+    assert lines[-4].split() == ["REPLICA", "PHASE", "RESTARTS", "NODE", "AGE", "GPU", "EXIT", "CODE", "MESSAGE"]
+    assert lines[-2].split() == ["worker-0", "Failed", "2", "node-2", "137", "OOMKilled"]
+    assert lines[-1].split()[:2] == ["worker-1", "Pending"] and \
+        lines[-1].endswith("Unschedulable: 0/3 nodes are available")

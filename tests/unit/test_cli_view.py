@@ -192,3 +192,15 @@ def test_job_phase_of_a_suspended_tfjob():
     assert job_phase([created, suspended]) == "Suspended"
     assert job_phase([created, resumed]) == "Resumed"
     assert job_phase([created, resumed, running]) == "Running"
+
+
+def test_the_wide_live_table_has_exit_codes_and_messages():
+    from rich.console import Console
+
+    with JobView("mnist", "default", out=io.StringIO(), live=True, wide=True) as view:
+        view.handle(replica_phase("worker-0", "Failed", restarts=1, exit_code=137, message="OOMKilled"))
+        frame = io.StringIO()
+        Console(file=frame, width=200).print(view._renderable())
+    text = frame.getvalue()
+    assert "EXIT CODE" in text and "MESSAGE" in text
+    assert "137" in text and "OOMKilled" in text
