@@ -68,8 +68,15 @@ class LogOptions:
     previous: bool = False             # the previous container instance (before the last restart)
     since_seconds: int | None = None   # only lines newer than this
     timestamps: bool = False           # each line starts with its RFC 3339 time
+    tail_lines: int | None = None      # only the last N lines of each replica's current log (every
+    #                                    backend; when following: of what exists, then every new line)
 
     def __bool__(self) -> bool:
+        return bool(self.previous or self.since_seconds or self.timestamps or self.tail_lines is not None)
+
+    @property
+    def kubelet_only(self) -> bool:
+        """Options only a kubelet keeps what they need for (previous instances, line times)."""
         return bool(self.previous or self.since_seconds or self.timestamps)
 
 
@@ -89,7 +96,7 @@ class Backend(abc.ABC):
 
     def check_log_options(self, options: LogOptions | None) -> None:
         """SpecError naming the flag when `options` ask for what this backend cannot do."""
-        if options and self.log_options_note:
+        if options and options.kubelet_only and self.log_options_note:
             from ..spec import SpecError
 
             flag = "--previous" if options.previous else "--since" if options.since_seconds else "--timestamps"

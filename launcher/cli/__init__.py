@@ -100,7 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
     logs.add_argument("--replica", help="chief-0 (or gcloud's master-0), ps-0, worker-1, ... or all "
                       "(default: chief-0, else worker-0)")
     logs.add_argument("-f", "--follow", action="store_true", help="follow across restarts until the job ends")
-    logs.add_argument("--tail", type=int, metavar="N", help="only the last N lines of each replica (not with -f)")
+    logs.add_argument("--tail", type=int, metavar="N", help="only the last N lines of each replica; with -f, the "
+                      "last N lines so far, then every new line (kubectl's --tail)")
     logs.add_argument("-p", "--previous", action="store_true", help="the replica's previous container (before its "
                       "last restart; k8s backend)")
     logs.add_argument("--since", type=duration, metavar="DURATION", help="only lines newer than e.g. 10m, 2h (k8s backend)")

@@ -102,10 +102,10 @@ def logs(args, factory) -> int:
     check_name(args.name)
     args.replica = replica_alias(args.replica)
     check_replica(args.replica)
-    if args.tail is not None and (args.tail < 0 or args.follow):
-        raise SpecError("--tail", "use a number >= 0, without -f (to follow, run logs -f after logs --tail N)")
+    if args.tail is not None and args.tail < 0:
+        raise SpecError("--tail", f"{args.tail} is not a number of lines; use 0 or more (e.g. --tail 20)")
     options = LogOptions(previous=args.previous, timestamps=args.timestamps,
-                         since_seconds=max(1, int(args.since)) if args.since else None)
+                         since_seconds=max(1, int(args.since)) if args.since else None, tail_lines=args.tail)
     if options.previous and args.follow:
         raise SpecError("--previous", "a previous container has ended: drop -f")
     backend = _backend(args, factory)
@@ -118,23 +118,10 @@ def logs(args, factory) -> int:
         replica = None
     extra = {"options": options} if options else {}
     lines = backend.logs(args.name, namespace, replica, follow=args.follow, **extra)
-    if args.tail is not None:
-        lines = last_lines(lines, args.tail)
     for line in lines:
         sys.stdout.write(f"[{line.replica}] {line.line}\n")
         sys.stdout.flush()
     return EXIT_OK
-
-
-def last_lines(lines, count: int):
-    """The last `count` lines of each replica, replicas in their original order."""
-    from collections import deque
-
-    kept: dict[str, deque] = {}
-    for line in lines:
-        kept.setdefault(line.replica, deque(maxlen=count)).append(line)
-    for replica_lines in kept.values():
-        yield from replica_lines
 
 
 def list_jobs(args, factory) -> int:

@@ -111,3 +111,25 @@ def test_kubectl_log_options_the_local_backend_cannot_honour_are_one_line(env, t
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == (f"error: {flag[0]}: the local backend keeps one log per replica, every attempt appended, "
                            "without timestamps; drop the flag\n")
+
+
+def test_logs_tail_with_follow_shows_the_last_lines_then_follows(env, state, tmp_path):
+    """kubectl's logs -f --tail N on the run folder's log: the last N lines written so far,
+    then every new line until the job ends."""
+    from types import SimpleNamespace
+
+    from tests.support.launcher_process import launcher_process
+
+    submitted = launcher(*submit_args("tail", tmp_path, state, {"chief-0": ["wait-finish"]}), "--detach", env=env)
+    assert submitted.returncode == 0, submitted.stderr
+    wait_ready(state, "ps-0", "worker-0", "worker-1")
+    everything = launcher("logs", "tail", "--backend", "local", env=env).stdout.splitlines()
+    assert everything[0].startswith("[chief-0] hello from chief-0") and everything[1].startswith("[chief-0] tf_config")
+    assert launcher("logs", "tail", "--backend", "local", "--tail", "1", env=env).stdout.splitlines() == everything[-1:]
+
+    with launcher_process(SimpleNamespace(env=lambda: env), "logs", "tail", "--backend", "local",
+                          "--tail", "1", "-f") as follow:
+        follow.wait_for_line("tf_config", timeout=DEADLINE)
+        (state / "finish").touch()
+        assert follow.wait(timeout=DEADLINE) == 0
+    assert follow.lines == [everything[-1], "[chief-0] chief-0 done"]

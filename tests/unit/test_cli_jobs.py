@@ -152,13 +152,19 @@ def test_output_formats_of_status_and_list(cli):
     assert wide[0].split() == ["NAME", "NAMESPACE", "PHASE", "REPLICAS", "AGE", "CREATED", "QUEUE"]
 
 
-def test_tail_keeps_the_last_lines_of_each_replica(cli):
-    fake = FakeBackend(name="k8s", existing=("mnist",), logs={"chief-0": ["c1", "c2", "c3"], "worker-0": ["w1", "w2"]})
-    result = cli("logs", "mnist", "--backend", "k8s", "--replica", "all", "--tail", "2", backend=fake)
-    assert result.code == 0, result.err
-    assert result.out.splitlines() == ["[chief-0] c2", "[chief-0] c3", "[worker-0] w1", "[worker-0] w2"]
-    refused = cli("logs", "mnist", "--backend", "k8s", "--tail", "2", "-f", backend=fake)
-    assert refused.code == 2 and refused.err.startswith("error: --tail: ")
+def test_tail_goes_to_the_backend_with_or_without_follow(cli):
+    """Each backend keeps the last lines itself (k8s: the kubelet's tailLines; tested with
+    the real backends in tests/integration)."""
+    fake = FakeBackend(name="k8s", existing=("mnist",), logs={"chief-0": ["c1"]})
+    for follow in ((), ("-f",)):
+        result = cli("logs", "mnist", "--backend", "k8s", "--replica", "all", "--tail", "2", *follow, backend=fake)
+        assert result.code == 0, result.err
+    assert [(req[2], opts.tail_lines) for req, opts in zip(fake.log_requests, fake.log_options)] == \
+        [(False, 2), (True, 2)]
+    refused = cli("logs", "mnist", "--backend", "k8s", "--tail", "-1", "-f", backend=fake)
+    assert (refused.code, refused.err) == (2, "error: --tail: -1 is not a number of lines; use 0 or more "
+                                              "(e.g. --tail 20)\n")
+    assert len(fake.log_requests) == 2
 
 
 def test_status_and_list_of_a_job_waiting_for_kueue(cli):

@@ -128,10 +128,12 @@ class KubernetesBackend(Backend):
         one = parse_replica(replica) if replica not in (None, "all") else None
         if one:
             check_replica(self.api.get_tfjob(name, namespace), one)
-        api = self.api.with_log_options(**dataclasses.asdict(options)) if options else self.api
+        tail = options.tail_lines if options else None
+        kubelet = {k: v for k, v in dataclasses.asdict(options).items() if k != "tail_lines"} if options else {}
+        api = self.api.with_log_options(**kubelet) if kubelet else self.api
         if follow:
-            return follow_logs(api, name, namespace, one, self.log_drain_seconds)
-        return read_logs(api, name, namespace, one)
+            return follow_logs(api, name, namespace, one, self.log_drain_seconds, tail_lines=tail)
+        return read_logs(api, name, namespace, one, tail_lines=tail)
 
     def list(self, namespace: str | None) -> list[JobSummary]:
         with self.api.errors("listing tfjobs"):
