@@ -27,7 +27,8 @@ are not translated into resource requests; use --cpu / --memory. `useChiefInTfCo
 is accepted: TFJob always calls the coordinator `chief` in TF_CONFIG (what the flag
 selects on Cloud ML and what TF 2 needs), so `false` is reported and ignored.
 Also mapped: `masterConfig.imageUri` -> --image, `containerCommand` / `containerArgs`,
-`jobDir` -> --job-dir, `args` -> trainer arguments, `scheduling.maxRunningTime` ->
+`jobDir` -> --job-dir, `pythonModule` -> --module-name, `args` -> trainer arguments,
+`scheduling.maxRunningTime` ->
 --active-deadline-seconds, top-level `labels` -> --label.
 """
 from __future__ import annotations
@@ -66,7 +67,7 @@ GPU_MACHINE_TYPES = {
 }
 
 # trainingInput keys that only make sense on Cloud ML: accepted, reported, not used.
-IGNORED = ("region", "runtimeVersion", "pythonVersion", "packageUris", "pythonModule",
+IGNORED = ("region", "runtimeVersion", "pythonVersion", "packageUris",
            "serviceAccount", "network", "encryptionConfig", "enableWebAccess")
 CONFIG_KEYS = ("acceleratorConfig", "imageUri", "containerCommand", "containerArgs")
 IGNORED_CONFIG_KEYS = ("diskConfig", "tpuTfVersion")
@@ -82,6 +83,7 @@ class CloudMLConfig:
     accelerator: str | None = None
     image: str | None = None
     command: tuple[str, ...] = ()
+    module_name: str | None = None
     trainer_args: tuple[str, ...] = ()
     job_dir: str | None = None
     active_deadline_seconds: int | None = None
@@ -212,7 +214,7 @@ def _scheduling(config: CloudMLConfig, scheduling) -> None:
         config.notes.append("note: trainingInput.scheduling.maxWaitTime has no TFJob equivalent; ignored")
 
 
-KNOWN = ("scaleTier", "args", "jobDir", "scheduling", "useChiefInTfConfig", "hyperparameters",
+KNOWN = ("scaleTier", "args", "jobDir", "scheduling", "useChiefInTfConfig", "hyperparameters", "pythonModule",
          *(f"{p}{s}" for p in ROLE_PREFIX for s in ("Type", "Config", "Count")))
 
 
@@ -244,13 +246,20 @@ def _apply_job_fields(config: CloudMLConfig, training: dict) -> None:
         config.trainer_args = _string_list(training["args"], "args")
     if "jobDir" in training:
         config.job_dir = str(training["jobDir"])
+    if "pythonModule" in training:
+        if not isinstance(training["pythonModule"], str):
+            raise SpecError(_where("pythonModule"), "must be a module name; use e.g. trainer.task")
+        config.module_name = training["pythonModule"]
     if "scheduling" in training:
         _scheduling(config, training["scheduling"])
     if training.get("useChiefInTfConfig") is False:
         config.notes.append("note: trainingInput.useChiefInTfConfig: false is ignored; "
                             "TFJob always names the coordinator 'chief' in TF_CONFIG")
+    if "packageUris" in training:
+        config.notes.append("note: trainingInput.packageUris is ignored: the launcher uploads and installs no "
+                            "packages; the module must be in --image, or give its directory with --package-path")
     for key in IGNORED:
-        if key in training:
+        if key in training and key != "packageUris":
             config.notes.append(f"note: trainingInput.{key} is a Cloud ML setting with no TFJob equivalent; ignored")
 
 

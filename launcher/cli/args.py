@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import os
 import re
 from dataclasses import dataclass
 
@@ -55,6 +56,17 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
     job.add_argument("--volume", action="append", default=[], metavar="CLAIM:PATH[:ro]",
                      help="mount the PersistentVolumeClaim CLAIM at PATH in every replica, read-only with :ro "
                           "(repeatable; k8s backend only), e.g. --volume training-data:/mnt/data")
+    job.add_argument("--module-name", metavar="MODULE",
+                     help="gcloud's flag: run your own trainer, `python -m MODULE` (e.g. trainer.task), instead of "
+                          "the image's trainer; the module must be importable where the replicas run (in --image, "
+                          "or from --package-path)")
+    job.add_argument("--package-path", metavar="DIR",
+                     help="gcloud's flag: the directory of MODULE's package (e.g. ./trainer for trainer.task); its "
+                          "parent goes on PYTHONPATH and is the replicas' working directory. The launcher uploads "
+                          "nothing (gcloud copies the package to GCS): local backend: a directory on this machine; "
+                          "k8s: a path inside the pods, on a --volume claim (e.g. --volume code:/mnt/code "
+                          "--package-path /mnt/code/trainer), or bake the package into --image and give "
+                          "--module-name alone")
     job.add_argument("--no-network-policy", action="store_true",
                      help="k8s: no NetworkPolicy for the job (by default one admits traffic to the job's pods on the "
                           "TensorFlow port only from the job's own pods, where the cluster's network plugin enforces it)")
@@ -228,6 +240,7 @@ class Settings:
     active_deadline_seconds: int | None
     labels: dict[str, str]
     notes: list[str]
+    module_name: str | None = None
 
 
 def _pick(flag_value, config_value, default=None):
@@ -274,6 +287,7 @@ def merge_settings(args: argparse.Namespace, trainer_args: tuple[str, ...]) -> S
                                       config.active_deadline_seconds if config else None),
         labels={**(config.labels if config else {}), **key_values(args.label, "--label")},
         notes=config.notes if config else [],
+        module_name=config.module_name if config else None,
     )
 
 
@@ -363,6 +377,8 @@ def _job_spec(args, settings: Settings, replicas, every_selector, role_selectors
         gang_timeout_seconds=args.gang_timeout_seconds,
         network_policy=not getattr(args, "no_network_policy", False),
         secret_env=secret_envs(args.secret_env),
+        module_name=_pick(args.module_name, settings.module_name),
+        package_path=os.path.abspath(args.package_path) if args.package_path else None,
     )
 
 

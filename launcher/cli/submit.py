@@ -62,6 +62,32 @@ def refuse_local_volumes(spec: JobSpec) -> None:
                         "use --job-dir PATH) or use --backend k8s")
 
 
+def check_package(spec: JobSpec, kind: str) -> None:
+    """--package-path where the replicas run. Local: a directory on this machine holding
+    --module-name. k8s: a path the pods have, i.e. under a --volume mount; the launcher
+    cannot ship files to a cluster (gcloud uploads the package to GCS; we do not)."""
+    if spec.package_path is None:
+        return
+    if kind != "local":
+        if not any(spec.package_path == v.mount_path.rstrip("/") or
+                   spec.package_path.startswith(v.mount_path.rstrip("/") + "/") for v in spec.volumes):
+            raise SpecError("--package-path", f"{spec.package_path} is not in the pods: the launcher cannot upload a "
+                            "package to a cluster; bake it into --image and give --module-name alone, or put it on a "
+                            "claim and give its path under a --volume mount (e.g. --volume code:/mnt/code "
+                            "--package-path /mnt/code/trainer)")
+        return
+    package = Path(spec.package_path)
+    if not package.is_dir():
+        raise SpecError("--package-path", f"{spec.package_path} is not a directory on this machine; give your "
+                        "package's directory, e.g. --package-path ./trainer")
+    inner = spec.module_name.split(".")[1:]
+    target = package.joinpath(*inner)
+    if not ((inner and target.with_suffix(".py").is_file()) or (target / "__main__.py").is_file()):
+        expected = target.with_suffix(".py") if inner else target / "__main__.py"
+        raise SpecError("--module-name", f"{spec.module_name} is not in {spec.package_path} (no {expected}); "
+                        "give the module's dotted name inside the package, e.g. trainer.task for trainer/task.py")
+
+
 def _with_default_job_dir(spec: JobSpec, backend) -> JobSpec:
     if spec.job_dir is not None:
         return spec
@@ -128,6 +154,7 @@ def write_values(spec: JobSpec, path: str) -> None:
 
 def render_command(args, trainer_args, factory) -> int:
     spec, notes = build_spec(args, trainer_args)
+    check_package(spec, "local" if args.backend == "local" else "k8s")
     if args.backend == "local":  # show what the local backend would run
         refuse_local_volumes(spec)
         spec = _with_default_job_dir(spec, factory("local"))
@@ -162,6 +189,7 @@ def submit(args, trainer_args, factory) -> int:
     for line in notes:
         _note(line)
     kind = resolve_kind(args.backend)
+    check_package(spec, kind)
     if kind == "local":
         refuse_local_volumes(spec)
         if not dry_run:
