@@ -22,8 +22,11 @@ BASIC_TPU      refused: TPUs are not supported
 
 GPUs come from `<role>Config.acceleratorConfig {count, type}` (type NVIDIA_TESLA_T4 ->
 accelerator `nvidia-tesla-t4`, the GKE node label value) or from the legacy GPU machine
-types (standard_gpu = 1 x K80, complex_model_m_gpu = 4 x K80, ...). Other machine types
-are not translated into resource requests; use --cpu / --memory. `useChiefInTfConfig`
+types (standard_gpu = 1 x K80, complex_model_m_gpu = 4 x K80, ...). Compute Engine machine
+types (masterType: n1-highcpu-16, ...) become CPU/memory requests and an instance-type
+node selector, as gcloud's --master-machine-type flags do (`machine_types.py`); other
+names (legacy ones like complex_model_m) are reported and get no requests. The scale tiers
+name no machine types (AI Platform never fixed them), so they set counts only. `useChiefInTfConfig`
 is accepted: TFJob always calls the coordinator `chief` in TF_CONFIG (what the flag
 selects on Cloud ML and what TF 2 needs), so `false` is reported and ignored.
 Also mapped: `masterConfig.imageUri` -> --image, `containerCommand` / `containerArgs`,
@@ -89,6 +92,7 @@ class CloudMLConfig:
     active_deadline_seconds: int | None = None
     labels: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    machine_types: dict[str, str] = field(default_factory=dict)  # role -> Compute Engine type (masterType, ...)
 
 
 def _where(*keys: str) -> str:
@@ -136,6 +140,17 @@ def _apply_machine_type(config: CloudMLConfig, prefix: str, machine_type) -> Non
     if machine_type in GPU_MACHINE_TYPES:
         count, accelerator = GPU_MACHINE_TYPES[machine_type]
         _set_gpus(config, ROLE_PREFIX[prefix], count, accelerator, key)
+        return
+    from .machine_types import capacity
+
+    try:
+        capacity(machine_type, _where(key))
+    except SpecError:  # e.g. a legacy AI Platform name (complex_model_m): no size the launcher knows
+        config.notes.append(f"note: trainingInput.{key} {machine_type!r} is not a Compute Engine machine type the "
+                            "launcher knows, so those replicas get no CPU/memory requests; use e.g. n1-highcpu-16, "
+                            "or --cpu/--memory ROLE=...")
+        return
+    config.machine_types[ROLE_PREFIX[prefix]] = machine_type
 
 
 def _apply_role_config(config: CloudMLConfig, prefix: str, role_config) -> None:

@@ -241,6 +241,7 @@ class Settings:
     labels: dict[str, str]
     notes: list[str]
     module_name: str | None = None
+    machine_types: dict | None = None  # role -> the config file's Compute Engine machine type
 
 
 def _pick(flag_value, config_value, default=None):
@@ -288,6 +289,7 @@ def merge_settings(args: argparse.Namespace, trainer_args: tuple[str, ...]) -> S
         labels={**(config.labels if config else {}), **key_values(args.label, "--label")},
         notes=config.notes if config else [],
         module_name=config.module_name if config else None,
+        machine_types=config.machine_types if config else None,
     )
 
 
@@ -296,7 +298,7 @@ def build_spec(args: argparse.Namespace, trainer_args: tuple[str, ...] = ()) -> 
     settings = merge_settings(args, tuple(trainer_args))
     cpu, memory = per_role(args.cpu, "--cpu"), per_role(args.memory, "--memory")
     every_selector, role_selectors = node_selectors(args.node_selector)
-    machine_notes = apply_machine_types(args, cpu, memory, role_selectors)
+    machine_notes = apply_machine_types(args, cpu, memory, role_selectors, settings.machine_types, settings.counts)
     replicas = {role: ReplicaSpec(count=settings.counts[role], gpus=settings.gpus.get(role, 0),
                                   cpu=cpu.get(role), memory=memory.get(role))
                 for role in ROLES if settings.counts[role] or settings.gpus.get(role)}
@@ -311,26 +313,37 @@ def build_spec(args: argparse.Namespace, trainer_args: tuple[str, ...] = ()) -> 
     return spec, notes + secret_like_env_warnings(dict(spec.env))
 
 
-def apply_machine_types(args: argparse.Namespace, cpu: dict, memory: dict, role_selectors: dict) -> list[str]:
-    """--master/worker/parameter-server-machine-type: requests that fill such a node and its
-    instance-type selector, unless --cpu ROLE=, --memory ROLE= or a selector say otherwise."""
+CONFIG_MACHINE_KEYS = {"Chief": "masterType", "Worker": "workerType", "PS": "parameterServerType",
+                       "Evaluator": "evaluatorType"}
+
+
+def apply_machine_types(args: argparse.Namespace, cpu: dict, memory: dict, role_selectors: dict,
+                        from_config: dict[str, str] | None = None, counts: dict[str, int] | None = None) -> list[str]:
+    """--master/worker/parameter-server-machine-type, or the config file's masterType,
+    workerType, ... (a flag wins): requests that fill such a node and its instance-type
+    selector, unless --cpu ROLE=, --memory ROLE= or a selector say otherwise."""
     from ..machine_types import INSTANCE_TYPE_LABEL, requests_for
 
     explicit = {flag: {item.partition("=")[0].lower() for item in items if "=" in item}
                 for flag, items in (("cpu", args.cpu), ("memory", args.memory))}
-    notes = []
+    machines = {role: (machine, f"trainingInput.{CONFIG_MACHINE_KEYS[role]}", f"--config {args.config}")
+                for role, machine in (from_config or {}).items()}
     for flag, role in MACHINE_TYPE_FLAGS.items():
-        machine = getattr(args, flag.replace("-", "_"))
-        if not machine:
+        if getattr(args, flag.replace("-", "_")):
+            machines[role] = (getattr(args, flag.replace("-", "_")), f"--{flag}", f"--{flag}")
+    notes = []
+    for role in CONFIG_MACHINE_KEYS:  # gcloud's order: master, worker, parameter server, evaluator
+        if role not in machines or (counts is not None and not counts.get(role)):
             continue
-        want_cpu, want_memory = requests_for(machine, f"--{flag}")
+        machine, source, field = machines[role]
+        want_cpu, want_memory = requests_for(machine, field)
         name = next(k for k, v in ROLE_FLAGS.items() if v == role)
         if name not in explicit["cpu"]:
             cpu[role] = want_cpu
         if name not in explicit["memory"]:
             memory[role] = want_memory
         role_selectors.setdefault(role, {}).setdefault(INSTANCE_TYPE_LABEL, machine)
-        notes.append(f"note: --{flag} {machine}: {name} pods request cpu {cpu[role]}, memory {memory[role]} "
+        notes.append(f"note: {source} {machine}: {name} pods request cpu {cpu[role]}, memory {memory[role]} "
                      f"(what a GKE {machine} node leaves to pods, less room for system pods) and run on "
                      f"{INSTANCE_TYPE_LABEL}={machine} nodes")
     return notes
