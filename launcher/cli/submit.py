@@ -74,7 +74,7 @@ def check_package(spec: JobSpec, kind: str) -> None:
             raise SpecError("--package-path", f"{spec.package_path} is not in the pods: the launcher cannot upload a "
                             "package to a cluster; bake it into --image and give --module-name alone, or put it on a "
                             "claim and give its path under a --volume mount (e.g. --volume code:/mnt/code "
-                            "--package-path /mnt/code/trainer)")
+                            "--package-path /mnt/code/trainer), or run it on this machine with --backend local")
         return
     package = Path(spec.package_path)
     if not package.is_dir():
