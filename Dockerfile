@@ -2,9 +2,20 @@
 # Trainer image: python -m trainer.task on the official TensorFlow 2.21 image.
 #   CPU: docker build -t tfjob-trainer:0.1.0 .
 #   GPU: docker build --build-arg BASE_IMAGE=tensorflow/tensorflow:2.21.0-gpu -t tfjob-trainer:0.1.0-gpu .
-# Only trainer/ goes in (the launcher never runs in the pods). TFJob pods run it as
-# uid/gid 1000 (runAsNonRoot), which is also the image's default user.
+# The trainer is installed as the project's own distribution, tfjob-launcher, built by pip
+# from pyproject.toml and trainer/: the image's trainer code and version are the package's
+# (`python -m pip show tfjob-launcher` in the image), so the two cannot drift apart.
+# The build context (.dockerignore) is pyproject.toml, LICENSE and trainer/ only: the
+# launcher never runs in the pods (it renders and watches the TFJob from outside), so it is
+# not in the image, and neither is the `tfjob` console script, which would need it.
+# TFJob pods run the trainer as uid/gid 1000 (runAsNonRoot), also the image's default user.
 ARG BASE_IMAGE=tensorflow/tensorflow:2.21.0
+
+# What pip builds from, named file by file (the same paths as .dockerignore lets in).
+FROM scratch AS source
+COPY pyproject.toml LICENSE /src/
+COPY trainer/ /src/trainer/
+
 FROM ${BASE_IMAGE}
 
 ARG TRAINER_UID=1000
@@ -12,7 +23,6 @@ ARG TRAINER_GID=1000
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
-    PYTHONPATH=/app \
     HOME=/home/trainer \
     KERAS_HOME=/home/trainer/.keras
 
@@ -24,10 +34,26 @@ RUN (getent group "${TRAINER_GID}" >/dev/null || groupadd --gid "${TRAINER_GID}"
  && mkdir -p /app /home/trainer \
  && chown "${TRAINER_UID}:${TRAINER_GID}" /home/trainer
 
-WORKDIR /app
-# Root-owned and read-only for the trainer user: the code cannot be changed at run time.
-COPY trainer/ /app/trainer/
+# The sources are mounted for this step only and copied to a scratch directory (setuptools
+# writes build/ and *.egg-info next to them); no layer of the image keeps them. No network:
+# no build isolation, the base's setuptools builds it (TensorFlow's wheel requires
+# setuptools; --check-build-dependencies stops on one older than pyproject's >=77) and
+# --no-deps (the base has TensorFlow; the launcher's dependencies serve the launcher only).
+# README.md, the package's long description, stays out of the context so that editing the
+# docs does not rebuild the image; a one-line stand-in takes its place. Installed as root
+# into the base's site-packages: read-only for the trainer user.
+RUN --mount=type=bind,from=source,source=/src,target=/run/tfjob-src \
+    cp -R /run/tfjob-src /tmp/tfjob-src \
+ && echo "Trainer of tfjob-launcher (see its README)." >/tmp/tfjob-src/README.md \
+ && python -m pip install --no-deps --no-build-isolation --check-build-dependencies --no-cache-dir \
+        --disable-pip-version-check --root-user-action=ignore /tmp/tfjob-src \
+ && python -c "import importlib.metadata as m, pathlib; d = m.distribution('tfjob-launcher'); \
+[pathlib.Path(d.locate_file(f)).unlink() for f in d.files if f.name == 'tfjob']" \
+ && rm -rf /tmp/tfjob-src
 
+# Empty and root-owned: python -m puts the working directory first on sys.path, so nothing
+# here can shadow the installed trainer.
+WORKDIR /app
 USER ${TRAINER_UID}:${TRAINER_GID}
 # No CMD: a TFJob with empty args must run the trainer, not print help.
 ENTRYPOINT ["python", "-m", "trainer.task"]

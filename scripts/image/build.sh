@@ -4,7 +4,8 @@
 # PATH with tensorflow-cpu and tensorboard from PyPI), then saved as an OCI archive that
 # containerd's `ctr images import` and `podman load` take. Idempotent and cached: the base
 # is rebuilt only when versions.env, requirements.lock or base.Containerfile change, the
-# trainer layer only when Dockerfile, .dockerignore or trainer/ change.
+# trainer layer only when Dockerfile, .dockerignore or the build context it lets in change
+# (pyproject.toml, LICENSE, trainer/: what pip installs into the image).
 #
 #   scripts/image/build.sh          build what is missing; stdout: IMAGE=... and ARCHIVE=...
 #   scripts/image/build.sh --print  print the same two lines only (no build, no check)
@@ -14,7 +15,8 @@
 #   IMAGE=localhost/tfjob-trainer:<tag>      in podman/buildah storage (/var/lib/containers)
 #   ARCHIVE=<cache>/trainer-<tag>/tfjob-trainer.oci.tar   OCI archive of that image, its
 #            index.json names it IMAGE (org.opencontainers.image.ref.name)
-# <tag> is a hash of the base key, Dockerfile, .dockerignore and trainer/ (no __pycache__).
+# <tag> is a hash of the base key, Dockerfile, .dockerignore and every file of the build
+# context: the paths .dockerignore allows (its "!" lines), without __pycache__ and *.py[co].
 #
 # Cache: $TFJOB_IMAGE_CACHE (default ~/.cache/tfjob-launcher/image)
 #   debian-<key>/rootfs.tar   mmdebstrap output, imported as localhost/tfjob-debian:<key>
@@ -52,11 +54,14 @@ hash12() { sha256sum | cut -c1-12; }
 # ---- keys: what each image depends on ---------------------------------------------------
 debian_key="$(printf '%s\n' "$DEBIAN_SUITE" "$DEBIAN_MIRROR" "$DEBIAN_PACKAGES" | hash12)"
 base_key="$( { echo "$debian_key"; cat "$here/versions.env" "$lock" "$here/base.Containerfile"; } | hash12)"
-trainer_files() {  # what .dockerignore lets into the build context, as "sha256  path" lines
-  (cd "$root" && find trainer -type f ! -path '*/__pycache__/*' ! -name '*.pyc' ! -name '*.pyo' -print0 \
+context_files() {  # what .dockerignore lets into the build context, as "sha256  path" lines
+  local allowed
+  mapfile -t allowed < <(sed -n 's|^!\(.*[^/]\)/*$|\1|p' "$root/.dockerignore")
+  ((${#allowed[@]})) || die "$root/.dockerignore allows nothing into the build context"
+  (cd "$root" && find "${allowed[@]}" -type f ! -path '*/__pycache__/*' ! -name '*.pyc' ! -name '*.pyo' -print0 \
     | LC_ALL=C sort -z | xargs -0 sha256sum)
 }
-tag="$( { echo "$base_key"; cat "$root/Dockerfile" "$root/.dockerignore"; trainer_files; } | hash12)"
+tag="$( { echo "$base_key"; cat "$root/Dockerfile" "$root/.dockerignore"; context_files; } | hash12)"
 
 debian_image="localhost/tfjob-debian:$debian_key"
 base_image="localhost/tfjob-base:$base_key"
@@ -154,7 +159,7 @@ build_base() {
 check_no_build_mounts() {  # the build-time mounts must leave nothing behind in the image
   local leftovers
   leftovers="$(podman run --rm --network none "${run_opts[@]}" --entrypoint sh "$1" -c \
-    'ls -d /run/host-ca.crt /run/requirements.lock 2>/dev/null || true')"
+    'ls -d /run/host-ca.crt /run/requirements.lock /run/tfjob-src /tmp/tfjob-src 2>/dev/null || true')"
   if [[ -n "$leftovers" ]]; then
     podman rmi "$1" >/dev/null || true
     die "$1 holds build-time files ($leftovers); removed it"

@@ -1,5 +1,6 @@
 """The built trainer image run by podman + runc as a TFJob pod would run it: as uid 1000,
-no network, no capabilities, read-only root; real TensorFlow on the real MNIST TFRecords."""
+no network, no capabilities, read-only root; real TensorFlow on the real MNIST TFRecords;
+the trainer it runs is the project's package installed by pip (version, place, owner)."""
 from __future__ import annotations
 
 import json
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.image import package_version
 from tests.support.tools import ROOT
 from tests.support.trainer_cluster import export_path, final_metrics, run_module
 
@@ -76,18 +78,33 @@ def test_one_process_trains_on_real_mnist_and_exports_a_model_that_predicts(run_
 
 
 PROBE = """
-import json, os, sys, tensorboard, tensorflow
+import importlib.metadata, importlib.util, json, os, shutil, sys, sysconfig, tensorboard, tensorflow, trainer
+package = os.path.dirname(trainer.__file__)
+dist = importlib.metadata.distribution("tfjob-launcher")
+code = [package] + [os.path.join(top, name) for top, dirs, files in os.walk(package) for name in dirs + files]
 print(json.dumps({"uid": os.getuid(), "gid": os.getgid(), "python": sys.executable,
                   "tensorflow": tensorflow.__version__, "tensorboard": tensorboard.__version__,
-                  "trainer_owner": os.stat("/app/trainer/task.py").st_uid,
-                  "launcher": os.path.exists("/app/launcher"), "cwd": os.getcwd()}))
+                  "version": importlib.metadata.version("tfjob-launcher"), "trainer": trainer.__file__,
+                  "site": sysconfig.get_paths()["purelib"], "dist": str(dist.locate_file("")),
+                  "writable": [p for p in code if os.stat(p).st_uid != 0 or os.stat(p).st_mode & 0o022],
+                  "files": len(code), "launcher": importlib.util.find_spec("launcher") is not None,
+                  "tfjob_script": shutil.which("tfjob"), "cwd": os.getcwd(), "cwd_entries": os.listdir("."),
+                  "sources": [p for p in ("/tmp/tfjob-src", "/run/tfjob-src") if os.path.exists(p)],
+                  "pythonpath": os.environ.get("PYTHONPATH")}))
 """
 
 
-def test_image_user_is_1000_and_tensorboard_imports(run_container):
+def test_image_installs_the_package_version_read_only_for_uid_1000(run_container):
     done = run_container("-c", PROBE, entrypoint="python", user=None)  # the image's own USER
     assert done.returncode == 0, done.stderr[-3000:]
     facts = json.loads(done.stdout.strip().splitlines()[-1])
     assert (facts["uid"], facts["gid"]) == (TRAINER_UID, TRAINER_UID), facts
     assert facts["tensorflow"].startswith("2.21.") and facts["tensorboard"].startswith("2.21."), facts
-    assert facts["trainer_owner"] == 0 and not facts["launcher"] and facts["cwd"] == "/app", facts
+    # The trainer is the installed distribution of pyproject.toml, not a copied tree on PYTHONPATH.
+    assert facts["version"] == package_version(), facts
+    assert facts["trainer"] == os.path.join(facts["site"], "trainer", "__init__.py"), facts
+    assert facts["dist"] == facts["site"] and facts["pythonpath"] is None, facts
+    # root-owned, not writable by group or others: uid 1000 cannot change the code it runs
+    assert facts["files"] > 30 and facts["writable"] == [], facts
+    assert not facts["launcher"] and facts["tfjob_script"] is None and facts["sources"] == [], facts
+    assert facts["cwd"] == "/app" and facts["cwd_entries"] == [], facts

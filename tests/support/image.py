@@ -3,13 +3,17 @@ project's Dockerfile on a local Debian + tensorflow-cpu base), for tests that ru
 
 ``built_image()`` -> ``BuiltImage(reference, archive)``: ``reference`` is the image in
 podman's storage (``localhost/tfjob-trainer:<tag>``), ``archive`` its OCI archive (for
-``ctr images import`` and ``podman load``). The tag follows the Dockerfile and trainer/, so
-a stale image is "missing". Missing FAILS the test with the build command (never skips).
+``ctr images import`` and ``podman load``). The tag follows the Dockerfile and what it
+installs (pyproject.toml, LICENSE, trainer/), so a stale image is "missing". Missing FAILS
+the test with the build command (never skips).
+``package_version()``: the version pyproject.toml declares, which the image's installed
+``tfjob-launcher`` distribution must have.
 """
 from __future__ import annotations
 
 import shutil
 import subprocess
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +25,11 @@ BUILD_SCRIPT = ROOT / "scripts" / "image" / "build.sh"
 BUILD_COMMAND = "scripts/image/build.sh (as root; scripts/test runs it)"
 
 
+def package_version() -> str:
+    """[project] version of pyproject.toml."""
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+
+
 @dataclass(frozen=True)
 class BuiltImage:
     reference: str  # localhost/tfjob-trainer:<tag>
@@ -28,7 +37,7 @@ class BuiltImage:
 
 
 def expected_image() -> BuiltImage:
-    """What build.sh builds for the current Dockerfile and trainer/ (`--print`: no build)."""
+    """What build.sh builds for the current Dockerfile and build context (`--print`: no build)."""
     out = subprocess.run(["bash", str(BUILD_SCRIPT), "--print"], capture_output=True, text=True,
                          timeout=TOOL_TIMEOUT, check=True).stdout
     values = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
@@ -48,6 +57,6 @@ def built_image(in_podman: bool = True) -> BuiltImage:
                             timeout=TOOL_TIMEOUT, check=False).returncode != 0:
             missing.append(f"image {image.reference} in podman's storage")
     if missing:
-        pytest.fail(f"trainer image for this Dockerfile and trainer/ is missing ({'; '.join(missing)}): "
+        pytest.fail(f"trainer image for this Dockerfile and build context is missing ({'; '.join(missing)}): "
                     f"build it with {BUILD_COMMAND}", pytrace=False)
     return image

@@ -1,15 +1,18 @@
 """The trainer image: Dockerfile facts, hadolint, .dockerignore, and its ENTRYPOINT run
-without Docker from a directory laid out as the image's (only trainer/ copied in)."""
+without Docker from the project installed as the image installs it (pip, from the sources the
+Dockerfile names: pyproject.toml, LICENSE and trainer/, no launcher)."""
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
 
 import pytest
 
+from tests.support.image import package_version
 from tests.support.tools import ROOT, TOOL_TIMEOUT, hadolint
 
 DOCKERFILE = ROOT / "Dockerfile"
@@ -41,16 +44,40 @@ def test_hadolint_is_clean():
     assert done.returncode == 0 and not done.stdout.strip(), done.stdout + done.stderr
 
 
+PIP_FLAGS = ("--no-deps", "--no-build-isolation", "--check-build-dependencies", "--no-cache-dir")
+
+
 def test_base_image_is_tensorflow_2_21_with_a_gpu_build_argument():
     steps = instructions()
     assert steps[0] == ("ARG", f"BASE_IMAGE={BASE_IMAGE}")
-    assert values_of("FROM") == ["${BASE_IMAGE}"]
+    assert values_of("FROM") == ["scratch AS source", "${BASE_IMAGE}"]  # sources, then the image
     assert "2.21.0-gpu" in DOCKERFILE.read_text(encoding="utf-8")  # documented GPU build
 
 
-def test_image_holds_trainer_only_and_runs_it_as_uid_1000():
-    assert values_of("COPY") == ["trainer/ /app/trainer/"]
+def final_stage() -> list[tuple[str, str]]:
+    steps = instructions()
+    last_from = max(i for i, (key, _) in enumerate(steps) if key == "FROM")
+    return steps[last_from + 1:]
+
+
+def copied_sources() -> list[str]:
+    """The context paths the source stage copies (COPY SRC... DEST)."""
+    return [src for rest in values_of("COPY") for src in rest.split()[:-1]]
+
+
+def pip_install_step() -> list[str]:
+    (run,) = [rest for key, rest in final_stage() if key == "RUN" and "pip install" in rest]
+    return shlex.split(run)
+
+
+def test_image_installs_the_package_with_pip_and_runs_it_as_uid_1000():
+    assert copied_sources() == ["pyproject.toml", "LICENSE", "trainer/"]
+    assert not [rest for key, rest in final_stage() if key in ("COPY", "ADD")]  # sources mounted, not copied
     assert values_of("ADD") == []
+    run = pip_install_step()
+    assert run[0] == "--mount=type=bind,from=source,source=/src,target=/run/tfjob-src", run
+    assert all(flag in run for flag in PIP_FLAGS), run
+    assert run[-3:] == ["rm", "-rf", "/tmp/tfjob-src"], run  # no layer keeps the sources
     assert values_of("WORKDIR") == ["/app"]
     assert "TRAINER_UID=1000" in values_of("ARG") and "TRAINER_GID=1000" in values_of("ARG")
     assert values_of("USER") == ["${TRAINER_UID}:${TRAINER_GID}"]
@@ -58,46 +85,71 @@ def test_image_holds_trainer_only_and_runs_it_as_uid_1000():
     assert [json.loads(rest) for rest in values_of("ENTRYPOINT")] == [ENTRYPOINT]
     assert values_of("CMD") == []  # empty TFJob args must run the trainer, not a default CMD
     env = " ".join(values_of("ENV"))
-    assert "PYTHONPATH=/app" in env and "PYTHONUNBUFFERED=1" in env
+    assert "PYTHONPATH" not in env and "PYTHONUNBUFFERED=1" in env  # the installed package, no path tricks
 
 
-def test_dockerignore_sends_only_trainer():
+def test_dockerignore_lets_in_exactly_what_the_dockerfile_copies():
     lines = [line.strip() for line in (ROOT / ".dockerignore").read_text(encoding="utf-8").splitlines()
              if line.strip() and not line.startswith("#")]
-    assert lines[:2] == ["*", "!trainer/"]
-    assert not [line for line in lines[2:] if line.startswith("!")]
+    assert lines[0] == "*"
+    allowed = [line[1:] for line in lines[1:] if line.startswith("!")]
+    assert sorted(allowed) == sorted(copied_sources()), (allowed, copied_sources())
+    assert "launcher/" not in allowed and "README.md" not in allowed
 
 
-@pytest.fixture()
-def image_layout(tmp_path):
-    """/app as the image has it: a copy of trainer/ only (no launcher, no tests)."""
-    task = ROOT / "trainer" / "task.py"
-    if not task.is_file():
-        pytest.fail(f"{task} is missing: the image ENTRYPOINT python -m trainer.task has nothing to run",
-                    pytrace=False)
-    app = tmp_path / "app"
-    shutil.copytree(ROOT / "trainer", app / "trainer", ignore=shutil.ignore_patterns("__pycache__"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    env.update(PYTHONPATH=str(app), PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1", HOME=str(tmp_path))
-    return app, env
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """The project installed as the Dockerfile installs it, into a --target directory: pip
+    with the Dockerfile's flags, on the sources its source stage copies, README.md a stand-in.
+    Returns (site, env, workdir): workdir is empty, like the image's /app."""
+    tmp = tmp_path_factory.mktemp("image")
+    src, site, workdir = tmp / "src", tmp / "site", tmp / "app"
+    for path in copied_sources():
+        if path.endswith("/"):
+            shutil.copytree(ROOT / path, src / path, ignore=shutil.ignore_patterns("__pycache__", "*.py[co]"))
+        else:
+            src.mkdir(exist_ok=True)
+            shutil.copy2(ROOT / path, src / path)
+    (src / "README.md").write_text("stand-in\n", encoding="utf-8")
+    workdir.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PIP_"))}
+    done = subprocess.run([sys.executable, "-m", "pip", "install", *PIP_FLAGS, "--disable-pip-version-check",
+                           "--no-index", "--target", str(site), str(src)],
+                          env=env, capture_output=True, text=True, timeout=TOOL_TIMEOUT, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    env.update(PYTHONPATH=str(site), PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1", HOME=str(tmp))
+    return site, env, workdir
 
 
-def test_entrypoint_runs_from_the_image_layout(image_layout):
-    app, env = image_layout
+def test_installed_distribution_is_the_package_version_with_the_trainer_only(installed):
+    site, env, workdir = installed
+    probe = ("import importlib.metadata as m, json; d = m.distribution('tfjob-launcher'); "
+             "print(json.dumps([d.version, str(d.locate_file('')), sorted({f.parts[0] for f in d.files})]))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=workdir, env=env, capture_output=True, text=True,
+                          timeout=TOOL_TIMEOUT, check=False)
+    assert done.returncode == 0, done.stderr
+    installed_version, location, tops = json.loads(done.stdout)
+    assert installed_version == package_version() and location == str(site)
+    assert "trainer" in tops and "launcher" not in tops, tops
+    assert (site / "trainer" / "task.py").is_file() and not (site / "launcher").exists()
+
+
+def test_entrypoint_runs_the_installed_trainer(installed):
+    _, env, workdir = installed
     command = [sys.executable if part == "python" else part for part in ENTRYPOINT] + ["--help"]
-    done = subprocess.run(command, cwd=app, env=env, capture_output=True, text=True, timeout=TOOL_TIMEOUT,
+    done = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True, timeout=TOOL_TIMEOUT,
                           check=False)
     assert done.returncode == 0, done.stderr
     assert "usage:" in done.stdout and "--job-dir" in done.stdout, done.stdout
 
 
-def test_trainer_in_the_image_needs_nothing_but_itself(image_layout):
-    app, env = image_layout
+def test_trainer_in_the_image_needs_nothing_but_itself(installed):
+    site, env, workdir = installed
     probe = ("import sys, trainer.task; print(trainer.task.__file__); "
              "print(sorted(m for m in sys.modules if m.split('.')[0] in ('launcher', 'tests')))")
-    done = subprocess.run([sys.executable, "-c", probe], cwd=app, env=env, capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-c", probe], cwd=workdir, env=env, capture_output=True, text=True,
                           timeout=TOOL_TIMEOUT, check=False)
     assert done.returncode == 0, done.stderr
     module_file, foreign = done.stdout.strip().splitlines()[-2:]
-    assert module_file.startswith(str(app / "trainer")), module_file
-    assert foreign == "[]", f"trainer.task imports {foreign}; the image holds trainer/ only"
+    assert module_file == str(site / "trainer" / "task.py"), module_file
+    assert foreign == "[]", f"trainer.task imports {foreign}; the image holds the trainer only"
