@@ -13,6 +13,7 @@ from . import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from .args import build_spec, uses_gpus
 from ..events import JobCondition
 from ..spec import JobSpec, SpecError
+from ..view import suspended_note
 
 DEFAULT_MAX_RESUBMITS = 3
 LOCAL_GPU_NOTE = "note: GPU settings are ignored by the local backend (replicas run on this machine's CPU)"
@@ -60,6 +61,32 @@ def refuse_local_volumes(spec: JobSpec) -> None:
         raise SpecError("--volume", "PersistentVolumeClaims exist only on a cluster and the local backend cannot "
                         "mount them; drop --volume (local replicas already share this machine's files: "
                         "use --job-dir PATH) or use --backend k8s")
+
+
+def check_package(spec: JobSpec, kind: str) -> None:
+    """--package-path where the replicas run. Local: a directory on this machine holding
+    --module-name. k8s: a path the pods have, i.e. under a --volume mount; the launcher
+    cannot ship files to a cluster (gcloud uploads the package to GCS; we do not)."""
+    if spec.package_path is None:
+        return
+    if kind != "local":
+        if not any(spec.package_path == v.mount_path.rstrip("/") or
+                   spec.package_path.startswith(v.mount_path.rstrip("/") + "/") for v in spec.volumes):
+            raise SpecError("--package-path", f"{spec.package_path} is not in the pods: the launcher cannot upload a "
+                            "package to a cluster; bake it into --image and give --module-name alone, or put it on a "
+                            "claim and give its path under a --volume mount (e.g. --volume code:/mnt/code "
+                            "--package-path /mnt/code/trainer), or run it on this machine with --backend local")
+        return
+    package = Path(spec.package_path)
+    if not package.is_dir():
+        raise SpecError("--package-path", f"{spec.package_path} is not a directory on this machine; give your "
+                        "package's directory, e.g. --package-path ./trainer")
+    inner = spec.module_name.split(".")[1:]
+    target = package.joinpath(*inner)
+    if not ((inner and target.with_suffix(".py").is_file()) or (target / "__main__.py").is_file()):
+        expected = target.with_suffix(".py") if inner else target / "__main__.py"
+        raise SpecError("--module-name", f"{spec.module_name} is not in {spec.package_path} (no {expected}); "
+                        "give the module's dotted name inside the package, e.g. trainer.task for trainer/task.py")
 
 
 def _with_default_job_dir(spec: JobSpec, backend) -> JobSpec:
@@ -128,6 +155,7 @@ def write_values(spec: JobSpec, path: str) -> None:
 
 def render_command(args, trainer_args, factory) -> int:
     spec, notes = build_spec(args, trainer_args)
+    check_package(spec, "local" if args.backend == "local" else "k8s")
     if args.backend == "local":  # show what the local backend would run
         refuse_local_volumes(spec)
         spec = _with_default_job_dir(spec, factory("local"))
@@ -165,6 +193,7 @@ def submit(args, trainer_args, factory) -> int:
     for line in notes:
         _note(line)
     kind = resolve_kind(args.backend)
+    check_package(spec, kind)
     if kind == "local":
         refuse_local_volumes(spec)
         if not dry_run:
@@ -189,6 +218,8 @@ def submit(args, trainer_args, factory) -> int:
         answer = tfjob if dry_run == "client" else backend.dry_run(tfjob)
         if output == "name":
             _out(f"tfjob.kubeflow.org/{spec.name} created (dry run)")
+        elif output == "wide":
+            _out(job_row(spec, kind, "(dry run)"))
         elif output == "yaml" and policy and dry_run == "client":  # the policy follows the TFJob it goes with
             _out(manifest_text(answer, output) + "---\n" + manifest_text(policy, output))
         else:
@@ -200,16 +231,30 @@ def submit(args, trainer_args, factory) -> int:
         backend.submit(tfjob, replace=args.replace, network_policy=policy)
     if args.output == "name":
         _out(f"tfjob.kubeflow.org/{spec.name} created")
+    elif args.output == "wide":
+        _out(job_row(spec, backend.name))
     elif args.output:
         _out(manifest_text(tfjob, args.output))
     else:
-        _out(f"tfjob {spec.name} submitted (namespace {spec.namespace}, {backend.name} backend)")
+        queued = f"; {suspended_note(spec.queue_name, spec.namespace)}" if kind == "k8s" and spec.queue_name else ""
+        _out(f"tfjob {spec.name} submitted (namespace {spec.namespace}, {backend.name} backend){queued}")
     hints = Hints(spec, args.backend, args.kubeconfig, args.context)
     if args.detach:
         _out(hints.follow())
         return EXIT_OK
     limit = DEFAULT_MAX_RESUBMITS if args.max_resubmits is None else args.max_resubmits
-    return follow(backend, spec, hints, Resubmitter(backend, tfjob, policy, spec, limit))
+    return follow(backend, spec, hints, Resubmitter(backend, tfjob, policy, spec, limit), wide=args.output == "wide")
+
+
+def job_row(spec: JobSpec, backend_name: str, note: str = "") -> str:
+    """`submit -o wide`: the job as one row of a kubectl-style table, under its header."""
+    from ..view import format_rows
+
+    replicas = " ".join(f"{role.lower()}={spec.count(role)}" for role in spec.replicas if spec.count(role))
+    row = (spec.name, spec.namespace, backend_name, replicas, spec.image, spec.job_dir or "<none>",
+           spec.queue_name or "<none>")
+    header, line = format_rows([row], ("NAME", "NAMESPACE", "BACKEND", "REPLICAS", "IMAGE", "JOB DIR", "QUEUE"))
+    return f"{header}\n{line}" + (f"   {note}" if note else "")
 
 
 @dataclasses.dataclass
@@ -251,7 +296,7 @@ def log_replica(spec: JobSpec) -> str:
     return "chief-0" if spec.count("Chief") else "worker-0"
 
 
-def follow(backend, spec: JobSpec, hints: Hints, resubmit=None) -> int:
+def follow(backend, spec: JobSpec, hints: Hints, resubmit=None, wide: bool = False) -> int:
     """Live view until the job is terminal: 0 Succeeded, 1 Failed, 130 on Ctrl-C. When a
     deleted pod failed the job (see launcher.resubmit), `resubmit(deletion)` may submit it
     again (it returns True when it did) and the view follows the new run."""
@@ -259,7 +304,7 @@ def follow(backend, spec: JobSpec, hints: Hints, resubmit=None) -> int:
 
     while True:
         try:
-            terminal, failed, fault = _follow_once(backend, spec)
+            terminal, failed, fault = _follow_once(backend, spec, wide)
         except KeyboardInterrupt:
             _note(hints.interrupted(backend.name))
             return EXIT_INTERRUPTED
@@ -275,14 +320,15 @@ def follow(backend, spec: JobSpec, hints: Hints, resubmit=None) -> int:
         return EXIT_OK if terminal == "Succeeded" else EXIT_FAILED
 
 
-def _follow_once(backend, spec: JobSpec):
+def _follow_once(backend, spec: JobSpec, wide: bool = False):
     """One run of the job until it is terminal: (its phase, the terminal condition, what failed first)."""
     from ..follow import merged
     from ..resubmit import FirstFault
     from ..view import JobView
 
     terminal, failed, fault = None, None, FirstFault()
-    with JobView(spec.name, spec.namespace) as view:
+    queue = spec.queue_name if backend.name != "local" and spec.queue_name else ""  # local: ignored
+    with JobView(spec.name, spec.namespace, suspended=bool(queue), queue=queue, wide=wide) as view:
         for event in merged(backend, spec.name, spec.namespace, log_replica(spec)):
             view.handle(event)
             fault.see(event)

@@ -52,6 +52,7 @@ class FakeBackend(Backend):
         self.network_policies: list[dict | None] = []
         self.deleted: list[tuple[str, str, bool]] = []
         self.log_requests: list[tuple[str, str | None, bool]] = []
+        self.log_options: list = []
         self.release = threading.Event()  # set by tests to unblock a stream held after SIGINT
 
     # ---- Backend interface -----------------------------------------------------------
@@ -90,9 +91,11 @@ class FakeBackend(Backend):
             yield event
 
     def logs(self, name: str, namespace: str, replica: str | None = None,
-             follow: bool = False) -> Iterator[LogLine]:
+             follow: bool = False, options=None) -> Iterator[LogLine]:
+        """The scripted lines; `options` (LogOptions) are recorded, not applied."""
         self._require(name)
         self.log_requests.append((name, replica, follow))
+        self.log_options.append(options)
         for source, lines in self.log_script.items():
             if replica in (None, source):
                 yield from (LogLine(source, line) for line in lines)
