@@ -39,6 +39,10 @@ def test_wheel_holds_templates_schemas_and_the_console_script(dists: Dists):
     assert base and not any("tensorflow" in line or "tensorboard" in line for line in base), base
     assert any(line.startswith("Requires-Dist: tensorflow-cpu") and "extra == \"trainer\"" in line for line in requires)
     assert any("tfjob-launcher[trainer]" in line and "extra == \"local\"" in line for line in requires)
+    assert not any("google-cloud-storage" in line for line in base), base  # gs:// for predict is the [gcs] extra
+    assert any(line.startswith("Requires-Dist: google-cloud-storage") and "extra == \"gcs\"" in line
+               for line in requires)
+    assert any("tfjob-launcher[gcs]" in line and "extra == \"serve\"" in line for line in requires)
 
 
 def test_sdist_holds_templates_and_schemas(dists: Dists):
