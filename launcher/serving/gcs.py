@@ -4,8 +4,8 @@ extra): never TensorFlow's filesystem, which the launcher does not import.
 - Credentials are Application Default Credentials, as `gcloud auth application-default
   login` or Workload Identity leave them. With `STORAGE_EMULATOR_HOST` set the client talks
   to that emulator, anonymously.
-- Patterns are gcloud's: `*` and `?` match within one path level, `**` across levels,
-  `[abc]` one of a set. The bucket is listed under the pattern's prefix before its first
+- Patterns are gcloud's: `*` and `?` match within one path level, `**` across levels
+  (`a/**/x.json` includes `a/x.json`), `[abc]` one of a set. The bucket is listed under the pattern's prefix before its first
   wildcard and the rest of the object name is matched (`gs://b/requests/*.json`,
   `gs://b/requests/part-*`, `gs://b/a/**/x.json`).
 - Every failure is a SpecError naming the flag and the path: a missing extra, no
@@ -49,6 +49,10 @@ def regex(pattern: str) -> re.Pattern:
     out, i = [], 0
     while i < len(pattern):
         c = pattern[i]
+        if pattern.startswith("**/", i):  # zero or more folder levels
+            out.append("(?:.*/)?")
+            i += 3
+            continue
         if pattern.startswith("**", i):
             out.append(".*")
             i += 2

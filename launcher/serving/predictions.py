@@ -35,7 +35,8 @@ ERRORS = "prediction.errors_stats-00000-of-00001"
 def _lines(path: str, flag: str, storage=None) -> Iterator[tuple[int, str]]:
     if gcs.is_gcs(path):
         text = gcs.read_text(path, flag, storage)
-        yield from ((number, line) for number, line in enumerate(text.splitlines(), 1) if line.strip())
+        # "\n" only, as reading a local file does (str.splitlines would also split at U+2028 inside a string)
+        yield from ((number, line) for number, line in enumerate(text.split("\n"), 1) if line.strip())
         return
     try:
         with open(path, encoding="utf-8") as handle:

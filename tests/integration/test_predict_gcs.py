@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from launcher.serving.gcs import expand
+from launcher.serving.predictions import read_instances
 from tests.support.cli_env import cli, cli_env, schema_cache  # noqa: F401 - fixtures
 from tests.support.gcs_denied import DeniedGcs
 from tests.support.serving import DATA, ROOT, launcher, mnist_job, served_model  # noqa: F401 - fixture
@@ -54,6 +55,15 @@ def test_patterns_are_matched_against_the_buckets_listing(emulated, gcs):
     assert expand(f"{url}/**.json", "--input-paths") == [f"{url}/deep/part-2.json", f"{url}/part-0.json",
                                                           f"{url}/part-1.json"]
     assert expand(f"{url}/part-1.txt", "--input-paths") == [f"{url}/part-1.txt"]
+
+
+def test_an_object_is_split_into_lines_as_a_local_file_is(emulated, tmp_path):
+    text = '{"text": "one\u2028still one"}\r\n\n{"text": "two"}'  # U+2028 is no line end in a file
+    emulated.blob("lines/r.json").upload_from_string(text.encode())
+    (tmp_path / "r.json").write_bytes(text.encode())
+    expected = [{"text": "one\u2028still one"}, {"text": "two"}]
+    assert read_instances(f"gs://{BUCKET}/lines/r.json", "--input-paths") == expected
+    assert read_instances(str(tmp_path / "r.json"), "--input-paths") == expected
 
 
 @pytest.mark.parametrize("inputs, output, field, says", [
@@ -127,6 +137,7 @@ def test_batch_prediction_from_and_to_a_bucket_equals_the_local_run(mnist_job, g
     assert remote.returncode == 0, remote.stderr
     assert remote.stdout.strip() == f"Wrote {COUNT} predictions to gs://{BUCKET}/run/out/{RESULTS}"
     assert gcs.list(f"gs://{BUCKET}/run/out/") == [f"run/out/{ERRORS}", f"run/out/{RESULTS}"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [ERRORS, RESULTS]  # no temporary left
     results = bucket.blob(f"run/out/{RESULTS}").download_as_text()
     assert results == (tmp_path / "out" / RESULTS).read_text()
     rows = [json.loads(line) for line in results.splitlines()]

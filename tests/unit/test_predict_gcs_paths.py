@@ -28,6 +28,8 @@ NAMES = ["requests/", "requests/part-0.json", "requests/part-1.json", "requests/
     ("requests/part-[!0].json", ["requests/part-1.json"]),
     ("requests/**.json", ["requests/[x].json", "requests/old/part-2.json", "requests/part-0.json",
                           "requests/part-1.json", "requests/part-10.json"]),  # ** crosses folders
+    ("requests/**/part-2.json", ["requests/old/part-2.json"]),
+    ("requests/**/part-0.json", ["requests/part-0.json"]),                  # **/ is zero or more levels
     ("requests*/part-0.json", ["requests-2/part-0.json", "requests/part-0.json"]),
     ("*/part-0.json", ["other/part-0.json", "requests-2/part-0.json", "requests/part-0.json"]),
     ("requests/[[]x].json", ["requests/[x].json"]),
