@@ -8,14 +8,16 @@ extra): never TensorFlow's filesystem, which the launcher does not import.
   (`a/**/x.json` includes `a/x.json`), `[abc]` one of a set. The bucket is listed under the pattern's prefix before its first
   wildcard and the rest of the object name is matched (`gs://b/requests/*.json`,
   `gs://b/requests/part-*`, `gs://b/a/**/x.json`).
-- Every failure is a SpecError naming the flag and the path: a missing extra, no
-  credentials, no such bucket, a pattern matching nothing, permission denied.
+- Every failure is one line naming the flag and the path: a SpecError (exit 2) for a
+  missing extra, no credentials, no such bucket, a pattern matching nothing, permission
+  denied; a BackendError (exit 1) when GCS itself fails.
 """
 from __future__ import annotations
 
 import importlib
 import re
 
+from ..backends.base import BackendError
 from ..spec import SpecError
 
 SCHEME = "gs://"
@@ -105,7 +107,9 @@ def client(flag: str):
                         "application-default login` (or set GOOGLE_APPLICATION_CREDENTIALS)") from None
 
 
-def _failure(error: Exception, flag: str, url: str, bucket: str, missing: str = "") -> SpecError:
+def _failure(error: Exception, flag: str, url: str, bucket: str, missing: str = "") -> SpecError | BackendError:
+    """What the user can fix (no such bucket or object, no access) is a SpecError (exit 2);
+    GCS itself failing (5xx, the network) a BackendError (exit 1). One line, naming flag and path."""
     from google.api_core import exceptions
 
     if isinstance(error, exceptions.NotFound):
@@ -115,7 +119,8 @@ def _failure(error: Exception, flag: str, url: str, bucket: str, missing: str = 
         return SpecError(flag, f"{url}: permission denied ({error.code}); grant this account read (and for "
                          "--output-path write) access to the bucket, e.g. roles/storage.objectAdmin")
     reason = getattr(error, "message", None) or str(error) or error.__class__.__name__
-    return SpecError(flag, f"{url}: GCS failed ({error.__class__.__name__}: {reason.splitlines()[0][:200]})")
+    return BackendError(f"{flag}: {url}: GCS failed ({error.__class__.__name__}: "
+                        f"{(reason.splitlines() or [''])[0][:200]})")
 
 
 def _errors():
@@ -160,7 +165,7 @@ def folder(url: str) -> tuple[str, str]:
     """gs://bucket[/path[/]] -> ("bucket", "path/" or "")."""
     bucket, _, name = url[len(SCHEME):].partition("/")
     name = name.strip("/")
-    return bucket, name + "/" if name else ""
+    return bucket, (name + "/" if name else "")
 
 
 def exists(url: str, flag: str, gcs=None) -> bool:

@@ -3,7 +3,8 @@
 STORAGE_EMULATOR_HOST), the real MNIST export served by the real local model server, the
 results object compared with what the same run writes to a local folder. The bucket-side
 refusals (no such bucket, nothing matched, results already there, a bad line) need no model
-server; permission denied comes from a test double (fake-gcs-server has no IAM)."""
+server; permission denied and a failing GCS come from a test double (fake-gcs-server has
+no IAM and does not fail)."""
 from __future__ import annotations
 
 import json
@@ -147,6 +148,18 @@ def test_batch_prediction_from_and_to_a_bucket_equals_the_local_run(mnist_job, g
     assert online.returncode == 0, online.stderr
     table = online.stdout.strip().splitlines()[1:]
     assert [int(re.split(r"\s+", line)[1]) for line in table] == [row["classes"] for row in rows[:100]]
+
+
+def test_gcs_failing_is_one_line_exit_1(cli, monkeypatch, tmp_path):
+    with DeniedGcs(status=400) as failing:  # not retried by the client, unlike 5xx
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", failing.url)
+        result = cli("predict", "mnist", "--input-paths", "gs://some-bucket/r/*.json", "--output-path",
+                     str(tmp_path / "out"), "--url", CLOSED)
+    assert result.code == 1 and result.out == "", result
+    [line] = result.err.strip().splitlines()
+    assert line.startswith("error: --input-paths: gs://some-bucket/r/*.json: GCS failed (BadRequest: "), line
+    assert line.endswith(": Invalid argument.)"), line
+    assert not (tmp_path / "out").exists()
 
 
 def test_batches_the_server_fails_go_to_the_errors_object_and_exit_1(cli, emulated, gcs):
