@@ -21,7 +21,6 @@ import glob
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
@@ -145,13 +144,14 @@ def write_outputs(out: str, files: dict[str, str]) -> None:
         return
     os.makedirs(out, exist_ok=True)
     for name, text in files.items():
-        fd, temporary = tempfile.mkstemp(prefix=f".{name}.", dir=out)
+        partial = os.path.join(out, f".{name}.partial")  # open(): the user's umask, as any file they write
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            with open(partial, "w", encoding="utf-8") as handle:
                 handle.write(text)
-            os.replace(temporary, os.path.join(out, name))
+            os.replace(partial, os.path.join(out, name))
         except BaseException:
-            os.unlink(temporary)
+            if os.path.exists(partial):
+                os.unlink(partial)
             raise
 
 

@@ -8,6 +8,7 @@ no IAM and does not fail)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -35,6 +36,12 @@ def emulated(gcs, monkeypatch):
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     gcs.make_bucket(BUCKET)
     return gcs.client().bucket(BUCKET)
+
+
+def current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def refused(result, field: str) -> str:
@@ -138,7 +145,8 @@ def test_batch_prediction_from_and_to_a_bucket_equals_the_local_run(mnist_job, g
     assert remote.returncode == 0, remote.stderr
     assert remote.stdout.strip() == f"Wrote {COUNT} predictions to gs://{BUCKET}/run/out/{RESULTS}"
     assert gcs.list(f"gs://{BUCKET}/run/out/") == [f"run/out/{ERRORS}", f"run/out/{RESULTS}"]
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [ERRORS, RESULTS]  # no temporary left
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [ERRORS, RESULTS]  # no partial file left
+    assert (tmp_path / "out" / RESULTS).stat().st_mode & 0o777 == 0o666 & ~current_umask()
     results = bucket.blob(f"run/out/{RESULTS}").download_as_text()
     assert results == (tmp_path / "out" / RESULTS).read_text()
     rows = [json.loads(line) for line in results.splitlines()]
