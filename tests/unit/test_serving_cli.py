@@ -53,8 +53,6 @@ def refused(result, field: str) -> None:
     (["predict", "mnist", "--json-instances", "{request}", "--output-path", "{export}/out"], "--output-path"),
     (["predict", "mnist", "--input-paths", "{request}"], "--output-path"),
     (["predict", "mnist", "--input-paths", "{export}/*.none", "--output-path", "{export}/out"], "--input-paths"),
-    (["predict", "mnist", "--input-paths", "gs://b/x*.json", "--output-path", "{export}/out"], "--input-paths"),
-    (["predict", "mnist", "--input-paths", "{request}", "--output-path", "gs://b/out"], "--output-path"),
     (["predict", "mnist", "--json-instances", "{request}", "--batch-size", "0"], "--batch-size"),
     (["predict", "mnist", "--json-instances", "{request}", "--url", "ftp://x"], "--url"),
 ])
