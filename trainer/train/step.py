@@ -87,7 +87,9 @@ class WorkerLines:
         n = tf.cast(n, tf.int64)
         before = self.steps.read_value()
         after, since = before + n, self.since.read_value() + n
-        total, now = self.sums.read_value() + sums, tf.timestamp()
+        with tf.control_dependencies([sums]):  # after the steps ran
+            now = tf.timestamp()
+        total = self.sums.read_value() + sums
         crossed = after // self.every > before // self.every
         worker = tf.distribute.coordinator.experimental_get_current_worker_index()
 
@@ -143,6 +145,8 @@ def make_train_fn(strategy: tf.distribute.Strategy, state, count_steps: bool = T
         extra_sum = tf.zeros([len(names)])
         if lines is not None:
             began, mark = lines.start()
+            with tf.control_dependencies([began, mark]):  # the clock is read before the steps run
+                n = tf.identity(n)
         for _ in tf.range(n):
             inputs, labels = next(iterator)
             loss, accuracy, extra = strategy.run(replica_step, args=(inputs, labels))
