@@ -12,8 +12,10 @@
   batch (errors first, results last), so a failed or interrupted run leaves no results file.
 
 Without --signature-name, when an instance's fields are not the inputs of
-`serving_default` but are exactly those of one other signature (e.g. `image` and `key` for
-the MNIST export's `keyed`), that signature is used, and said on stderr.
+`serving_default` but are exactly those of one other signature (e.g. `image` alone for the
+MNIST export's `unkeyed`; its `serving_default` takes `image` and `key`), or the instances
+are bare values and exactly one signature has a single input, that signature is used, and
+said on stderr.
 """
 from __future__ import annotations
 
@@ -61,16 +63,25 @@ def read_instances(path: str, flag: str = "--json-instances", storage=None) -> l
 
 
 def choose_signature(instances: list, signatures: dict[str, list[str]], note: Callable[[str], None]) -> str | None:
-    """The signature whose inputs are exactly the instances' fields, when serving_default's are not."""
-    if not all(isinstance(row, dict) for row in instances):
-        return None
-    fields = sorted(instances[0])
-    if any(sorted(row) != fields for row in instances) or signatures.get("serving_default") == fields:
-        return None
-    matches = [name for name, inputs in sorted(signatures.items()) if inputs == fields]
+    """The signature whose inputs are exactly the instances' fields (or the one with a
+    single input, for bare values), when serving_default's are not."""
+    if not any(isinstance(row, dict) for row in instances):
+        default = signatures.get("serving_default")
+        if default is None or len(default) == 1:
+            return None
+        matches = [name for name, inputs in sorted(signatures.items()) if len(inputs) == 1]
+        what = "it takes one input ({}), and the instances are bare values"
+    else:
+        if not all(isinstance(row, dict) for row in instances):
+            return None
+        fields = sorted(instances[0])
+        if any(sorted(row) != fields for row in instances) or signatures.get("serving_default") == fields:
+            return None
+        matches = [name for name, inputs in sorted(signatures.items()) if inputs == fields]
+        what = "its inputs are the instances' fields ({})"
     if len(matches) != 1:
         return None
-    note(f"Using signature {matches[0]!r}: its inputs are the instances' fields ({', '.join(fields)}); "
+    note(f"Using signature {matches[0]!r}: {what.format(', '.join(signatures[matches[0]]))}; "
          "pass --signature-name to choose another.")
     return matches[0]
 
