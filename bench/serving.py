@@ -2,9 +2,10 @@
 kserve's model server, TF Serving REST JSON over HTTP on 127.0.0.1) against calling the
 same SavedModel in-process, for batches of 1 and 64 real MNIST test images, in one run.
 
-In-process: `signatures["serving_default"](image=tensor)` on a float32 array already in
-memory. Server: one client on one keep-alive connection, each request a pre-encoded JSON
-body `{"instances": [[784 floats], ...]}` (the rows `trainer.make_request` writes), the
+In-process: `signatures["unkeyed"](image=tensor)` (the image-only signature; serving_default
+also takes a key) on a float32 array already in memory. Server: one client on one
+keep-alive connection, each request a pre-encoded JSON body `{"instances": [[784 floats],
+...], "signature_name": "unkeyed"}` (the images `trainer.make_request --no-keys` writes), the
 answer read and JSON-decoded. Requests are sequential, so requests/s = 1 / mean latency.
 Both are measured after --warmup calls, one in-process call and one request in turn, in
 --rounds, so that load from other work on the machine hits both alike. Each line also
@@ -160,7 +161,7 @@ def main() -> None:
         from trainer.serve.model import resolve
 
         loaded = tf.saved_model.load(resolve(str(model_dir))[0])
-        signature = loaded.signatures["serving_default"]
+        signature = loaded.signatures["unkeyed"]
         rows = images(max(BATCHES))
         server = Server(model_dir, workdir)
         try:
@@ -169,7 +170,7 @@ def main() -> None:
             for _ in range(args.rounds):
                 for batch in BATCHES:
                     tensor = tf.constant(np.asarray(rows[:batch], np.float32))
-                    body = json.dumps({"instances": rows[:batch]}).encode()
+                    body = json.dumps({"instances": rows[:batch], "signature_name": "unkeyed"}).encode()
                     expected = signature(image=tensor)["classes"].numpy().tolist()
                     got = [p["classes"] for p in server.predict(body)["predictions"]]
                     assert got == expected, "the server and the SavedModel disagree"

@@ -22,12 +22,16 @@ BASIC_TPU      refused: TPUs are not supported
 
 GPUs come from `<role>Config.acceleratorConfig {count, type}` (type NVIDIA_TESLA_T4 ->
 accelerator `nvidia-tesla-t4`, the GKE node label value) or from the legacy GPU machine
-types (standard_gpu = 1 x K80, complex_model_m_gpu = 4 x K80, ...). Other machine types
-are not translated into resource requests; use --cpu / --memory. `useChiefInTfConfig`
+types (standard_gpu = 1 x K80, complex_model_m_gpu = 4 x K80, ...). Compute Engine machine
+types (masterType: n1-highcpu-16, ...) become CPU/memory requests and an instance-type
+node selector, as gcloud's --master-machine-type flags do (`machine_types.py`); other
+names (legacy ones like complex_model_m) are reported and get no requests. The scale tiers
+name no machine types (AI Platform never fixed them), so they set counts only. `useChiefInTfConfig`
 is accepted: TFJob always calls the coordinator `chief` in TF_CONFIG (what the flag
 selects on Cloud ML and what TF 2 needs), so `false` is reported and ignored.
 Also mapped: `masterConfig.imageUri` -> --image, `containerCommand` / `containerArgs`,
-`jobDir` -> --job-dir, `args` -> trainer arguments, `scheduling.maxRunningTime` ->
+`jobDir` -> --job-dir, `pythonModule` -> --module-name, `args` -> trainer arguments,
+`scheduling.maxRunningTime` ->
 --active-deadline-seconds, top-level `labels` -> --label.
 """
 from __future__ import annotations
@@ -66,7 +70,7 @@ GPU_MACHINE_TYPES = {
 }
 
 # trainingInput keys that only make sense on Cloud ML: accepted, reported, not used.
-IGNORED = ("region", "runtimeVersion", "pythonVersion", "packageUris", "pythonModule",
+IGNORED = ("region", "runtimeVersion", "pythonVersion", "packageUris",
            "serviceAccount", "network", "encryptionConfig", "enableWebAccess")
 CONFIG_KEYS = ("acceleratorConfig", "imageUri", "containerCommand", "containerArgs")
 IGNORED_CONFIG_KEYS = ("diskConfig", "tpuTfVersion")
@@ -82,11 +86,13 @@ class CloudMLConfig:
     accelerator: str | None = None
     image: str | None = None
     command: tuple[str, ...] = ()
+    module_name: str | None = None
     trainer_args: tuple[str, ...] = ()
     job_dir: str | None = None
     active_deadline_seconds: int | None = None
     labels: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    machine_types: dict[str, str] = field(default_factory=dict)  # role -> Compute Engine type (masterType, ...)
 
 
 def _where(*keys: str) -> str:
@@ -134,6 +140,17 @@ def _apply_machine_type(config: CloudMLConfig, prefix: str, machine_type) -> Non
     if machine_type in GPU_MACHINE_TYPES:
         count, accelerator = GPU_MACHINE_TYPES[machine_type]
         _set_gpus(config, ROLE_PREFIX[prefix], count, accelerator, key)
+        return
+    from .machine_types import capacity
+
+    try:
+        capacity(machine_type, _where(key))
+    except SpecError:  # e.g. a legacy AI Platform name (complex_model_m): no size the launcher knows
+        config.notes.append(f"note: trainingInput.{key} {machine_type!r} is not a Compute Engine machine type the "
+                            "launcher knows, so those replicas get no CPU/memory requests; use e.g. n1-highcpu-16, "
+                            "or --cpu/--memory ROLE=...")
+        return
+    config.machine_types[ROLE_PREFIX[prefix]] = machine_type
 
 
 def _apply_role_config(config: CloudMLConfig, prefix: str, role_config) -> None:
@@ -212,7 +229,7 @@ def _scheduling(config: CloudMLConfig, scheduling) -> None:
         config.notes.append("note: trainingInput.scheduling.maxWaitTime has no TFJob equivalent; ignored")
 
 
-KNOWN = ("scaleTier", "args", "jobDir", "scheduling", "useChiefInTfConfig", "hyperparameters",
+KNOWN = ("scaleTier", "args", "jobDir", "scheduling", "useChiefInTfConfig", "hyperparameters", "pythonModule",
          *(f"{p}{s}" for p in ROLE_PREFIX for s in ("Type", "Config", "Count")))
 
 
@@ -244,13 +261,20 @@ def _apply_job_fields(config: CloudMLConfig, training: dict) -> None:
         config.trainer_args = _string_list(training["args"], "args")
     if "jobDir" in training:
         config.job_dir = str(training["jobDir"])
+    if "pythonModule" in training:
+        if not isinstance(training["pythonModule"], str):
+            raise SpecError(_where("pythonModule"), "must be a module name; use e.g. trainer.task")
+        config.module_name = training["pythonModule"]
     if "scheduling" in training:
         _scheduling(config, training["scheduling"])
     if training.get("useChiefInTfConfig") is False:
         config.notes.append("note: trainingInput.useChiefInTfConfig: false is ignored; "
                             "TFJob always names the coordinator 'chief' in TF_CONFIG")
+    if "packageUris" in training:
+        config.notes.append("note: trainingInput.packageUris is ignored: the launcher uploads and installs no "
+                            "packages; the module must be in --image, or give its directory with --package-path")
     for key in IGNORED:
-        if key in training:
+        if key in training and key != "packageUris":
             config.notes.append(f"note: trainingInput.{key} is a Cloud ML setting with no TFJob equivalent; ignored")
 
 

@@ -57,7 +57,8 @@ def context(spec: JobSpec) -> dict:
         "restart_policy": spec.restart_policy,
         "service_account": spec.service_account,
         "image": spec.image,
-        "command": list(spec.command),
+        "command": list(spec.container_command()),
+        "working_dir": spec.package_parent(),  # --package-path: `python -m` finds the package first
         "args": spec.container_args(),
         "env": spec.container_env(),
         "port": TF_PORT,

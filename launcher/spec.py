@@ -44,6 +44,7 @@ _SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 _QUANTITY = re.compile(r"^([+]?[0-9.]+)([eE][-+]?[0-9]+|m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
 _GCS_URL = re.compile(r"^gs://[a-z0-9][-_.a-z0-9]{1,220}[a-z0-9](/.*)?$")
 MAX_NAME = 63
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
 class SpecError(ValueError):
@@ -221,6 +222,9 @@ class JobSpec:
     gang_timeout_seconds: int | None = None
     network_policy: bool = True  # a NetworkPolicy: the TF port admits the job's own pods only
     secret_env: tuple[SecretEnv, ...] = ()  # env vars from Secrets (after `env`)
+    module_name: str | None = None   # gcloud's --module-name: the container runs `python -m MODULE`
+    package_path: str | None = None  # gcloud's --package-path: the package's directory where the replicas
+    #                                  run (its parent goes on PYTHONPATH); the launcher ships no files
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "replicas", MappingProxyType(
@@ -260,6 +264,7 @@ class JobSpec:
         check_job_dir(self.job_dir)
         self._check_volumes()
         self._check_secret_env()
+        self._check_module()
         if self.success_policy not in SUCCESS_POLICIES:
             raise SpecError("--success-policy", f"{self.success_policy!r}; use AllWorkers or leave it out (the chief decides)")
         if self.queue_name is not None:
@@ -329,9 +334,49 @@ class JobSpec:
                                 "give each variable once")
             names.add(entry.name)
 
+    def _check_module(self) -> None:
+        if self.module_name is not None:
+            if not _MODULE.fullmatch(self.module_name):
+                raise SpecError("--module-name", f"{self.module_name!r} is not a Python module name; use dotted "
+                                "identifiers, e.g. trainer.task")
+            if self.command:
+                raise SpecError("--module-name", "conflicts with the container command (containerCommand of "
+                                "--config); use one of them")
+        if self.package_path is None:
+            return
+        path = self.package_path.rstrip("/")
+        if self.module_name is None:
+            raise SpecError("--package-path", "needs the module to run from the package; add --module-name, "
+                            "e.g. --module-name trainer.task")
+        if not path.startswith("/") or any(part == ".." for part in path.split("/")) \
+                or any(c in path for c in ":\n\x00"):
+            raise SpecError("--package-path", f"{self.package_path!r} is not an absolute directory path without "
+                            "'..' or ':'; use e.g. /mnt/code/trainer")
+        package = path.rsplit("/", 1)[-1]
+        if package != self.module_name.split(".")[0]:
+            raise SpecError("--package-path", f"the module {self.module_name} is not in package {package!r} "
+                            f"({self.package_path}); give the package's own directory, e.g. .../"
+                            f"{self.module_name.split('.')[0]}")
+        if "PYTHONPATH" in self.env or any(s.name == "PYTHONPATH" for s in self.secret_env):
+            raise SpecError("--env", "PYTHONPATH is set by --package-path (to the package's parent directory); "
+                            "drop one of them")
+
+    def container_command(self) -> tuple[str, ...]:
+        """The tensorflow container's command: `python -m MODULE` with --module-name, else
+        the given command (empty: the image's ENTRYPOINT, python -m trainer.task)."""
+        return ("python", "-m", self.module_name) if self.module_name else self.command
+
+    def package_parent(self) -> str | None:
+        """The directory --package-path puts on PYTHONPATH (the package's parent)."""
+        if self.package_path is None:
+            return None
+        return self.package_path.rstrip("/").rsplit("/", 1)[0] or "/"
+
     def container_env(self) -> list[dict]:
-        """The tensorflow container's env: --env values, then --secret-env references."""
-        return ([{"name": k, "value": v} for k, v in self.env.items()]
+        """The tensorflow container's env: --env values, PYTHONPATH for --package-path, then
+        --secret-env references."""
+        package = [{"name": "PYTHONPATH", "value": self.package_parent()}] if self.package_path else []
+        return ([{"name": k, "value": v} for k, v in self.env.items()] + package
                 + [entry.env_entry() for entry in self.secret_env])
 
     def _check_replicas(self) -> None:

@@ -19,6 +19,7 @@ from .events import Event, JobCondition, LogLine, Progress, ReplicaPhase, Traini
 
 MAX_ROWS = 16  # more replicas than this are summarised per replica type
 COLUMNS = ("REPLICA", "PHASE", "RESTARTS", "NODE", "AGE", "GPU")
+WIDE_COLUMNS = COLUMNS + ("EXIT CODE", "MESSAGE")  # -o wide: why a replica waits or ended
 
 
 def duration(seconds: float) -> str:
@@ -93,10 +94,24 @@ class ProgressTracker:
         return ", ".join(parts)
 
 
-def plain_line(event: Event, job: str) -> str | None:
+def suspended_note(queue: str = "", namespace: str = "") -> str:
+    """Why a Suspended job has no pods, and where to look."""
+    if not queue:
+        return "suspended (runPolicy.suspend: true): no pods until it is resumed"
+    where = f" -n {namespace}" if namespace else ""
+    return (f"queued in Kueue LocalQueue {queue}: no pods until Kueue admits it "
+            f"(kubectl get workloads{where})")
+
+
+def plain_line(event: Event, job: str, queue: str = "", namespace: str = "") -> str | None:
     """The one line an event prints in plain mode (None: not printed)."""
     if isinstance(event, LogLine):
         return f"[{event.replica}] {event.line}"
+    if isinstance(event, JobCondition) and event.type == "Suspended" and event.status in ("True", "False"):
+        if event.status == "True":
+            return f"{job}: Suspended ({suspended_note(queue, namespace)})"
+        detail = "admitted by Kueue" if queue else ": ".join(p for p in (event.reason, event.message) if p)
+        return f"{job}: Resumed" + (f" ({detail})" if detail else "")
     if isinstance(event, JobCondition):
         detail = ": ".join(part for part in (event.reason, event.message) if part)
         state = event.type if event.status == "True" else f"{event.type}={event.status}"
@@ -125,18 +140,22 @@ def describe_result(result: TrainingResult) -> str:
     return "; " + "; ".join(parts) if parts else ""
 
 
-def replica_rows(replicas: Iterable[ReplicaPhase], now: _dt.datetime | None = None) -> list[tuple[str, ...]]:
-    """Rows for COLUMNS: one per replica, or one per replica type for big jobs."""
+def replica_rows(replicas: Iterable[ReplicaPhase], now: _dt.datetime | None = None,
+                 wide: bool = False) -> list[tuple[str, ...]]:
+    """Rows for COLUMNS (WIDE_COLUMNS when `wide`): one per replica, or one per replica
+    type for big jobs."""
     replicas = list(replicas)
     if len(replicas) <= MAX_ROWS:
-        return [(r.replica, r.phase, str(r.restarts), r.node, age(r.started, now), str(r.gpus or ""))
+        return [(r.replica, r.phase, str(r.restarts), r.node, age(r.started, now), str(r.gpus or ""),
+                 *((("" if r.exit_code is None else str(r.exit_code)), r.message) if wide else ()))
                 for r in replicas]
     rows = []
     for rtype in dict.fromkeys(r.type for r in replicas):
         group = [r for r in replicas if r.type == rtype]
         phases = Counter(r.phase for r in group)
         rows.append((f"{rtype.lower()} x{len(group)}", ", ".join(f"{n} {p}" for p, n in phases.items()),
-                     str(sum(r.restarts for r in group)), "", "", str(sum(r.gpus for r in group) or "")))
+                     str(sum(r.restarts for r in group)), "", "", str(sum(r.gpus for r in group) or ""),
+                     *(("", "") if wide else ())))
     return rows
 
 
@@ -151,11 +170,18 @@ class JobView:
     """Feed it events with `handle`; use as a context manager around the whole run."""
 
     def __init__(self, name: str, namespace: str, out: TextIO | None = None, live: bool | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, suspended: bool = False, queue: str = "",
+                 wide: bool = False):
+        """`suspended`: the job was created suspended (for Kueue's `queue`): the phase is
+        Suspended from the start, not Pending or Created, until it is resumed. `wide`: the
+        live replica table has WIDE_COLUMNS."""
         self.name, self.namespace = name, namespace
         self.out = out or sys.stdout
         self.live = self.out.isatty() if live is None else live
-        self.phase = "Pending"
+        self.queue = queue
+        self.wide = wide
+        self.suspended = suspended
+        self.phase = "Suspended" if suspended else "Pending"
         self.replicas: dict[str, ReplicaPhase] = {}
         self.progress = ProgressTracker(clock)
         self.result = TrainingResult()
@@ -184,8 +210,8 @@ class JobView:
             self.handle(event)
 
     def handle(self, event: Event) -> None:
-        if isinstance(event, JobCondition) and event.status == "True":
-            self.phase = event.type
+        if isinstance(event, JobCondition):
+            self._condition(event)
         elif isinstance(event, ReplicaPhase):
             self.replicas[event.replica] = event
         elif isinstance(event, Progress):
@@ -195,7 +221,16 @@ class JobView:
         if self._live is not None:
             self._print_live(event)
         else:
-            self._print_plain(plain_line(event, self.name))
+            self._print_plain(plain_line(event, self.name, self.queue, self.namespace))
+
+    def _condition(self, event: JobCondition) -> None:
+        """The phase, as `launcher.backends.base.job_phase` sees it."""
+        if event.type == "Suspended" and event.status in ("True", "False"):
+            self.suspended = event.status == "True"
+            self.phase = "Suspended" if self.suspended else "Resumed"
+        elif event.status == "True" and not (self.suspended and event.type == "Created"):
+            self.phase = event.type
+            self.suspended = False
 
     def summary(self) -> str:
         line = f"{self.name}: {self.phase}"
@@ -228,8 +263,10 @@ class JobView:
         from rich.text import Text
 
         header = Text(f"TFJob {self.name} (namespace {self.namespace}): {self.phase}", style="bold")
-        table = Table(*COLUMNS, box=None, pad_edge=False)
-        for row in replica_rows(self.replicas.values()):
+        if self.phase == "Suspended":
+            header.append(f", {suspended_note(self.queue, self.namespace)}", style="yellow")
+        table = Table(*(WIDE_COLUMNS if self.wide else COLUMNS), box=None, pad_edge=False)
+        for row in replica_rows(self.replicas.values(), wide=self.wide):
             table.add_row(*row)
         last = self.progress.last
         bar = Table.grid(padding=(0, 1))

@@ -1,7 +1,8 @@
 """SavedModel export to JOB_DIR/export/<unix time>/ for online prediction.
 
 The signatures are the model's own (`serving()` of trainer/models/<name>: MNIST takes
-images, the taxi model raw trip features). The exported model is a plain
+images and keys, the taxi model raw trip features); trainer.predict picks among them by
+their inputs, so nothing here knows a model. The exported model is a plain
 (non-distributed) copy, so export works the same whether the trained variables live on
 ps tasks, are mirrored, or are local.
 """
@@ -13,7 +14,6 @@ import keras
 import tensorflow as tf
 
 from trainer import models, paths
-from trainer.models.mnist.common import KEYED  # noqa: F401 - the name predict.py defaults to with keys
 
 
 def export(model: keras.Model, job_dir: str, name: str = "mnist", source=None) -> str:

@@ -33,7 +33,8 @@ def main(argv: list[str] | None = None) -> int:
                         "(default: the model's, as trainer.task's --data-dir)")
     parser.add_argument("--count", type=int, default=3, help="number of test images")
     parser.add_argument("--out", default="request.json", help="file to write, local or gs:// (- for stdout)")
-    parser.add_argument("--no-keys", dest="keys", action="store_false", help="leave out the `key` field (MNIST)")
+    parser.add_argument("--no-keys", dest="keys", action="store_false", help="leave out the `key` field (MNIST; such "
+                        "lines go to the `unkeyed` signature)")
     args = parser.parse_args(argv)
     args.data_dir = args.data_dir or default_data_dir(args.model)
     try:

@@ -6,12 +6,19 @@
     0    7        [0.0000, 0.0000, ..., 0.9991, 0.0000, 0.0002]
 
 Image models (MNIST): each line of --json-instances is {"image": [...], "key": K} ("key"
-optional) or a bare image list. With keys on every instance the `keyed` signature is
-used, else `serving_default`.
+optional) or a bare image list.
+
+Keys: an integer "key" on every line, or on none (a string key, or keys on only some
+lines, are refused naming the line). Without --signature-name, instances with keys go to
+`serving_default`, which takes the key and returns it (as TF Serving and KServe serve the
+export); instances without keys go to `serving_default` when it takes no key, else to the
+one signature whose inputs are serving_default's without "key" (MNIST: `unkeyed`, whose
+`key` output is the row index).
 
 Feature models (`--model taxi`: the SavedModel has `instance_defaults()`): each line is
 an object of raw fields, e.g. {"trip_miles": 3.1, "trip_seconds": 600, "fare": 10.25,
-"payment_type": "Credit Card", "company": "Taxi Affiliation Services"}; a field left
+"payment_type": "Credit Card", "company": "Taxi Affiliation Services"} (keys as above, when
+the model's signatures take one); a field left
 out gets the model's default, a required one left out, an unknown field or a value of
 the wrong type is refused naming the field.
 
@@ -29,7 +36,8 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-from trainer.export import KEYED
+KEY = "key"
+DEFAULT = "serving_default"
 
 
 class RequestError(ValueError):
@@ -58,6 +66,25 @@ def image(value, number: int) -> np.ndarray:
     return pixels.reshape(784)
 
 
+def key_of(value: dict, number: int) -> int | None:
+    """The integer "key" of one instance object, or None when it has none."""
+    key = value.get(KEY)
+    if key is not None and (isinstance(key, bool) or not isinstance(key, int)):
+        raise RequestError(f"--json-instances line {number}: key must be an integer, got {json.dumps(key)}")
+    return key
+
+
+def key_column(keys: list[int | None]) -> np.ndarray | None:
+    """int64 [N] of the instances' keys, or None when no instance has one."""
+    if all(key is None for key in keys):
+        return None
+    missing = [str(number) for number, key in enumerate(keys, 1) if key is None]
+    if missing:
+        raise RequestError(f"--json-instances: line(s) {', '.join(missing[:5])} have no \"key\" while others do; "
+                           "give every instance a key, or none")
+    return np.asarray(keys, dtype=np.int64)
+
+
 def instance(line: str, number: int) -> tuple[np.ndarray, int | None]:
     """(image, key or None) of one --json-instances line."""
     try:
@@ -68,10 +95,7 @@ def instance(line: str, number: int) -> tuple[np.ndarray, int | None]:
         return image(value, number), None
     if "image" not in value:
         raise RequestError(f"--json-instances line {number}: no \"image\" field")
-    key = value.get("key")
-    if key is not None and (isinstance(key, bool) or not isinstance(key, int)):
-        raise RequestError(f"--json-instances line {number}: key must be an integer, got {json.dumps(key)}")
-    return image(value["image"], number), key
+    return image(value["image"], number), key_of(value, number)
 
 
 def read_instances(path: str) -> tuple[np.ndarray, np.ndarray | None]:
@@ -80,13 +104,43 @@ def read_instances(path: str) -> tuple[np.ndarray, np.ndarray | None]:
         rows = [instance(line, number) for number, line in enumerate(handle, 1) if line.strip()]
     if not rows:
         raise RequestError(f"--json-instances: {path} holds no instances")
-    keys = [key for _, key in rows]
-    keyed = all(key is not None for key in keys)
-    if not keyed and any(key is not None for key in keys):
-        missing = [str(number) for number, key in enumerate(keys, 1) if key is None]
-        raise RequestError(f"--json-instances: line(s) {', '.join(missing[:5])} have no \"key\" while others do; "
-                           "give every instance a key, or none")
-    return np.stack([pixels for pixels, _ in rows]), (np.asarray(keys, dtype=np.int64) if keyed else None)
+    return np.stack([pixels for pixels, _ in rows]), key_column([key for _, key in rows])
+
+
+def inputs_of(function) -> dict[str, tf.TensorSpec]:
+    return function.structured_input_signature[1]
+
+
+def named(signatures, name: str):
+    """The signature `name`, or one line naming the ones the SavedModel has."""
+    if name not in signatures:
+        raise RequestError(f"--signature-name: the SavedModel has no signature {name!r}; it has "
+                           f"{', '.join(sorted(signatures))}")
+    return signatures[name]
+
+
+def choose(signatures, name: str | None, keyed: bool):
+    """The signature for instances with (or without) keys: `name`
+    (--signature-name) checked against them, else the rule of the module doc."""
+    if name is not None:
+        takes_key = KEY in inputs_of(named(signatures, name))
+        if keyed and not takes_key:
+            raise RequestError(f"--signature-name {name}: it takes no \"key\"; leave the keys out of the "
+                               "instances, or drop --signature-name")
+        if takes_key and not keyed:
+            raise RequestError(f"--signature-name {name}: it takes a \"key\" on every instance; add keys")
+        return signatures[name]
+    default = set(inputs_of(named(signatures, DEFAULT)))
+    if (KEY in default) == keyed:
+        return signatures[DEFAULT]
+    if keyed:
+        raise RequestError(f"--json-instances: the instances carry a \"key\", which the model does not take "
+                           f"({DEFAULT} takes {', '.join(sorted(default))}); leave the keys out")
+    matches = [other for other in sorted(signatures) if set(inputs_of(signatures[other])) == default - {KEY}]
+    if len(matches) != 1:
+        raise RequestError(f"--json-instances: the instances carry no \"key\", which {DEFAULT} takes; "
+                           "give every instance an integer key, or pass --signature-name")
+    return signatures[matches[0]]
 
 
 # ---- feature models ----------------------------------------------------------------
@@ -103,9 +157,12 @@ def field_value(name: str, value, dtype: tf.DType, number: int):
     return value
 
 
-def feature_rows(path: str, inputs: dict[str, tf.TensorSpec], defaults: dict, required: set[str]) -> dict:
-    """{field: np array [N]} of a --json-instances file for a feature model's signature."""
+def feature_rows(path: str, inputs: dict[str, tf.TensorSpec], defaults: dict, required: set[str]
+                 ) -> tuple[dict, np.ndarray | None]:
+    """({field: np array [N]}, keys int64 [N] or None) of a --json-instances file for a
+    feature model's signature (`inputs`: its raw fields, "key" left out)."""
     columns: dict[str, list] = {name: [] for name in inputs}
+    keys: list[int | None] = []
     with tf.io.gfile.GFile(path) as handle:
         lines = [(number, line) for number, line in enumerate(handle, 1) if line.strip()]
     if not lines:
@@ -118,6 +175,8 @@ def feature_rows(path: str, inputs: dict[str, tf.TensorSpec], defaults: dict, re
         if not isinstance(value, dict):
             raise RequestError(f"--json-instances line {number}: an instance is an object of fields, "
                                f"e.g. {{\"{sorted(required or inputs)[0]}\": ...}}")
+        keys.append(key_of(value, number))
+        value = {field: item for field, item in value.items() if field != KEY}
         unknown = sorted(set(value) - set(inputs))
         if unknown:
             raise RequestError(f"--json-instances line {number}: unknown field \"{unknown[0]}\"; the model takes "
@@ -129,27 +188,27 @@ def feature_rows(path: str, inputs: dict[str, tf.TensorSpec], defaults: dict, re
                 columns[name].append(defaults[name])
             else:
                 columns[name].append(field_value(name, value[name], spec.dtype, number))
-    return {name: np.asarray(values, dtype=inputs[name].dtype.as_numpy_dtype if inputs[name].dtype != tf.string
-                             else object) for name, values in columns.items()}
+    return ({name: np.asarray(values, dtype=inputs[name].dtype.as_numpy_dtype if inputs[name].dtype != tf.string
+                              else object) for name, values in columns.items()}, key_column(keys))
 
 
 def predict_features(loaded, path: str, signature: str | None) -> dict[str, np.ndarray]:
-    name = signature or "serving_default"
-    if name not in loaded.signatures:
-        raise RequestError(f"--signature-name: the SavedModel has no signature {name!r}; it has "
-                           f"{', '.join(sorted(loaded.signatures))}")
-    function = loaded.signatures[name]
-    inputs = function.structured_input_signature[1]
+    fields = {key: spec for key, spec in inputs_of(named(loaded.signatures, signature or DEFAULT)).items()
+              if key != KEY}
     defaults = {key: value.numpy() for key, value in loaded.instance_defaults().items()}
     defaults = {key: value.decode() if isinstance(value, bytes) else value.item() for key, value in defaults.items()}
     required = {field.decode() for field in loaded.required_fields().numpy()}
-    columns = feature_rows(path, inputs, defaults, required)
-    outputs = function(**{key: tf.constant(value, inputs[key].dtype) for key, value in columns.items()})
-    return {key: value.numpy() for key, value in outputs.items()}
+    columns, keys = feature_rows(path, fields, defaults, required)
+    function = choose(loaded.signatures, signature, keys is not None)
+    inputs = inputs_of(function)
+    feed = {key: tf.constant(value, inputs[key].dtype) for key, value in columns.items()}
+    if keys is not None:
+        feed[KEY] = tf.constant(keys)
+    return {key: value.numpy() for key, value in function(**feed).items()}
 
 
 def feature_table(outputs: dict[str, np.ndarray]) -> list[str]:
-    names = sorted(outputs)
+    names = sorted(outputs, key=lambda name: (name != KEY, name))
     lines = ["  ".join(name.upper() for name in names)]
     for row in range(len(next(iter(outputs.values())))):
         cells = []
@@ -164,19 +223,12 @@ def feature_table(outputs: dict[str, np.ndarray]) -> list[str]:
 
 def predict(model_dir: str, images: np.ndarray, keys: np.ndarray | None,
             signature: str | None = None) -> dict[str, np.ndarray]:
-    """Outputs of `signature` (default: `keyed` with keys, else serving_default)."""
+    """Outputs of `signature` (default: see the module doc) for images and their keys."""
     loaded = tf.saved_model.load(resolve(model_dir))
-    name = signature or ("serving_default" if keys is None else KEYED)
-    if name not in loaded.signatures:
-        raise RequestError(f"--signature-name: the SavedModel has no signature {name!r}; it has "
-                           f"{', '.join(sorted(loaded.signatures))}")
-    function = loaded.signatures[name]
-    inputs = set(function.structured_input_signature[1])
+    function = choose(loaded.signatures, signature, keys is not None)
     feed = {"image": tf.constant(images)}
-    if "key" in inputs:
-        if keys is None:
-            raise RequestError(f"--signature-name {name}: it takes a \"key\" on every instance; add keys")
-        feed["key"] = tf.constant(keys)
+    if keys is not None:
+        feed[KEY] = tf.constant(keys)
     outputs = function(**feed)
     return {name: value.numpy() for name, value in outputs.items()}
 
@@ -196,8 +248,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model-dir", required=True, help="export dir (or gs:// URL) of the SavedModel")
     parser.add_argument("--json-instances", required=True, help="file with one JSON instance per line")
     parser.add_argument("--signature-name", default=None,
-                        help=f"signature to call (default: {KEYED} when every instance has a key, else "
-                             "serving_default), as `gcloud ai-platform predict --signature-name`")
+                        help="signature to call, as `gcloud ai-platform predict --signature-name` (default: "
+                             "serving_default for instances with keys, or when it takes none; else the signature "
+                             "taking serving_default's inputs without \"key\", e.g. MNIST's unkeyed)")
     args = parser.parse_args(argv)
     try:
         loaded = tf.saved_model.load(resolve(args.model_dir))

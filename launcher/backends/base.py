@@ -39,12 +39,28 @@ class JobStatus:
     replicas: tuple[ReplicaPhase, ...] = ()
     created: str = ""  # RFC 3339
     backend: str = ""
+    suspended: bool = False  # the TFJob says runPolicy.suspend: true (e.g. waiting for Kueue)
+    queue: str = ""  # its Kueue LocalQueue (label kueue.x-k8s.io/queue-name), "" if none
 
     @property
     def phase(self) -> str:
-        """The last true condition type (Created, Running, Restarting, Succeeded, Failed)."""
-        true = [c.type for c in self.conditions if c.status == "True"]
-        return true[-1] if true else "Pending"
+        """The last true condition type (Created, Suspended, Running, Restarting, Succeeded,
+        Failed); see `job_phase`."""
+        return job_phase(self.conditions, self.suspended)
+
+
+def job_phase(conditions, suspended: bool = False) -> str:
+    """The last true condition type, "Pending" before any. A job created suspended (Kueue's
+    `--queue-name`) is "Suspended" from the start: the operator writes Created before its
+    Suspended condition, and Kueue may take its time to admit the job. Suspended=False (the
+    operator's TFJobResumed) is "Resumed" until the job runs."""
+    phase = "Pending"
+    for condition in conditions:  # the operator appends each change, so the last one counts
+        if condition.status == "True":
+            phase = condition.type
+        elif condition.type == "Suspended" and condition.status == "False":
+            phase = "Resumed"  # admitted (Kueue) or resumed by hand; Running follows
+    return "Suspended" if suspended and phase in ("Pending", "Created") else phase
 
 
 @dataclass(frozen=True)
@@ -52,8 +68,15 @@ class LogOptions:
     previous: bool = False             # the previous container instance (before the last restart)
     since_seconds: int | None = None   # only lines newer than this
     timestamps: bool = False           # each line starts with its RFC 3339 time
+    tail_lines: int | None = None      # only the last N lines of each replica's current log (every
+    #                                    backend; when following: of what exists, then every new line)
 
     def __bool__(self) -> bool:
+        return bool(self.previous or self.since_seconds or self.timestamps or self.tail_lines is not None)
+
+    @property
+    def kubelet_only(self) -> bool:
+        """Options only a kubelet keeps what they need for (previous instances, line times)."""
         return bool(self.previous or self.since_seconds or self.timestamps)
 
 
@@ -64,6 +87,7 @@ class JobSummary:
     phase: str
     created: str = ""
     replicas: dict = field(default_factory=dict)  # {"Worker": 2, ...}
+    queue: str = ""  # Kueue LocalQueue, "" if none
 
 
 class Backend(abc.ABC):
@@ -72,7 +96,7 @@ class Backend(abc.ABC):
 
     def check_log_options(self, options: LogOptions | None) -> None:
         """SpecError naming the flag when `options` ask for what this backend cannot do."""
-        if options and self.log_options_note:
+        if options and options.kubelet_only and self.log_options_note:
             from ..spec import SpecError
 
             flag = "--previous" if options.previous else "--since" if options.since_seconds else "--timestamps"

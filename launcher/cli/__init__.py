@@ -51,6 +51,13 @@ def duration(text: str) -> float:
     return seconds
 
 
+def count(text: str) -> int:
+    """argparse type: a whole number >= 0."""
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 0; use e.g. 0 or 3")
+    return int(text)
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", choices=KINDS, default="auto",
                         help="k8s (cluster), local (this machine) or auto (default: k8s when configured)")
@@ -75,13 +82,21 @@ def build_parser() -> argparse.ArgumentParser:
                         help="apply nothing: client (the default of a bare --dry-run) prints the TFJob; server has "
                              "the API server validate it and prints its answer (kubectl's form)")
     submit.add_argument("--server-dry-run", action="store_true", help="the same as --dry-run=server")
-    submit.add_argument("-o", "--output", choices=("yaml", "json", "name"),
+    submit.add_argument("-o", "--output", choices=OUTPUTS,
                         help="how to print the TFJob of a dry run (default yaml), or, when submitting, "
-                             "name (tfjob.kubeflow.org/NAME created), yaml or json (the TFJob sent)")
+                             "name (tfjob.kubeflow.org/NAME created), yaml or json (the TFJob sent), or wide: "
+                             "one table row of the job (NAME, NAMESPACE, BACKEND, REPLICAS, IMAGE, JOB DIR, QUEUE; "
+                             "also for a dry run) and, while following, the replica table with each replica's "
+                             "EXIT CODE and MESSAGE (as status -o wide)")
     submit.add_argument("--detach", "--async", action="store_true", help="return once submitted (--async: gcloud's name)")
     submit.add_argument("--stream-logs", action="store_true",
                         help="follow the job and its chief's logs until it ends: the default (gcloud's flag)")
     submit.add_argument("--replace", action="store_true", help="replace a job of the same name")
+    submit.add_argument("--max-resubmits", type=count, metavar="N",
+                        help="when a replica's pod is deleted (spot preemption, node drain, kubectl delete pod), "
+                             "training-operator v1.9 fails the whole TFJob; submit then deletes it and submits it "
+                             "again, up to N times (default 3; 0: never), and the trainer resumes from the latest "
+                             "checkpoint in --job-dir. Only while submit follows the job (not with --detach)")
     render = commands.add_parser("render", help="print the TFJob for the same flags")
     add_job_flags(render)
     render.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
@@ -89,14 +104,16 @@ def build_parser() -> argparse.ArgumentParser:
     status = commands.add_parser("status", help="conditions and replicas of a job")
     status.add_argument("name")
     status.add_argument("-w", "--watch", action="store_true", help="follow until the job ends")
-    status.add_argument("-o", "--output", choices=OUTPUTS, help="yaml, json (the status as data), name, wide; "
-                        "default: conditions and a replica table")
+    status.add_argument("-o", "--output", choices=OUTPUTS, help="yaml, json (the status as data), name, or wide "
+                        "(the replica table with each replica's EXIT CODE and MESSAGE: why it waits or ended, e.g. "
+                        "Unschedulable: ..., CrashLoopBackOff; also with -w); default: conditions and a replica table")
     logs = commands.add_parser("logs", help="log lines of one replica or all")
     logs.add_argument("name")
     logs.add_argument("--replica", help="chief-0 (or gcloud's master-0), ps-0, worker-1, ... or all "
                       "(default: chief-0, else worker-0)")
     logs.add_argument("-f", "--follow", action="store_true", help="follow across restarts until the job ends")
-    logs.add_argument("--tail", type=int, metavar="N", help="only the last N lines of each replica (not with -f)")
+    logs.add_argument("--tail", type=int, metavar="N", help="only the last N lines of each replica; with -f, the "
+                      "last N lines so far, then every new line (kubectl's --tail)")
     logs.add_argument("-p", "--previous", action="store_true", help="the replica's previous container (before its "
                       "last restart; k8s backend)")
     logs.add_argument("--since", type=duration, metavar="DURATION", help="only lines newer than e.g. 10m, 2h (k8s backend)")
@@ -104,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     listing = commands.add_parser("list", help="jobs in a namespace")
     listing.add_argument("-A", "--all-namespaces", action="store_true")
     listing.add_argument("-o", "--output", choices=OUTPUTS, help="yaml, json, name (tfjob.kubeflow.org/NAME), "
-                         "wide (with the creation time); default: a table")
+                         "wide (with the creation time and Kueue queue); default: a table")
     board = commands.add_parser("tensorboard", help="TensorBoard on the job dir of a job (local path or gs://)")
     board.add_argument("name")
     board.add_argument("--port", type=int, default=6006, help="local port (default 6006; 0: any free port)")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import os
 import re
 from dataclasses import dataclass
 
@@ -55,6 +56,17 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
     job.add_argument("--volume", action="append", default=[], metavar="CLAIM:PATH[:ro]",
                      help="mount the PersistentVolumeClaim CLAIM at PATH in every replica, read-only with :ro "
                           "(repeatable; k8s backend only), e.g. --volume training-data:/mnt/data")
+    job.add_argument("--module-name", metavar="MODULE",
+                     help="gcloud's flag: run your own trainer, `python -m MODULE` (e.g. trainer.task), instead of "
+                          "the image's trainer; the module must be importable where the replicas run (in --image, "
+                          "or from --package-path)")
+    job.add_argument("--package-path", metavar="DIR",
+                     help="gcloud's flag: the directory of MODULE's package (e.g. ./trainer for trainer.task); its "
+                          "parent goes on PYTHONPATH and is the replicas' working directory. The launcher uploads "
+                          "nothing (gcloud copies the package to GCS): local backend: a directory on this machine; "
+                          "k8s: a path inside the pods, on a --volume claim (e.g. --volume code:/mnt/code "
+                          "--package-path /mnt/code/trainer), or bake the package into --image and give "
+                          "--module-name alone")
     job.add_argument("--no-network-policy", action="store_true",
                      help="k8s: no NetworkPolicy for the job (by default one admits traffic to the job's pods on the "
                           "TensorFlow port only from the job's own pods, where the cluster's network plugin enforces it)")
@@ -228,6 +240,8 @@ class Settings:
     active_deadline_seconds: int | None
     labels: dict[str, str]
     notes: list[str]
+    module_name: str | None = None
+    machine_types: dict | None = None  # role -> the config file's Compute Engine machine type
 
 
 def _pick(flag_value, config_value, default=None):
@@ -274,6 +288,8 @@ def merge_settings(args: argparse.Namespace, trainer_args: tuple[str, ...]) -> S
                                       config.active_deadline_seconds if config else None),
         labels={**(config.labels if config else {}), **key_values(args.label, "--label")},
         notes=config.notes if config else [],
+        module_name=config.module_name if config else None,
+        machine_types=config.machine_types if config else None,
     )
 
 
@@ -282,7 +298,7 @@ def build_spec(args: argparse.Namespace, trainer_args: tuple[str, ...] = ()) -> 
     settings = merge_settings(args, tuple(trainer_args))
     cpu, memory = per_role(args.cpu, "--cpu"), per_role(args.memory, "--memory")
     every_selector, role_selectors = node_selectors(args.node_selector)
-    machine_notes = apply_machine_types(args, cpu, memory, role_selectors)
+    machine_notes = apply_machine_types(args, cpu, memory, role_selectors, settings.machine_types, settings.counts)
     replicas = {role: ReplicaSpec(count=settings.counts[role], gpus=settings.gpus.get(role, 0),
                                   cpu=cpu.get(role), memory=memory.get(role))
                 for role in ROLES if settings.counts[role] or settings.gpus.get(role)}
@@ -297,26 +313,37 @@ def build_spec(args: argparse.Namespace, trainer_args: tuple[str, ...] = ()) -> 
     return spec, notes + secret_like_env_warnings(dict(spec.env))
 
 
-def apply_machine_types(args: argparse.Namespace, cpu: dict, memory: dict, role_selectors: dict) -> list[str]:
-    """--master/worker/parameter-server-machine-type: requests that fill such a node and its
-    instance-type selector, unless --cpu ROLE=, --memory ROLE= or a selector say otherwise."""
+CONFIG_MACHINE_KEYS = {"Chief": "masterType", "Worker": "workerType", "PS": "parameterServerType",
+                       "Evaluator": "evaluatorType"}
+
+
+def apply_machine_types(args: argparse.Namespace, cpu: dict, memory: dict, role_selectors: dict,
+                        from_config: dict[str, str] | None = None, counts: dict[str, int] | None = None) -> list[str]:
+    """--master/worker/parameter-server-machine-type, or the config file's masterType,
+    workerType, ... (a flag wins): requests that fill such a node and its instance-type
+    selector, unless --cpu ROLE=, --memory ROLE= or a selector say otherwise."""
     from ..machine_types import INSTANCE_TYPE_LABEL, requests_for
 
     explicit = {flag: {item.partition("=")[0].lower() for item in items if "=" in item}
                 for flag, items in (("cpu", args.cpu), ("memory", args.memory))}
-    notes = []
+    machines = {role: (machine, f"trainingInput.{CONFIG_MACHINE_KEYS[role]}", f"--config {args.config}")
+                for role, machine in (from_config or {}).items()}
     for flag, role in MACHINE_TYPE_FLAGS.items():
-        machine = getattr(args, flag.replace("-", "_"))
-        if not machine:
+        if getattr(args, flag.replace("-", "_")):
+            machines[role] = (getattr(args, flag.replace("-", "_")), f"--{flag}", f"--{flag}")
+    notes = []
+    for role in CONFIG_MACHINE_KEYS:  # gcloud's order: master, worker, parameter server, evaluator
+        if role not in machines or (counts is not None and not counts.get(role)):
             continue
-        want_cpu, want_memory = requests_for(machine, f"--{flag}")
+        machine, source, field = machines[role]
+        want_cpu, want_memory = requests_for(machine, field)
         name = next(k for k, v in ROLE_FLAGS.items() if v == role)
         if name not in explicit["cpu"]:
             cpu[role] = want_cpu
         if name not in explicit["memory"]:
             memory[role] = want_memory
         role_selectors.setdefault(role, {}).setdefault(INSTANCE_TYPE_LABEL, machine)
-        notes.append(f"note: --{flag} {machine}: {name} pods request cpu {cpu[role]}, memory {memory[role]} "
+        notes.append(f"note: {source} {machine}: {name} pods request cpu {cpu[role]}, memory {memory[role]} "
                      f"(what a GKE {machine} node leaves to pods, less room for system pods) and run on "
                      f"{INSTANCE_TYPE_LABEL}={machine} nodes")
     return notes
@@ -363,6 +390,8 @@ def _job_spec(args, settings: Settings, replicas, every_selector, role_selectors
         gang_timeout_seconds=args.gang_timeout_seconds,
         network_policy=not getattr(args, "no_network_policy", False),
         secret_env=secret_envs(args.secret_env),
+        module_name=_pick(args.module_name, settings.module_name),
+        package_path=os.path.abspath(args.package_path) if args.package_path else None,
     )
 
 

@@ -8,7 +8,7 @@ from ..backends.base import BackendError, LogOptions, NotFound
 from . import EXIT_FAILED, EXIT_OK, check_name, check_replica, namespace_of, replica_alias
 from ..events import JobCondition, TERMINAL
 from ..spec import SpecError
-from ..view import JobView, age, format_rows, replica_rows
+from ..view import COLUMNS, WIDE_COLUMNS, JobView, age, format_rows, replica_rows, suspended_note
 
 LIST_COLUMNS = ("NAME", "NAMESPACE", "PHASE", "REPLICAS", "AGE")
 
@@ -41,7 +41,7 @@ def status_data(snapshot) -> dict:
     import dataclasses
 
     return {"name": snapshot.name, "namespace": snapshot.namespace, "backend": snapshot.backend,
-            "phase": snapshot.phase, "created": snapshot.created,
+            "phase": snapshot.phase, "created": snapshot.created, "queue": snapshot.queue,
             "conditions": [dataclasses.asdict(c) for c in snapshot.conditions],
             "replicas": [dataclasses.asdict(r) for r in snapshot.replicas]}
 
@@ -54,7 +54,7 @@ def status(args, factory) -> int:
     if args.watch and snapshot.phase not in TERMINAL:
         if args.output in ("json", "yaml", "name"):
             raise SpecError("--output", f"-o {args.output} prints one snapshot; drop -w or -o")
-        return _watch(backend, snapshot)
+        return _watch(backend, snapshot, wide=args.output == "wide")
     code = EXIT_FAILED if snapshot.phase == "Failed" or (args.watch and snapshot.phase != "Succeeded") else EXIT_OK
     if args.output in ("json", "yaml"):
         _dump(status_data(snapshot), args.output)
@@ -63,20 +63,24 @@ def status(args, factory) -> int:
         _print(f"{RESOURCE}/{snapshot.name}")
         return code
     _print(f"TFJob {snapshot.name} (namespace {snapshot.namespace}, {backend.name} backend): {snapshot.phase}")
+    if snapshot.phase == "Suspended":
+        _print(f"  {suspended_note(snapshot.queue, snapshot.namespace)}")
     for condition in snapshot.conditions:
         parts = (f"{condition.type}={condition.status}", condition.time, condition.reason, condition.message)
         _print("  " + " ".join(part for part in parts if part))
-    for line in format_rows(replica_rows(snapshot.replicas)):
+    wide = args.output == "wide"
+    for line in format_rows(replica_rows(snapshot.replicas, wide=wide), WIDE_COLUMNS if wide else COLUMNS):
         _print(line)
     return code
 
 
-def _watch(backend, snapshot) -> int:
+def _watch(backend, snapshot, wide: bool = False) -> int:
     """Follow a running job. events() starts with the job's state so far (k8s: the first
     list; local: the recorded history), so the snapshot is not shown again (it would print
     every condition twice)."""
     terminal = None
-    with JobView(snapshot.name, snapshot.namespace) as view:
+    with JobView(snapshot.name, snapshot.namespace, suspended=snapshot.phase == "Suspended",
+                 queue=snapshot.queue, wide=wide) as view:
         for event in backend.events(snapshot.name, snapshot.namespace):
             view.handle(event)
             if isinstance(event, JobCondition) and event.terminal:
@@ -98,10 +102,10 @@ def logs(args, factory) -> int:
     check_name(args.name)
     args.replica = replica_alias(args.replica)
     check_replica(args.replica)
-    if args.tail is not None and (args.tail < 0 or args.follow):
-        raise SpecError("--tail", "use a number >= 0, without -f (to follow, run logs -f after logs --tail N)")
+    if args.tail is not None and args.tail < 0:
+        raise SpecError("--tail", f"{args.tail} is not a number of lines; use 0 or more (e.g. --tail 20)")
     options = LogOptions(previous=args.previous, timestamps=args.timestamps,
-                         since_seconds=max(1, int(args.since)) if args.since else None)
+                         since_seconds=max(1, int(args.since)) if args.since else None, tail_lines=args.tail)
     if options.previous and args.follow:
         raise SpecError("--previous", "a previous container has ended: drop -f")
     backend = _backend(args, factory)
@@ -114,23 +118,10 @@ def logs(args, factory) -> int:
         replica = None
     extra = {"options": options} if options else {}
     lines = backend.logs(args.name, namespace, replica, follow=args.follow, **extra)
-    if args.tail is not None:
-        lines = last_lines(lines, args.tail)
     for line in lines:
         sys.stdout.write(f"[{line.replica}] {line.line}\n")
         sys.stdout.flush()
     return EXIT_OK
-
-
-def last_lines(lines, count: int):
-    """The last `count` lines of each replica, replicas in their original order."""
-    from collections import deque
-
-    kept: dict[str, deque] = {}
-    for line in lines:
-        kept.setdefault(line.replica, deque(maxlen=count)).append(line)
-    for replica_lines in kept.values():
-        yield from replica_lines
 
 
 def list_jobs(args, factory) -> int:
@@ -150,8 +141,9 @@ def list_jobs(args, factory) -> int:
     rows = []
     for job in jobs:
         replicas = " ".join(f"{rtype.lower()}={count}" for rtype, count in job.replicas.items())
-        rows.append((job.name, job.namespace, job.phase, replicas, age(job.created), *((job.created,) if wide else ())))
-    for line in format_rows(rows, LIST_COLUMNS + (("CREATED",) if wide else ())):
+        rows.append((job.name, job.namespace, job.phase, replicas, age(job.created),
+                     *((job.created, job.queue or "<none>") if wide else ())))
+    for line in format_rows(rows, LIST_COLUMNS + (("CREATED", "QUEUE") if wide else ())):
         _print(line)
     return EXIT_OK
 

@@ -13,7 +13,9 @@ from . import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from .args import build_spec, uses_gpus
 from ..events import JobCondition
 from ..spec import JobSpec, SpecError
+from ..view import suspended_note
 
+DEFAULT_MAX_RESUBMITS = 3
 LOCAL_GPU_NOTE = "note: GPU settings are ignored by the local backend (replicas run on this machine's CPU)"
 LOCAL_RESOURCES_NOTE = ("note: CPU and memory requests are ignored by the local backend "
                         "(replicas share this machine's cores and memory)")
@@ -59,6 +61,32 @@ def refuse_local_volumes(spec: JobSpec) -> None:
         raise SpecError("--volume", "PersistentVolumeClaims exist only on a cluster and the local backend cannot "
                         "mount them; drop --volume (local replicas already share this machine's files: "
                         "use --job-dir PATH) or use --backend k8s")
+
+
+def check_package(spec: JobSpec, kind: str) -> None:
+    """--package-path where the replicas run. Local: a directory on this machine holding
+    --module-name. k8s: a path the pods have, i.e. under a --volume mount; the launcher
+    cannot ship files to a cluster (gcloud uploads the package to GCS; we do not)."""
+    if spec.package_path is None:
+        return
+    if kind != "local":
+        if not any(spec.package_path == v.mount_path.rstrip("/") or
+                   spec.package_path.startswith(v.mount_path.rstrip("/") + "/") for v in spec.volumes):
+            raise SpecError("--package-path", f"{spec.package_path} is not in the pods: the launcher cannot upload a "
+                            "package to a cluster; bake it into --image and give --module-name alone, or put it on a "
+                            "claim and give its path under a --volume mount (e.g. --volume code:/mnt/code "
+                            "--package-path /mnt/code/trainer), or run it on this machine with --backend local")
+        return
+    package = Path(spec.package_path)
+    if not package.is_dir():
+        raise SpecError("--package-path", f"{spec.package_path} is not a directory on this machine; give your "
+                        "package's directory, e.g. --package-path ./trainer")
+    inner = spec.module_name.split(".")[1:]
+    target = package.joinpath(*inner)
+    if not ((inner and target.with_suffix(".py").is_file()) or (target / "__main__.py").is_file()):
+        expected = target.with_suffix(".py") if inner else target / "__main__.py"
+        raise SpecError("--module-name", f"{spec.module_name} is not in {spec.package_path} (no {expected}); "
+                        "give the module's dotted name inside the package, e.g. trainer.task for trainer/task.py")
 
 
 def _with_default_job_dir(spec: JobSpec, backend) -> JobSpec:
@@ -127,6 +155,7 @@ def write_values(spec: JobSpec, path: str) -> None:
 
 def render_command(args, trainer_args, factory) -> int:
     spec, notes = build_spec(args, trainer_args)
+    check_package(spec, "local" if args.backend == "local" else "k8s")
     if args.backend == "local":  # show what the local backend would run
         refuse_local_volumes(spec)
         spec = _with_default_job_dir(spec, factory("local"))
@@ -149,6 +178,9 @@ def dry_run_mode(args) -> str | None:
         mode = "server"
     if args.stream_logs and args.detach:
         raise SpecError("--stream-logs", "conflicts with --detach/--async; use one")
+    if args.max_resubmits is not None and (args.detach or mode):
+        raise SpecError("--max-resubmits", "only applies while submit follows the job; drop it or "
+                        + ("--detach" if args.detach else "--dry-run"))
     if mode and (args.detach or args.replace):
         flag = "--detach" if args.detach else "--replace"
         raise SpecError(flag, f"a dry run submits nothing, so {flag} has no effect; drop one of them")
@@ -161,6 +193,7 @@ def submit(args, trainer_args, factory) -> int:
     for line in notes:
         _note(line)
     kind = resolve_kind(args.backend)
+    check_package(spec, kind)
     if kind == "local":
         refuse_local_volumes(spec)
         if not dry_run:
@@ -185,6 +218,8 @@ def submit(args, trainer_args, factory) -> int:
         answer = tfjob if dry_run == "client" else backend.dry_run(tfjob)
         if output == "name":
             _out(f"tfjob.kubeflow.org/{spec.name} created (dry run)")
+        elif output == "wide":
+            _out(job_row(spec, kind, "(dry run)"))
         elif output == "yaml" and policy and dry_run == "client":  # the policy follows the TFJob it goes with
             _out(manifest_text(answer, output) + "---\n" + manifest_text(policy, output))
         else:
@@ -196,15 +231,30 @@ def submit(args, trainer_args, factory) -> int:
         backend.submit(tfjob, replace=args.replace, network_policy=policy)
     if args.output == "name":
         _out(f"tfjob.kubeflow.org/{spec.name} created")
+    elif args.output == "wide":
+        _out(job_row(spec, backend.name))
     elif args.output:
         _out(manifest_text(tfjob, args.output))
     else:
-        _out(f"tfjob {spec.name} submitted (namespace {spec.namespace}, {backend.name} backend)")
+        queued = f"; {suspended_note(spec.queue_name, spec.namespace)}" if kind == "k8s" and spec.queue_name else ""
+        _out(f"tfjob {spec.name} submitted (namespace {spec.namespace}, {backend.name} backend){queued}")
     hints = Hints(spec, args.backend, args.kubeconfig, args.context)
     if args.detach:
         _out(hints.follow())
         return EXIT_OK
-    return follow(backend, spec, hints)
+    limit = DEFAULT_MAX_RESUBMITS if args.max_resubmits is None else args.max_resubmits
+    return follow(backend, spec, hints, Resubmitter(backend, tfjob, policy, spec, limit), wide=args.output == "wide")
+
+
+def job_row(spec: JobSpec, backend_name: str, note: str = "") -> str:
+    """`submit -o wide`: the job as one row of a kubectl-style table, under its header."""
+    from ..view import format_rows
+
+    replicas = " ".join(f"{role.lower()}={spec.count(role)}" for role in spec.replicas if spec.count(role))
+    row = (spec.name, spec.namespace, backend_name, replicas, spec.image, spec.job_dir or "<none>",
+           spec.queue_name or "<none>")
+    header, line = format_rows([row], ("NAME", "NAMESPACE", "BACKEND", "REPLICAS", "IMAGE", "JOB DIR", "QUEUE"))
+    return f"{header}\n{line}" + (f"   {note}" if note else "")
 
 
 @dataclasses.dataclass
@@ -246,27 +296,77 @@ def log_replica(spec: JobSpec) -> str:
     return "chief-0" if spec.count("Chief") else "worker-0"
 
 
-def follow(backend, spec: JobSpec, hints: Hints) -> int:
-    """Live view until the job is terminal: 0 Succeeded, 1 Failed, 130 on Ctrl-C."""
+def follow(backend, spec: JobSpec, hints: Hints, resubmit=None, wide: bool = False) -> int:
+    """Live view until the job is terminal: 0 Succeeded, 1 Failed, 130 on Ctrl-C. When a
+    deleted pod failed the job (see launcher.resubmit), `resubmit(deletion)` may submit it
+    again (it returns True when it did) and the view follows the new run."""
+    from ..resubmit import deleted_in
+
+    while True:
+        try:
+            terminal, failed, fault = _follow_once(backend, spec, wide)
+        except KeyboardInterrupt:
+            _note(hints.interrupted(backend.name))
+            return EXIT_INTERRUPTED
+        if terminal == "Failed" and failed is not None and resubmit is not None:
+            deletion = fault.deletion(failed)
+            if deletion is None and spec.run_policy.clean_pod_policy != "All":
+                deletion = deleted_in(failed, backend.status(spec.name, spec.namespace).replicas)
+            if deletion is not None and resubmit(deletion):
+                continue
+        if terminal not in ("Succeeded", "Failed"):
+            _note(f"error: the event stream ended while {spec.name} was {terminal}; "
+                  f"check it: {hints.command('status', ' -w')}")
+        return EXIT_OK if terminal == "Succeeded" else EXIT_FAILED
+
+
+def _follow_once(backend, spec: JobSpec, wide: bool = False):
+    """One run of the job until it is terminal: (its phase, the terminal condition, what failed first)."""
     from ..follow import merged
+    from ..resubmit import FirstFault
     from ..view import JobView
 
-    terminal = None
-    try:
-        with JobView(spec.name, spec.namespace) as view:
-            for event in merged(backend, spec.name, spec.namespace, log_replica(spec)):
-                view.handle(event)
-                if isinstance(event, JobCondition) and event.terminal:
-                    terminal = terminal or event.type
-            if terminal is None:  # the event stream ended early: ask once
-                status = backend.status(spec.name, spec.namespace)
-                view.seed(status.conditions, ())
-                terminal = status.phase
-            view.finish()
-    except KeyboardInterrupt:
-        _note(hints.interrupted(backend.name))
-        return EXIT_INTERRUPTED
-    if terminal not in ("Succeeded", "Failed"):
-        _note(f"error: the event stream ended while {spec.name} was {terminal}; "
-              f"check it: {hints.command('status', ' -w')}")
-    return EXIT_OK if terminal == "Succeeded" else EXIT_FAILED
+    terminal, failed, fault = None, None, FirstFault()
+    queue = spec.queue_name if backend.name != "local" and spec.queue_name else ""  # local: ignored
+    with JobView(spec.name, spec.namespace, suspended=bool(queue), queue=queue, wide=wide) as view:
+        for event in merged(backend, spec.name, spec.namespace, log_replica(spec)):
+            view.handle(event)
+            fault.see(event)
+            if isinstance(event, JobCondition) and event.terminal and terminal is None:
+                terminal, failed = event.type, event
+        if terminal is None:  # the event stream ended early: ask once
+            status = backend.status(spec.name, spec.namespace)
+            view.seed(status.conditions, ())
+            terminal = status.phase
+            failed = next((c for c in reversed(status.conditions) if c.terminal), None)
+        view.finish()
+    return terminal, failed, fault
+
+
+class Resubmitter:
+    """Submits a job again after a deleted pod failed it (`--max-resubmits`), saying why."""
+
+    def __init__(self, backend, tfjob: dict, policy: dict | None, spec: JobSpec, limit: int) -> None:
+        self.backend, self.tfjob, self.policy, self.spec, self.limit = backend, tfjob, policy, spec, limit
+        self.done = 0
+
+    def __call__(self, deletion) -> bool:
+        spec = self.spec
+        what = (f"tfjob {spec.name} failed because its {deletion.replica} pod was deleted (a spot preemption, a node "
+                "drain or kubectl delete pod: training-operator v1.9 fails the whole job for it)")
+        if not spec.job_dir:
+            _note(f"{what}; not submitted again: without --job-dir its checkpoints were inside the deleted pods "
+                  "(give --job-dir gs://... or a path on a --volume to resume after this)")
+            return False
+        if self.done >= self.limit:
+            _note(f"{what}; not submitted again (--max-resubmits {self.limit} reached)")
+            return False
+        self.done += 1
+        _note(f"{what}; submitting it again ({self.done} of {self.limit}): it resumes from the latest checkpoint "
+              f"in {spec.job_dir}")
+        if self.policy is None:
+            self.backend.submit(self.tfjob, replace=True)
+        else:
+            self.backend.submit(self.tfjob, replace=True, network_policy=self.policy)
+        _out(f"tfjob {spec.name} submitted again (namespace {spec.namespace}, {self.backend.name} backend)")
+        return True

@@ -80,11 +80,16 @@ def add_parsers(commands, common) -> None:
         description="Send instances to a served model and print or write its predictions.")
     predict.add_argument("name", metavar="NAME", help="model name given to `serve`")
     given = predict.add_mutually_exclusive_group(required=True)
-    given.add_argument("--json-instances", metavar="FILE", help="one JSON instance per line; prints one line "
-                       "per instance")
+    given.add_argument("--json-instances", metavar="FILE", help="one JSON instance per line (local or gs://); "
+                       "prints one line per instance")
     given.add_argument("--input-paths", metavar="PATTERN", help="batch: comma-separated file patterns of JSON "
-                       "instances (with --output-path)")
-    predict.add_argument("--output-path", metavar="DIR", help="batch: folder for prediction.results-* files")
+                       "instances (with --output-path), local or gs://BUCKET/PATH (* and ? within a folder, ** "
+                       "across folders, as gcloud); gs:// needs the [gcs] extra and Application Default "
+                       "Credentials (gcloud auth application-default login)")
+    predict.add_argument("--output-path", metavar="DIR", help="batch: folder (local or gs://) for "
+                         "prediction.results-00000-of-00001 (one JSON line per instance) and "
+                         "prediction.errors_stats-00000-of-00001 (one line per failed batch); both are written "
+                         "after the last batch, so a failed or interrupted run writes neither")
     predict.add_argument("--batch-size", type=int, default=64, help="batch: instances per request (default 64)")
     predict.add_argument("--signature-name", help="SavedModel signature (default serving_default, or the one "
                          "whose inputs are the instances' fields)")
@@ -330,8 +335,9 @@ def predict(args, factory) -> int:
         base = _server_url(args)
         written, failed = predictions.batch_predict(base, args.name, files, out, args.batch_size,
                                                     args.signature_name, predictions.stderr)
-        _print(f"Wrote {written} predictions to {out / predictions.RESULTS}"
-               + (f"; {failed} instances failed, see {out / predictions.ERRORS}" if failed else ""))
+        _print(f"Wrote {written} predictions to {predictions.output_file(out, predictions.RESULTS)}"
+               + (f"; {failed} instances failed, see {predictions.output_file(out, predictions.ERRORS)}"
+                  if failed else ""))
         return EXIT_FAILED if failed else EXIT_OK
     if args.output_path:
         raise SpecError("--output-path", "only with --input-paths (batch prediction)")

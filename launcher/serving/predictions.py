@@ -6,28 +6,39 @@
   full precision (the server's JSON values, unrounded).
 - `--input-paths PATTERN[,PATTERN] --output-path DIR`: every line of every matching file,
   sent in batches; `DIR/prediction.results-00000-of-00001` gets one JSON line per instance
-  and `DIR/prediction.errors_stats-00000-of-00001` one line per failed batch.
+  and `DIR/prediction.errors_stats-00000-of-00001` one line per failed batch (the names of
+  `gcloud ai-platform jobs submit prediction`'s output, in one shard). Local paths or gs://
+  (gcs.py: the google-cloud-storage client). Both files are written once, after the last
+  batch (errors first, results last), so a failed or interrupted run leaves no results file.
 
 Without --signature-name, when an instance's fields are not the inputs of
-`serving_default` but are exactly those of one other signature (e.g. `image` and `key` for
-the MNIST export's `keyed`), that signature is used, and said on stderr.
+`serving_default` but are exactly those of one other signature (e.g. `image` alone for the
+MNIST export's `unkeyed`; its `serving_default` takes `image` and `key`), or the instances
+are bare values and exactly one signature has a single input, that signature is used, and
+said on stderr.
 """
 from __future__ import annotations
 
 import glob
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from ..spec import SpecError
-from . import client
+from . import client, gcs
 
 RESULTS = "prediction.results-00000-of-00001"
 ERRORS = "prediction.errors_stats-00000-of-00001"
 
 
-def _lines(path: str, flag: str) -> Iterator[tuple[int, str]]:
+def _lines(path: str, flag: str, storage=None) -> Iterator[tuple[int, str]]:
+    if gcs.is_gcs(path):
+        text = gcs.read_text(path, flag, storage)
+        # "\n" only, as reading a local file does (str.splitlines would also split at U+2028 inside a string)
+        yield from ((number, line) for number, line in enumerate(text.split("\n"), 1) if line.strip())
+        return
     try:
         with open(path, encoding="utf-8") as handle:
             for number, line in enumerate(handle, 1):
@@ -37,13 +48,10 @@ def _lines(path: str, flag: str) -> Iterator[tuple[int, str]]:
         raise SpecError(flag, f"cannot read {path} ({error.__class__.__name__}); pass a file of JSON lines") from None
 
 
-def read_instances(path: str, flag: str = "--json-instances") -> list:
-    """Every instance of a JSON-lines file (SpecError naming the line for a bad one)."""
-    if path.startswith("gs://"):
-        raise SpecError(flag, "gs:// files are not read by the launcher; copy the file here first "
-                        "(gcloud storage cp)")
+def read_instances(path: str, flag: str = "--json-instances", storage=None) -> list:
+    """Every instance of a JSON-lines file, local or gs:// (SpecError naming the line for a bad one)."""
     instances = []
-    for number, line in _lines(path, flag):
+    for number, line in _lines(path, flag, storage):
         try:
             instances.append(json.loads(line))
         except json.JSONDecodeError as error:
@@ -55,16 +63,25 @@ def read_instances(path: str, flag: str = "--json-instances") -> list:
 
 
 def choose_signature(instances: list, signatures: dict[str, list[str]], note: Callable[[str], None]) -> str | None:
-    """The signature whose inputs are exactly the instances' fields, when serving_default's are not."""
-    if not all(isinstance(row, dict) for row in instances):
-        return None
-    fields = sorted(instances[0])
-    if any(sorted(row) != fields for row in instances) or signatures.get("serving_default") == fields:
-        return None
-    matches = [name for name, inputs in sorted(signatures.items()) if inputs == fields]
+    """The signature whose inputs are exactly the instances' fields (or the one with a
+    single input, for bare values), when serving_default's are not."""
+    if not any(isinstance(row, dict) for row in instances):
+        default = signatures.get("serving_default")
+        if default is None or len(default) == 1:
+            return None
+        matches = [name for name, inputs in sorted(signatures.items()) if len(inputs) == 1]
+        what = "it takes one input ({}), and the instances are bare values"
+    else:
+        if not all(isinstance(row, dict) for row in instances):
+            return None
+        fields = sorted(instances[0])
+        if any(sorted(row) != fields for row in instances) or signatures.get("serving_default") == fields:
+            return None
+        matches = [name for name, inputs in sorted(signatures.items()) if inputs == fields]
+        what = "its inputs are the instances' fields ({})"
     if len(matches) != 1:
         return None
-    note(f"Using signature {matches[0]!r}: its inputs are the instances' fields ({', '.join(fields)}); "
+    note(f"Using signature {matches[0]!r}: {what.format(', '.join(signatures[matches[0]]))}; "
          "pass --signature-name to choose another.")
     return matches[0]
 
@@ -84,30 +101,69 @@ def table(predictions: list) -> list[str]:
 
 
 def input_files(patterns: str) -> list[str]:
-    """The files of comma-separated local glob patterns (SpecError when one matches nothing)."""
+    """The files of comma-separated glob patterns, local or gs:// (SpecError when one matches nothing)."""
     files: list[str] = []
-    for pattern in (p.strip() for p in patterns.split(",") if p.strip()):
-        if pattern.startswith("gs://"):
-            raise SpecError("--input-paths", "gs:// is not read by the launcher yet; copy the files here "
-                            "first (gcloud storage cp)")
-        matched = sorted(p for p in glob.glob(pattern) if Path(p).is_file())
-        if not matched:
-            raise SpecError("--input-paths", f"{pattern!r} matches no file; pass files of JSON instances")
+    storage = None
+    given = [p.strip() for p in patterns.split(",") if p.strip()]
+    for pattern in filter(gcs.is_gcs, given):
+        gcs.split(pattern, "--input-paths")  # every URL well formed before any request
+    for pattern in given:
+        if gcs.is_gcs(pattern):
+            storage = storage or gcs.client("--input-paths")
+            matched = gcs.expand(pattern, "--input-paths", storage)
+        else:
+            matched = sorted(p for p in glob.glob(pattern) if Path(p).is_file())
+            if not matched:
+                raise SpecError("--input-paths", f"{pattern!r} matches no file; pass files of JSON instances")
         files.extend(m for m in matched if m not in files)
     if not files:
         raise SpecError("--input-paths", "no pattern given; pass e.g. 'data/requests-*.json'")
     return files
 
 
-def check_output(path: str) -> Path:
-    if path.startswith("gs://"):
-        raise SpecError("--output-path", "gs:// is not written by the launcher yet; use a local folder")
+def output_file(out: str, name: str) -> str:
+    """Where file `name` of the output folder `out` (local or gs://) goes."""
+    if gcs.is_gcs(out):
+        bucket, folder = gcs.folder(out)
+        return f"gs://{bucket}/{folder}{name}"
+    return os.path.join(out, name)
+
+
+def check_output(path: str) -> str:
+    """The output folder, refused when it is a file or already holds results (nothing written)."""
+    if gcs.is_gcs(path):
+        gcs.split(path, "--output-path")
+        if any(c in path for c in gcs.WILDCARDS):
+            raise SpecError("--output-path", f"{path!r} has a wildcard; pass one folder (gs://BUCKET/PATH)")
+        if gcs.exists(output_file(path, RESULTS), "--output-path"):
+            raise SpecError("--output-path", f"{path} already holds prediction results; pick a new folder")
+        return path
     out = Path(path)
     if out.exists() and not out.is_dir():
         raise SpecError("--output-path", f"{path} is a file; pass a folder")
     if (out / RESULTS).exists():
         raise SpecError("--output-path", f"{path} already holds prediction results; pick a new folder")
-    return out
+    return path
+
+
+def write_outputs(out: str, files: dict[str, str]) -> None:
+    """Each file whole, in the given order: a gs:// object uploaded at once, a local file renamed into place."""
+    if gcs.is_gcs(out):
+        storage = gcs.client("--output-path")
+        for name, text in files.items():
+            gcs.write_text(output_file(out, name), text, "--output-path", storage)
+        return
+    os.makedirs(out, exist_ok=True)
+    for name, text in files.items():
+        partial = os.path.join(out, f".{name}.partial")  # open(): the user's umask, as any file they write
+        try:
+            with open(partial, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            os.replace(partial, os.path.join(out, name))
+        except BaseException:
+            if os.path.exists(partial):
+                os.unlink(partial)
+            raise
 
 
 def batches(items: list, size: int) -> Iterable[list]:
@@ -115,25 +171,27 @@ def batches(items: list, size: int) -> Iterable[list]:
         yield items[start:start + size]
 
 
-def batch_predict(base: str, name: str, files: list[str], out: Path, size: int, signature: str | None,
+def batch_predict(base: str, name: str, files: list[str], out: str, size: int, signature: str | None,
                   note: Callable[[str], None]) -> tuple[int, int]:
-    """(predictions written, instances failed): every instance of `files` through the server."""
-    instances = [row for path in files for row in read_instances(path, "--input-paths")]
+    """(predictions written, instances failed): every instance of `files` through the server, the
+    results and errors written to `out` after the last batch."""
+    storage = gcs.client("--input-paths") if any(gcs.is_gcs(f) for f in files) else None
+    instances = [row for path in files for row in read_instances(path, "--input-paths", storage)]
     if signature is None:
         signature = auto_signature(base, name, instances, note)
-    out.mkdir(parents=True, exist_ok=True)
-    written = failed = 0
-    with open(out / RESULTS, "w") as results, open(out / ERRORS, "w") as errors:
-        for number, batch in enumerate(batches(instances, size)):
-            try:
-                predictions = client.predict(base, name, batch, signature)
-            except client.ServingError as error:
-                failed += len(batch)
-                errors.write(json.dumps({"batch": number, "instances": len(batch), "error": str(error)}) + "\n")
-                continue
-            results.writelines(json.dumps(p) + "\n" for p in predictions)
-            written += len(predictions)
-    return written, failed
+    results: list[str] = []
+    errors: list[str] = []
+    failed = 0
+    for number, batch in enumerate(batches(instances, size)):
+        try:
+            predictions = client.predict(base, name, batch, signature)
+        except client.ServingError as error:
+            failed += len(batch)
+            errors.append(json.dumps({"batch": number, "instances": len(batch), "error": str(error)}) + "\n")
+            continue
+        results.extend(json.dumps(p) + "\n" for p in predictions)
+    write_outputs(out, {ERRORS: "".join(errors), RESULTS: "".join(results)})
+    return len(results), failed
 
 
 def auto_signature(base: str, name: str, instances: list, note: Callable[[str], None]) -> str | None:

@@ -117,3 +117,34 @@ def test_a_job_for_a_kueue_queue_waits_suspended(control_plane):
 
         poll_until(lambda: phase() == "Suspended", "the operator to mark the job Suspended", timeout=60)
         assert control_plane.kubectl_json("get", "pods", "-n", namespace)["items"] == []
+
+
+def test_the_live_view_shows_a_queued_job_suspended_until_admitted(control_plane):
+    """submit --queue-name follows the job through the real operator's conditions: Suspended
+    (queued) from the start, then Resumed when admitted (here: suspend set to false by hand,
+    what Kueue does), then pods; status and list -o wide name the queue."""
+    from tests.support.launcher_process import launcher_process, run_launcher
+    from tests.support.k8s_backend import poll_until
+
+    with control_plane.namespace("e2e-admit") as namespace:
+        with launcher_process(control_plane, "submit", "--backend", "k8s", "-n", namespace, "--name", "admit",
+                              "--workers", "1", "--ps", "0", "--queue-name", "team-a") as live:
+            live.wait_for_line("admit: Suspended (queued in Kueue LocalQueue team-a: no pods until Kueue admits it",
+                               timeout=60)
+            shown = run_launcher(control_plane, "status", "admit", "--backend", "k8s", "-n", namespace)
+            assert shown.stdout.splitlines()[:2] == [
+                f"TFJob admit (namespace {namespace}, k8s backend): Suspended",
+                f"  queued in Kueue LocalQueue team-a: no pods until Kueue admits it (kubectl get workloads -n "
+                f"{namespace})"], shown.stdout + shown.stderr
+            listed = run_launcher(control_plane, "list", "--backend", "k8s", "-n", namespace, "-o", "wide")
+            assert listed.stdout.splitlines()[1].split()[-1] == "team-a", listed.stdout
+            assert control_plane.kubectl_json("get", "pods", "-n", namespace)["items"] == []
+
+            control_plane.kubectl("patch", "tfjob", "admit", "-n", namespace, "--type", "merge",
+                                  "-p", '{"spec": {"runPolicy": {"suspend": false}}}')
+            live.wait_for_line("admit: Resumed (admitted by Kueue)", timeout=60)
+            poll_until(lambda: control_plane.kubectl_json("get", "pods", "-n", namespace)["items"],
+                       "the operator to create the admitted job's pods", timeout=60)
+            lines = live.lines[:]
+        states = [line.split(": ", 1)[1].split(" ")[0] for line in lines if line.startswith("admit: ")]
+        assert states[:3] == ["Created", "Suspended", "Resumed"], lines  # the real operator's order

@@ -51,6 +51,17 @@ def test_status_has_the_conditions_and_one_row_per_replica(k8s_backend, fake_api
     assert status.created and status.backend == "k8s"
 
 
+def test_a_job_created_suspended_for_kueue_is_suspended_before_the_operator_says_so(k8s_backend, fake_operator):
+    """The operator writes Created before Suspended; status and list read the TFJob's own
+    runPolicy.suspend and queue label, so the job never shows as Pending or Created."""
+    k8s_backend.submit(manifest(name="queued", ps=0, chief=0, workers=1, queue_name="team-a"))
+    status = k8s_backend.status("queued", "default")
+    assert (status.phase, status.queue, status.suspended) == ("Suspended", "team-a", True)
+    fake_operator.set_condition("queued", "Created")
+    assert k8s_backend.status("queued", "default").phase == "Suspended"
+    assert [(j.name, j.phase, j.queue) for j in k8s_backend.list("default")] == [("queued", "Suspended", "team-a")]
+
+
 # ---- delete ----------------------------------------------------------------------------------
 def test_delete_wait_returns_once_the_foreground_deletion_finished(k8s_backend, fake_apiserver, fake_operator):
     fake_apiserver.auto_gc = False  # the garbage collector runs when the test says

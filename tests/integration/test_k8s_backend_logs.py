@@ -96,3 +96,29 @@ def test_follow_stops_a_replica_still_running_after_the_job_ended(k8s_backend, f
     fake_operator.set_condition("mnist", "Succeeded")
     assert lines_of(follow.wait_done(), "ps-0") == ["serving"]
     poll_until(lambda: fake_apiserver.open_watches == 0, "the follower's watches closed")
+
+
+def test_tail_keeps_the_last_lines_and_with_follow_then_follows(k8s_backend, fake_apiserver, fake_operator):
+    """kubectl's logs --tail N [-f]: the kubelet's tailLines on the instances running when
+    the command starts; a container that starts later (a restart) is read from its start."""
+    from launcher.backends.base import LogOptions
+
+    k8s_backend.submit(manifest(workers=1, ps=0, chief=0))
+    fake_operator.create_pods("mnist")
+    fake_operator.start("mnist-worker-0")
+    fake_operator.log("mnist-worker-0", "one", "two", "three")
+    tail = LogOptions(tail_lines=2)
+    assert [item.line for item in k8s_backend.logs("mnist", "default", options=tail)] == ["two", "three"]
+
+    follow = Collector(k8s_backend.logs("mnist", "default", follow=True, options=tail))
+    follow.wait_for(lambda it: lines_of(it, "worker-0") == ["two", "three"], "the last two lines")
+    fake_operator.log("mnist-worker-0", "four")
+    follow.wait_for(lambda it: lines_of(it, "worker-0")[-1:] == ["four"], "a new line")
+    fake_operator.crash("mnist-worker-0", 1)
+    fake_operator.start("mnist-worker-0")
+    fake_operator.log("mnist-worker-0", "again 1", "again 2", "again 3")
+    fake_operator.exit("mnist-worker-0", 0)
+    fake_operator.set_condition("mnist", "Succeeded")
+    assert lines_of(follow.wait_done(), "worker-0") == ["two", "three", "four", "again 1", "again 2", "again 3"]
+    asked = [r.query.get("tailLines") for r in fake_apiserver.requests if r.verb == "log"]
+    assert asked[:2] == ["2", "2"] and set(asked[2:]) == {None}

@@ -111,3 +111,49 @@ def test_kubectl_log_options_the_local_backend_cannot_honour_are_one_line(env, t
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == (f"error: {flag[0]}: the local backend keeps one log per replica, every attempt appended, "
                            "without timestamps; drop the flag\n")
+
+
+def test_logs_tail_with_follow_shows_the_last_lines_then_follows(env, state, tmp_path):
+    """kubectl's logs -f --tail N on the run folder's log: the last N lines written so far,
+    then every new line until the job ends."""
+    from types import SimpleNamespace
+
+    from tests.support.launcher_process import launcher_process
+
+    submitted = launcher(*submit_args("tail", tmp_path, state, {"chief-0": ["wait-finish"]}), "--detach", env=env)
+    assert submitted.returncode == 0, submitted.stderr
+    wait_ready(state, "ps-0", "worker-0", "worker-1")
+    everything = launcher("logs", "tail", "--backend", "local", env=env).stdout.splitlines()
+    assert everything[0].startswith("[chief-0] hello from chief-0") and everything[1].startswith("[chief-0] tf_config")
+    assert launcher("logs", "tail", "--backend", "local", "--tail", "1", env=env).stdout.splitlines() == everything[-1:]
+
+    with launcher_process(SimpleNamespace(env=lambda: env), "logs", "tail", "--backend", "local",
+                          "--tail", "1", "-f") as follow:
+        follow.wait_for_line("tf_config", timeout=DEADLINE)
+        (state / "finish").touch()
+        assert follow.wait(timeout=DEADLINE) == 0
+    assert follow.lines == [everything[-1], "[chief-0] chief-0 done"]
+
+
+def test_a_users_own_package_runs_with_module_name_and_package_path(env, tmp_path):
+    """gcloud's --module-name/--package-path on the local backend: every replica runs
+    `python -m my_trainer.task` from the package's parent, importing its own sibling module."""
+    package = tmp_path / "project" / "my_trainer"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "util.py").write_text(
+        "import json, os\n\n\ndef role():\n"
+        "    task = json.loads(os.environ.get('TF_CONFIG', '{}')).get('task', {'type': 'worker', 'index': 0})\n"
+        "    return f\"{task['type']}-{task['index']}\"\n")
+    (package / "task.py").write_text(
+        "import os, sys\nfrom my_trainer.util import role\n"
+        "job_dir = sys.argv[sys.argv.index('--job-dir') + 1]\nos.makedirs(job_dir, exist_ok=True)\n"
+        "print(f'my_trainer as {role()} in {os.getcwd()} with {sys.argv[3:]}', flush=True)\n"
+        "open(os.path.join(job_dir, role()), 'w').write('done')\n")
+    out = tmp_path / "out"
+    done = launcher("submit", "--backend", "local", "--name", "own", "--chief", "1", "--workers", "1", "--ps", "0",
+                    "--module-name", "my_trainer.task", "--package-path", str(package), "--job-dir", str(out),
+                    "--", "--steps", "3", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"[chief-0] my_trainer as chief-0 in {package.parent} with ['--steps', '3']" in done.stdout.splitlines()
+    assert (out / "chief-0").read_text() == "done"

@@ -105,7 +105,8 @@ def in_process(mnist_job, served, request_file) -> dict[str, np.ndarray]:
 
     loaded = tf.saved_model.load(str(mnist_job.export / served.version))
     images = np.asarray([row["image"] for row in request_file.rows], np.float32)
-    outputs = loaded.signatures["serving_default"](image=tf.constant(images))
+    keys = np.asarray([row["key"] for row in request_file.rows], np.int64)
+    outputs = loaded.signatures["serving_default"](image=tf.constant(images), key=tf.constant(keys))
     return {name: value.numpy() for name, value in outputs.items()}
 
 
@@ -123,12 +124,23 @@ def test_launcher_predict_gives_the_labels_and_the_saved_models_own_answers(mnis
                     env=mnist_job.env)
     assert done.returncode == 0, done.stderr
     keys, classes, probabilities = parse_table(done.stdout)
-    assert keys == list(range(COUNT))  # the instances' own keys, through the `keyed` signature
-    assert "Using signature 'keyed'" in done.stderr
+    assert keys == list(range(COUNT))  # the instances' own keys, through serving_default as TF Serving does
+    assert "Using signature" not in done.stderr
     agreement = np.mean(np.asarray(classes) == np.asarray(request_file.labels))
     assert agreement >= AGREEMENT, f"only {agreement:.3f} of {COUNT} test images right"
     assert classes == in_process["classes"].tolist()
     np.testing.assert_allclose(probabilities, in_process["probabilities"], rtol=0, atol=1e-6)
+
+
+def test_launcher_predict_sends_image_only_lines_to_the_unkeyed_signature(mnist_job, served, request_file,
+                                                                         in_process, tmp_path):
+    bare = tmp_path / "bare.json"
+    bare.write_text("".join(json.dumps({"image": row["image"]}) + "\n" for row in request_file.rows[:5]))
+    done = launcher("predict", "mnist", "--json-instances", str(bare), "--backend", "local", env=mnist_job.env)
+    assert done.returncode == 0, done.stderr
+    assert "Using signature 'unkeyed': its inputs are the instances' fields (image)" in done.stderr
+    keys, classes, _ = parse_table(done.stdout)
+    assert keys == list(range(5)) and classes == in_process["classes"][:5].tolist()
 
 
 def test_plain_http_in_tf_serving_format(served, request_file, in_process):
@@ -138,21 +150,24 @@ def test_plain_http_in_tf_serving_format(served, request_file, in_process):
     assert status == 200 and answer["model_version_status"][0]["state"] == "AVAILABLE"
     status, answer = get(f"{model}/metadata")
     signatures = answer["metadata"]["signature_def"]["signature_def"]
-    assert status == 200 and sorted(signatures) == ["keyed", "serving_default"]
-    assert sorted(signatures["keyed"]["inputs"]) == ["image", "key"]
+    assert status == 200 and sorted(signatures) == ["serving_default", "unkeyed"]
+    assert sorted(signatures["serving_default"]["inputs"]) == ["image", "key"]
+    assert sorted(signatures["unkeyed"]["inputs"]) == ["image"]
 
     images = [row["image"] for row in request_file.rows[:3]]
-    # row format, as `curl -d @body.json URL` sends it (no JSON content type)
-    status, answer = post(f"{model}:predict", json.dumps({"instances": images}).encode(),
+    # the seeds' request lines to the default signature, in the row format, as
+    # `curl -d @body.json URL` sends them (no JSON content type)
+    instances = [{"image": image, "key": 70 + number} for number, image in enumerate(images)]
+    status, answer = post(f"{model}:predict", json.dumps({"instances": instances}).encode(),
                           content_type="application/x-www-form-urlencoded")
     assert status == 200, answer
     assert [p["classes"] for p in answer["predictions"]] == in_process["classes"][:3].tolist()
-    assert [p["key"] for p in answer["predictions"]] == [0, 1, 2]
-    # columnar format on the versioned path with another signature
-    body = {"signature_name": "keyed", "inputs": {"image": images, "key": [70, 71, 72]}}
+    assert [p["key"] for p in answer["predictions"]] == [70, 71, 72]
+    # columnar format on the versioned path with the image-only signature
+    body = {"signature_name": "unkeyed", "inputs": {"image": images}}
     status, answer = post(f"{model}/versions/{served.version}:predict", json.dumps(body).encode())
     assert status == 200, answer
-    assert answer["outputs"]["key"] == [70, 71, 72]
+    assert answer["outputs"]["key"] == [0, 1, 2]
     assert answer["outputs"]["classes"] == in_process["classes"][:3].tolist()
 
 
@@ -162,12 +177,15 @@ def test_malformed_requests_get_400_with_an_error_and_the_server_keeps_serving(s
     bad = {
         "not JSON": b"image=0.5",
         "not JSON, JSON content type": b"{instances: [",
-        "wrong shape": json.dumps({"instances": [image[:100]]}).encode(),
-        "ragged": json.dumps({"instances": [image, image[:10]]}).encode(),
+        "wrong shape": json.dumps({"instances": [image[:100]], "signature_name": "unkeyed"}).encode(),
+        "ragged": json.dumps({"instances": [image, image[:10]], "signature_name": "unkeyed"}).encode(),
         "both instances and inputs": json.dumps({"instances": [image], "inputs": [image]}).encode(),
         "unknown signature": json.dumps({"instances": [image], "signature_name": "nope"}).encode(),
-        "unknown input": json.dumps({"instances": [{"image": image, "label": 3}]}).encode(),
-        "b64 for a float input": json.dumps({"instances": [{"b64": "AAAA"}]}).encode(),
+        "unknown input": json.dumps({"instances": [{"image": image, "key": 1, "label": 3}]}).encode(),
+        "b64 for a float input": json.dumps({"instances": [{"b64": "AAAA"}], "signature_name": "unkeyed"}).encode(),
+        "bare image to serving_default": json.dumps({"instances": [image]}).encode(),
+        "string key": json.dumps({"instances": [{"image": image, "key": "a7"}]}).encode(),
+        "key on some instances": json.dumps({"instances": [{"image": image, "key": 1}, {"image": image}]}).encode(),
     }
     for what, body in bad.items():
         status, answer = post(f"{model}:predict", body,
@@ -179,8 +197,8 @@ def test_malformed_requests_get_400_with_an_error_and_the_server_keeps_serving(s
     status, answer = post(f"{served.base}/v1/models/other:predict", json.dumps({"instances": [image]}).encode())
     assert status == 404 and "error" in answer
     assert alive(served.pid)
-    status, answer = post(f"{model}:predict", json.dumps({"instances": [image]}).encode())
-    assert status == 200 and len(answer["predictions"]) == 1
+    status, answer = post(f"{model}:predict", json.dumps({"instances": [{"image": image, "key": 3}]}).encode())
+    assert status == 200 and [p["key"] for p in answer["predictions"]] == [3]
 
 
 def test_models_list_shows_the_served_model_ready(mnist_job, served):
@@ -280,9 +298,8 @@ def test_an_export_in_a_bucket_is_served_through_tensorflows_gcs_filesystem(mnis
                     "--backend", "local", env=env)
     try:
         assert done.returncode == 0, done.stderr
-        images = [row["image"] for row in request_file.rows[:5]]
         status, answer = post(f"http://127.0.0.1:{port}/v1/models/mnist-gcs:predict",
-                              json.dumps({"instances": images}).encode())
+                              json.dumps({"instances": request_file.rows[:5]}).encode())  # image and key
         assert status == 200, answer
         assert [p["classes"] for p in answer["predictions"]] == in_process["classes"][:5].tolist()
     finally:

@@ -47,6 +47,23 @@ def test_chief_ps_and_two_workers_train_and_all_exit_0(mnist_dir, tmp_path):  # 
         for name in ("ps-0", "worker-0", "worker-1"):
             assert "Chief marked the job done" in cluster.log(name)
 
+        # each worker prints its own Train lines, every --log-every-steps of its own steps
+        # (the chief's lines above are the chief's only: its log has no worker lines)
+        worker_steps = 0
+        for index in (0, 1):
+            log = cluster.log(f"worker-{index}")
+            assert f"Train [worker/{1 - index}]" not in log
+            mine = [line for line in log.splitlines() if line.startswith(f"Train [worker/{index}] step ")]
+            lines = progress("\n".join(mine))
+            assert len(lines) == len(mine) >= 1, log[-3000:]  # the launcher's parser reads them
+            assert [p.step for p in lines] == list(range(20, 20 * len(lines) + 1, 20))
+            assert all(p.total is None and 0 < p.loss < 10 and 0 <= p.accuracy <= 1 for p in lines)
+            for line in mine:  # the worker's clock: time since its first call, its own step rate
+                elapsed, rate = map(float, re.search(r"\((\d+\.\d) s\) (\d+\.\d\d) steps/s$", line).groups())
+                assert 0 < elapsed < WAIT_S and 0 < rate < 10_000, line
+            worker_steps += lines[-1].step
+        assert worker_steps <= 200
+
     export = Path(export_path(chief))
     assert export.parent == job / "export" and (export / "saved_model.pb").is_file()
     # the exported model is the trained one: its test accuracy is the chief's final Eval line

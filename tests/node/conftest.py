@@ -16,6 +16,7 @@ from tests.support.node.host import NodeHostError
 
 
 TEST_TIMEOUT_S = 1800  # a first test also starts the node and imports the image; jobs train for minutes
+LOCK_WAIT_S = 1200  # another session's node on this machine (a shared developer box): wait for it, bounded
 
 
 def pytest_collection_modifyitems(items):
@@ -36,7 +37,7 @@ def node_cluster() -> Iterator[NodeCluster]:
     (a teardown that leaves anything behind fails the run)."""
     stack, problem = contextlib.ExitStack(), None
     try:
-        cluster = stack.enter_context(running_node_cluster())
+        cluster = stack.enter_context(running_node_cluster(lock_wait_seconds=LOCK_WAIT_S))
     except (NodeHostError, ControlPlaneError, subprocess.SubprocessError, OSError) as exc:
         stack.close()
         problem = f"node cluster did not start: {exc}"

@@ -32,13 +32,17 @@ def test_wheel_holds_templates_schemas_and_the_console_script(dists: Dists):
         metadata = wheel.read(meta).decode()
         entry_points = wheel.read(meta.replace("METADATA", "entry_points.txt")).decode()
     assert set(PACKAGE_DATA) <= names, sorted(set(PACKAGE_DATA) - names)
-    assert "launcher/backends/k8s/" in names and "trainer/task.py" in names
+    assert any(n.startswith("launcher/backends/k8s/") for n in names) and "trainer/task.py" in names  # no dir entries
     assert "tfjob = launcher.__main__:run" in entry_points
     requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
     base = [line for line in requires if "extra ==" not in line]
     assert base and not any("tensorflow" in line or "tensorboard" in line for line in base), base
     assert any(line.startswith("Requires-Dist: tensorflow-cpu") and "extra == \"trainer\"" in line for line in requires)
     assert any("tfjob-launcher[trainer]" in line and "extra == \"local\"" in line for line in requires)
+    assert not any("google-cloud-storage" in line for line in base), base  # gs:// for predict is the [gcs] extra
+    assert any(line.startswith("Requires-Dist: google-cloud-storage") and "extra == \"gcs\"" in line
+               for line in requires)
+    assert any("tfjob-launcher[gcs]" in line and "extra == \"serve\"" in line for line in requires)
 
 
 def test_sdist_holds_templates_and_schemas(dists: Dists):

@@ -1,7 +1,8 @@
 """The wheel installed into new virtual environments and run from a directory outside the
 checkout, as a user would: without TensorFlow (render, submit --dry-run, the local
-backend's one-line refusal, --version), and with the [local] extra (a short real
-parameter-server job to Succeeded on the local backend)."""
+backend's one-line refusal, --version; gs:// for predict refused in one line without the
+[gcs] extra), and with the [local] extra (a short real parameter-server job to Succeeded
+on the local backend)."""
 from __future__ import annotations
 
 import json
@@ -83,6 +84,16 @@ def test_local_backend_without_tensorflow_is_one_line_and_starts_nothing(lean: V
     assert line.startswith("error: --backend local: ") and "pip install 'tfjob-launcher[local]'" in line
     assert not (lean.home / "runs").exists()
     assert one_line_error(lean.run("tfjob", "submit", "--backend", "local", "--name", "pkg")) == line
+
+
+def test_gs_paths_without_the_gcs_extra_are_one_line_and_write_nothing(lean: Venv):
+    assert lean.run(lean.python, "-c", "import google.cloud.storage").returncode != 0  # not in the lean install
+    (lean.home / "request.json").write_text('{"image": [0.0], "key": 0}\n')
+    for argv, flag in [(("--input-paths", "gs://bucket/requests/*.json", "--output-path", "out"), "--input-paths"),
+                       (("--input-paths", "request.json", "--output-path", "gs://bucket/out"), "--output-path")]:
+        line = one_line_error(lean.run("tfjob", "predict", "mnist", *argv, "--url", "http://127.0.0.1:9"))
+        assert line.startswith(f"error: {flag}: ") and "pip install 'tfjob-launcher[gcs]'" in line, line
+    assert not (lean.home / "out").exists()
 
 
 @pytest.mark.slow

@@ -4,20 +4,26 @@
     mnist_job       session fixture: MnistJob(name, export, env) of a short real training job
     launcher(...)   `python -m launcher ARGS` as a subprocess, bounded
     post(...)       a raw HTTP POST (what curl sends), returning (status, parsed JSON)
+    served_model()  context manager: `launcher serve` of a job's export, stopped afterwards
 """
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
+from launcher.backends.local.procs import alive
 from tests.support.cli_env import CRD
+from tests.support.trainer_cluster import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "data" / "mnist"
@@ -84,3 +90,21 @@ def get(url: str, timeout: float = 30.0) -> tuple[int, dict]:
         return response.status, json.loads(response.read())
     finally:
         connection.close()
+
+
+@contextlib.contextmanager
+def served_model(job: MnistJob, name: str) -> Iterator[str]:
+    """`launcher serve NAME --model-dir EXPORT` of the job's export on a free port; yields the
+    REST base (http://127.0.0.1:PORT). Afterwards the server is gone, also on failure."""
+    port = free_port()
+    record = Path(job.env["TFJOB_RUNS_DIR"]) / "_models" / name / "server.json"
+    try:
+        done = launcher("serve", name, "--model-dir", str(job.export), "--port", str(port), "--backend", "local",
+                        env=job.env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        pid = json.loads(record.read_text())["pid"] if record.exists() else None
+        launcher("models", "delete", name, "--backend", "local", env=job.env)
+        if pid is not None and alive(pid):
+            os.killpg(pid, signal.SIGKILL)

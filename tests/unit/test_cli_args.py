@@ -225,3 +225,28 @@ def test_gke_allocatable_follows_the_documented_reservation():
     assert cpu == 4000 - 60 - 10 - 10  # 6% of core 1, 1% of core 2, 0.5% of cores 3-4
     _, memory = gke_allocatable(4, 16384)
     assert memory == int(16384 - (1024 + 819.2 + 819.2) - 100)  # 25% of 4 GiB, 20% of the next 4, 10% of the next 8
+
+
+def test_config_machine_types_become_requests_as_the_flags_do(tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text("trainingInput:\n  scaleTier: CUSTOM\n  masterType: n1-highcpu-16\n  workerType: n1-standard-8\n"
+                      "  parameterServerType: complex_model_m\n  evaluatorType: n1-highmem-8\n  workerCount: 2\n"
+                      "  parameterServerCount: 1\n")
+    args = build_parser().parse_args(["render", "--name", "a", "--config", str(config), "--memory", "worker=20Gi"])
+    spec, notes = build_spec(args)
+    chief, worker, ps = spec.replicas["Chief"], spec.replicas["Worker"], spec.replicas["PS"]
+    flags, _ = build_spec(build_parser().parse_args(["render", "--name", "a", "--worker-machine-type", "n1-standard-8",
+                                                     "--master-machine-type", "n1-highcpu-16"]))
+    assert (worker.cpu, chief.cpu, chief.memory) == (flags.replicas["Worker"].cpu, flags.replicas["Chief"].cpu,
+                                                     flags.replicas["Chief"].memory)
+    assert worker.memory == "20Gi"  # --memory ROLE= wins over the file, as over the flag
+    assert spec.replica_node_selector("Chief") == {"node.kubernetes.io/instance-type": "n1-highcpu-16"}
+    assert (ps.cpu, ps.memory) == (None, None) and spec.replica_node_selector("PS") == {}
+    assert "Evaluator" not in spec.replicas  # evaluatorCount 0: its type changes nothing
+    assert any(n.startswith("note: trainingInput.parameterServerType 'complex_model_m' is not a Compute Engine "
+                            "machine type the launcher knows") for n in notes)
+    assert any(n.startswith("note: trainingInput.workerType n1-standard-8: worker pods request cpu 7710m") for n in notes)
+    override = build_parser().parse_args(["render", "--name", "a", "--config", str(config),
+                                          "--worker-machine-type", "n1-standard-4"])
+    spec, _ = build_spec(override)
+    assert spec.replica_node_selector("Worker") == {"node.kubernetes.io/instance-type": "n1-standard-4"}

@@ -90,6 +90,16 @@ REFUSED = [
     (["--volume", "a" * 254 + ":/mnt/data"], "--volume"),
     (["--volume", "data:/mnt/a", "--volume", "data:/mnt/b"], "--volume"),
     (["--volume", "a:/mnt/data", "--volume", "b:/mnt/data/"], "--volume"),
+    (["--module-name", "trainer-task"], "--module-name"),
+    (["--module-name", "trainer.task\nkind: Pod"], "--module-name"),
+    (["--package-path", "/mnt/code/trainer"], "--package-path"),
+    (["--module-name", "other.task", "--package-path", "/mnt/code/trainer", "--volume", "c:/mnt/code"],
+     "--package-path"),
+    (["--module-name", "trainer.task", "--package-path", "/mnt/code/trainer"], "--package-path"),
+    (["--module-name", "trainer.task", "--package-path", "/mnt/code:x/trainer", "--volume", "c:/mnt/code"],
+     "--package-path"),
+    (["--module-name", "trainer.task", "--package-path", "/mnt/code/trainer", "--volume", "c:/mnt/code",
+      "--env", "PYTHONPATH=/x"], "--env"),
 ]
 
 

@@ -149,13 +149,64 @@ def test_output_formats_of_status_and_list(cli):
     items = json.loads(cli("list", "--backend", "k8s", "-o", "json", backend=backend()).out)["items"]
     assert [item["name"] for item in items] == ["mnist"]
     wide = cli("list", "--backend", "k8s", "-o", "wide", backend=backend()).out.splitlines()
-    assert wide[0].split() == ["NAME", "NAMESPACE", "PHASE", "REPLICAS", "AGE", "CREATED"]
+    assert wide[0].split() == ["NAME", "NAMESPACE", "PHASE", "REPLICAS", "AGE", "CREATED", "QUEUE"]
 
 
-def test_tail_keeps_the_last_lines_of_each_replica(cli):
-    fake = FakeBackend(name="k8s", existing=("mnist",), logs={"chief-0": ["c1", "c2", "c3"], "worker-0": ["w1", "w2"]})
-    result = cli("logs", "mnist", "--backend", "k8s", "--replica", "all", "--tail", "2", backend=fake)
+def test_tail_goes_to_the_backend_with_or_without_follow(cli):
+    """Each backend keeps the last lines itself (k8s: the kubelet's tailLines; tested with
+    the real backends in tests/integration)."""
+    fake = FakeBackend(name="k8s", existing=("mnist",), logs={"chief-0": ["c1"]})
+    for follow in ((), ("-f",)):
+        result = cli("logs", "mnist", "--backend", "k8s", "--replica", "all", "--tail", "2", *follow, backend=fake)
+        assert result.code == 0, result.err
+    assert [(req[2], opts.tail_lines) for req, opts in zip(fake.log_requests, fake.log_options)] == \
+        [(False, 2), (True, 2)]
+    refused = cli("logs", "mnist", "--backend", "k8s", "--tail", "-1", "-f", backend=fake)
+    assert (refused.code, refused.err) == (2, "error: --tail: -1 is not a number of lines; use 0 or more "
+                                              "(e.g. --tail 20)\n")
+    assert len(fake.log_requests) == 2
+
+
+def test_status_and_list_of_a_job_waiting_for_kueue(cli):
+    import json
+
+    from launcher.backends.base import JobStatus, JobSummary
+    from launcher.events import JobCondition
+
+    class Queued(FakeBackend):
+        def status(self, name, namespace):
+            return JobStatus(name, namespace, (JobCondition("Created", reason="TFJobCreated"),), backend=self.name,
+                             suspended=True, queue="team-a")
+
+        def list(self, namespace):
+            return [JobSummary("mnist", "default", "Suspended", replicas={"Worker": 1}, queue="team-a")]
+
+    fake = Queued(name="k8s", existing=("mnist",))
+    result = cli("status", "mnist", "--backend", "k8s", backend=fake)
     assert result.code == 0, result.err
-    assert result.out.splitlines() == ["[chief-0] c2", "[chief-0] c3", "[worker-0] w1", "[worker-0] w2"]
-    refused = cli("logs", "mnist", "--backend", "k8s", "--tail", "2", "-f", backend=fake)
-    assert refused.code == 2 and refused.err.startswith("error: --tail: ")
+    assert result.out.splitlines()[:2] == [
+        "TFJob mnist (namespace default, k8s backend): Suspended",
+        "  queued in Kueue LocalQueue team-a: no pods until Kueue admits it (kubectl get workloads -n default)"]
+    shown = json.loads(cli("status", "mnist", "--backend", "k8s", "-o", "json", backend=fake).out)
+    assert (shown["phase"], shown["queue"]) == ("Suspended", "team-a")
+    wide = cli("list", "--backend", "k8s", "-o", "wide", backend=fake).out.splitlines()
+    assert wide[0].split()[-2:] == ["CREATED", "QUEUE"] and wide[1].split()[-1] == "team-a"
+
+
+def test_status_wide_adds_each_replicas_exit_code_and_message(cli):
+    from launcher.events import JobCondition
+
+    events = [JobCondition("Created"), replica_phase("chief-0", "Running", node="node-1"),
+              replica_phase("worker-0", "Failed", restarts=2, node="node-2", exit_code=137, message="OOMKilled"),
+              replica_phase("worker-1", "Pending", message="Unschedulable: 0/3 nodes are available")]
+    fake = backend(events=events)
+    plain = cli("status", "mnist", "--backend", "k8s", backend=fake).out.splitlines()
+    assert plain[-4].split() == ["REPLICA", "PHASE", "RESTARTS", "NODE", "AGE", "GPU"]
+    assert "OOMKilled" not in "\n".join(plain)
+    wide = cli("status", "mnist", "--backend", "k8s", "-o", "wide", backend=fake)
+    assert wide.code == 0, wide.err
+    lines = wide.out.splitlines()
+    assert lines[-4].split() == ["REPLICA", "PHASE", "RESTARTS", "NODE", "AGE", "GPU", "EXIT", "CODE", "MESSAGE"]
+    assert lines[-2].split() == ["worker-0", "Failed", "2", "node-2", "137", "OOMKilled"]
+    assert lines[-1].split()[:2] == ["worker-1", "Pending"] and \
+        lines[-1].endswith("Unschedulable: 0/3 nodes are available")

@@ -307,3 +307,32 @@ def test_gclouds_async_is_detach_and_stream_logs_the_default(cli):
     assert detached.code == 0 and backend.log_requests == [] and detached.out.splitlines()[-1].startswith("Follow it:")
     streamed = submit(cli, FakeBackend(name="k8s", logs=CHIEF_LOGS), "--stream-logs")
     assert streamed.code == 0 and "[chief-0] starting" in streamed.out
+
+
+def test_a_job_for_a_kueue_queue_is_shown_queued_from_the_start(cli):
+    queued = [JobCondition("Created", reason="TFJobCreated"),
+              JobCondition("Suspended", reason="TFJobSuspended", message="TFJob mnist is suspended."),
+              JobCondition("Suspended", status="False", reason="TFJobResumed"),
+              *lifecycle()[1:]]
+    result = submit(cli, FakeBackend(name="k8s", events=queued), "--queue-name", "team-a")
+    assert result.code == 0, result.err
+    lines = result.out.splitlines()
+    assert lines[0] == ("tfjob mnist submitted (namespace default, k8s backend); queued in Kueue LocalQueue team-a: "
+                        "no pods until Kueue admits it (kubectl get workloads -n default)")
+    assert lines[2].startswith("mnist: Suspended (queued in Kueue LocalQueue team-a") and \
+        lines[3] == "mnist: Resumed (admitted by Kueue)"
+
+
+def test_submit_wide_prints_the_job_as_a_table_row(cli):
+    args = ("--workers", "2", "--image", "registry.example/trainer:1", "--job-dir", "gs://my-bucket/runs/1",
+            "--queue-name", "team-a", "--detach", "-o", "wide")
+    result = submit(cli, FakeBackend(name="k8s"), *args)
+    assert result.code == 0, result.err
+    header, row = result.out.splitlines()[:2]
+    assert header.split() == ["NAME", "NAMESPACE", "BACKEND", "REPLICAS", "IMAGE", "JOB", "DIR", "QUEUE"]
+    assert row.split() == ["mnist", "default", "k8s", "chief=1", "ps=1", "worker=2", "registry.example/trainer:1",
+                           "gs://my-bucket/runs/1", "team-a"]
+    backend = FakeBackend(name="k8s")
+    dry = submit(cli, backend, "--dry-run", "-o", "wide")
+    assert dry.code == 0 and dry.out.splitlines()[1].endswith("<none>   (dry run)") and backend.submitted == []
+

@@ -147,3 +147,60 @@ def test_summary_ends_with_test_accuracy_and_export_path():
     assert out.getvalue().splitlines()[-1] == (
         "mnist: Succeeded; test accuracy 0.9844, loss 0.0494 after 300 steps; "
         "model exported to /runs/mnist/output/export/1795318030")
+
+
+QUEUED = [
+    JobCondition("Created", reason="TFJobCreated", message="TFJob mnist is created."),
+    JobCondition("Suspended", reason="TFJobSuspended", message="TFJob mnist is suspended."),
+    JobCondition("Suspended", status="False", reason="TFJobResumed", message="TFJob mnist is resumed."),
+    JobCondition("Running", reason="TFJobRunning"),
+]
+
+
+def test_a_job_queued_for_kueue_is_suspended_from_the_start_until_admitted():
+    out = io.StringIO()
+    phases = []
+    with JobView("mnist", "team", out=out, live=False, suspended=True, queue="team-a") as view:
+        phases.append(view.phase)
+        for event in QUEUED:
+            view.handle(event)
+            phases.append(view.phase)
+    assert phases == ["Suspended", "Suspended", "Suspended", "Resumed", "Running"]
+    lines = out.getvalue().splitlines()
+    assert lines[1] == ("mnist: Suspended (queued in Kueue LocalQueue team-a: no pods until Kueue admits it "
+                        "(kubectl get workloads -n team))")
+    assert lines[2] == "mnist: Resumed (admitted by Kueue)"
+
+
+def test_the_live_header_says_the_job_waits_in_its_queue():
+    from rich.console import Console
+
+    with JobView("mnist", "team", out=io.StringIO(), live=True, suspended=True, queue="team-a") as view:
+        view.handle(QUEUED[0])
+        frame = io.StringIO()
+        Console(file=frame, width=200).print(view._renderable())
+    assert "TFJob mnist (namespace team): Suspended, queued in Kueue LocalQueue team-a" in frame.getvalue()
+
+
+def test_job_phase_of_a_suspended_tfjob():
+    from launcher.backends.base import job_phase
+
+    created, suspended, resumed, running = QUEUED
+    assert job_phase([], suspended=True) == "Suspended"  # before the operator has seen it
+    assert job_phase([created], suspended=True) == "Suspended"
+    assert job_phase([created], suspended=False) == "Created"
+    assert job_phase([created, suspended]) == "Suspended"
+    assert job_phase([created, resumed]) == "Resumed"
+    assert job_phase([created, resumed, running]) == "Running"
+
+
+def test_the_wide_live_table_has_exit_codes_and_messages():
+    from rich.console import Console
+
+    with JobView("mnist", "default", out=io.StringIO(), live=True, wide=True) as view:
+        view.handle(replica_phase("worker-0", "Failed", restarts=1, exit_code=137, message="OOMKilled"))
+        frame = io.StringIO()
+        Console(file=frame, width=200).print(view._renderable())
+    text = frame.getvalue()
+    assert "EXIT CODE" in text and "MESSAGE" in text
+    assert "137" in text and "OOMKilled" in text

@@ -121,13 +121,20 @@ def installed(tmp_path_factory):
     return site, env, workdir
 
 
-def test_installed_distribution_is_the_package_version_with_the_trainer_only(installed):
-    site, env, workdir = installed
-    probe = ("import importlib.metadata as m, json; d = m.distribution('tfjob-launcher'); "
-             "print(json.dumps([d.version, str(d.locate_file('')), sorted({f.parts[0] for f in d.files})]))")
-    done = subprocess.run([sys.executable, "-c", probe], cwd=workdir, env=env, capture_output=True, text=True,
+def _run_installed(installed, *args: str) -> subprocess.CompletedProcess:
+    """`python ARGS` against the installed trainer only, from its empty working directory."""
+    _, env, workdir = installed
+    done = subprocess.run([sys.executable, *args], cwd=workdir, env=env, capture_output=True, text=True,
                           timeout=TOOL_TIMEOUT, check=False)
     assert done.returncode == 0, done.stderr
+    return done
+
+
+def test_installed_distribution_is_the_package_version_with_the_trainer_only(installed):
+    site = installed[0]
+    probe = ("import importlib.metadata as m, json; d = m.distribution('tfjob-launcher'); "
+             "print(json.dumps([d.version, str(d.locate_file('')), sorted({f.parts[0] for f in d.files})]))")
+    done = _run_installed(installed, "-c", probe)
     installed_version, location, tops = json.loads(done.stdout)
     assert installed_version == package_version() and location == str(site)
     assert "trainer" in tops and "launcher" not in tops, tops
@@ -135,21 +142,16 @@ def test_installed_distribution_is_the_package_version_with_the_trainer_only(ins
 
 
 def test_entrypoint_runs_the_installed_trainer(installed):
-    _, env, workdir = installed
     command = [sys.executable if part == "python" else part for part in ENTRYPOINT] + ["--help"]
-    done = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True, timeout=TOOL_TIMEOUT,
-                          check=False)
-    assert done.returncode == 0, done.stderr
+    done = _run_installed(installed, *command[1:])
     assert "usage:" in done.stdout and "--job-dir" in done.stdout, done.stdout
 
 
 def test_trainer_in_the_image_needs_nothing_but_itself(installed):
-    site, env, workdir = installed
+    site = installed[0]
     probe = ("import sys, trainer.task; print(trainer.task.__file__); "
              "print(sorted(m for m in sys.modules if m.split('.')[0] in ('launcher', 'tests')))")
-    done = subprocess.run([sys.executable, "-c", probe], cwd=workdir, env=env, capture_output=True, text=True,
-                          timeout=TOOL_TIMEOUT, check=False)
-    assert done.returncode == 0, done.stderr
+    done = _run_installed(installed, "-c", probe)
     module_file, foreign = done.stdout.strip().splitlines()[-2:]
     assert module_file == str(site / "trainer" / "task.py"), module_file
     assert foreign == "[]", f"trainer.task imports {foreign}; the image holds the trainer only"

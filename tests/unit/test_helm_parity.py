@@ -68,6 +68,11 @@ def spec_matrix() -> dict[str, JobSpec]:
                               secret_env=(SecretEnv("HF_TOKEN", "hf-token", "token"),
                                           SecretEnv("DB.PASSWORD", "db.creds", "pass_word-1"))),
         "chief-only": JobSpec(name="a" * 55, replicas={"Chief": ReplicaSpec(1), "Worker": ReplicaSpec(0)}),
+        "module-package": JobSpec(name="own-pkg", replicas={"Chief": ReplicaSpec(1), "PS": ps, "Worker": worker},
+                                  env={"A": "1"}, secret_env=(SecretEnv("TOKEN", "tok", "t"),),
+                                  volumes=(Volume("code", "/mnt/code", True),),
+                                  module_name="my_trainer.task", package_path="/mnt/code/src/my_trainer/"),
+        "module-in-image": JobSpec(name="in-image", replicas={"Worker": worker}, module_name="trainer.task"),
     }
 
 

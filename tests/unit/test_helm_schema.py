@@ -63,6 +63,13 @@ BAD_VALUES = [
      'volumes[1].mountPath: "/d/" is used twice'),
     ("name-too-long", {"jobName": "a" * 55, "replicas": {"worker": {"count": 10}}},
      'jobName: "' + "a" * 55 + '" is too long'),
+    ("bad-module-name", {"moduleName": "trainer-task"}, "- moduleName:"),
+    ("relative-package-path", {"moduleName": "trainer.task", "packagePath": "code/trainer"}, "- packagePath:"),
+    ("module-and-command", {"moduleName": "trainer.task", "command": ["python", "x.py"]},
+     "moduleName: conflicts with command"),
+    ("package-without-module", {"packagePath": "/mnt/code/trainer"}, "packagePath: needs moduleName"),
+    ("module-not-in-package", {"moduleName": "other.task", "packagePath": "/mnt/code/trainer"},
+     'packagePath: the module other.task is not in package "trainer"'),
 ]
 
 

@@ -69,6 +69,9 @@ def test_malformed_bodies_are_request_errors(body, fragment):
     ({"instances": [[1.0, "x"]]}, IMAGE, "not a rectangular array"),
     ({"instances": [{"b64": "***"}]}, TEXT, "not valid base64"),
     ({"inputs": {"image": [[1.0]]}}, KEYED, "input 'key' of signature 'serving_default' is missing"),
+    ({"instances": [{"image": [1.0], "key": "7"}]}, KEYED, "input 'key': expects JSON integers (int64), got strings"),
+    ({"instances": [{"image": [1.0], "key": 7.5}]}, KEYED, "input 'key': expects JSON integers (int64), got numbers"),
+    ({"inputs": {"image": [[1.0]], "key": [True]}}, KEYED, "input 'key': expects JSON integers (int64), got booleans"),
 ])
 def test_requests_that_do_not_fit_the_signature_are_request_errors(body, specs, fragment):
     with pytest.raises(RequestError) as error:

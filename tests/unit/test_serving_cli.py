@@ -53,8 +53,6 @@ def refused(result, field: str) -> None:
     (["predict", "mnist", "--json-instances", "{request}", "--output-path", "{export}/out"], "--output-path"),
     (["predict", "mnist", "--input-paths", "{request}"], "--output-path"),
     (["predict", "mnist", "--input-paths", "{export}/*.none", "--output-path", "{export}/out"], "--input-paths"),
-    (["predict", "mnist", "--input-paths", "gs://b/x*.json", "--output-path", "{export}/out"], "--input-paths"),
-    (["predict", "mnist", "--input-paths", "{request}", "--output-path", "gs://b/out"], "--output-path"),
     (["predict", "mnist", "--json-instances", "{request}", "--batch-size", "0"], "--batch-size"),
     (["predict", "mnist", "--json-instances", "{request}", "--url", "ftp://x"], "--url"),
 ])
@@ -113,14 +111,17 @@ def test_table_has_one_line_per_instance_key_first_and_full_precision():
 
 
 def test_signature_is_the_one_whose_inputs_are_the_instance_fields():
-    signatures = {"serving_default": ["image"], "keyed": ["image", "key"]}
+    signatures = {"serving_default": ["image", "key"], "unkeyed": ["image"]}  # the MNIST export's
     notes: list[str] = []
-    assert choose_signature([{"image": [0], "key": 1}], signatures, notes.append) == "keyed"
-    assert "keyed" in notes[0]
-    assert choose_signature([{"image": [0]}], signatures, notes.append) is None  # serving_default fits
-    assert choose_signature([[0.0]], signatures, notes.append) is None
+    assert choose_signature([{"image": [0]}], signatures, notes.append) == "unkeyed"
+    assert "'unkeyed': its inputs are the instances' fields (image)" in notes[0]
+    assert choose_signature([{"image": [0], "key": 1}], signatures, notes.append) is None  # serving_default fits
+    assert choose_signature([[0.0]], signatures, notes.append) == "unkeyed"  # bare images
+    assert "'unkeyed': it takes one input (image), and the instances are bare values" in notes[1]
+    assert choose_signature([[0.0]], {"serving_default": ["text"]}, notes.append) is None
     assert choose_signature([{"other": 1}], signatures, notes.append) is None  # let the server say why
-    assert len(notes) == 1
+    assert choose_signature([{"image": [0], "key": 1}, {"image": [0]}], signatures, notes.append) is None
+    assert len(notes) == 2
 
 
 def test_from_job_finds_the_job_dir_export_in_the_manifest():

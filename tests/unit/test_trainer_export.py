@@ -23,18 +23,34 @@ def test_export_lands_in_a_timestamped_dir(exported):
 
 
 @pytest.mark.parametrize("shape", [(3, 784), (3, 28, 28), (3, 28, 28, 1)])
-def test_serving_default_takes_flat_or_square_images(exported, shape):
-    outputs = tf.saved_model.load(exported).signatures["serving_default"](image=tf.zeros(shape))
+def test_serving_default_takes_images_and_keys_and_passes_the_keys_through(exported, shape):
+    outputs = tf.saved_model.load(exported).signatures["serving_default"](
+        image=tf.zeros(shape), key=tf.constant([17, 4, 9], tf.int64))
     assert outputs["classes"].shape == (3,) and outputs["classes"].dtype == tf.int64
     assert outputs["probabilities"].shape == (3, 10)
     np.testing.assert_allclose(outputs["probabilities"].numpy().sum(axis=1), 1.0, rtol=1e-5)
-    assert outputs["key"].numpy().tolist() == [0, 1, 2]
+    assert outputs["key"].numpy().tolist() == [17, 4, 9]
 
 
-def test_keyed_signature_passes_keys_through(exported):
-    outputs = tf.saved_model.load(exported).signatures[export.KEYED](
-        image=tf.zeros((2, 784)), key=tf.constant([17, 4], tf.int64))
-    assert outputs["key"].numpy().tolist() == [17, 4]
+def test_the_saved_signatures_are_what_serving_sees(exported):
+    """TensorFlow's own reading of the SavedModel's signature_def (what TF Serving and
+    KServe's TensorFlow runtime serve): serving_default takes exactly the seeds' request
+    fields, `unkeyed` the image alone."""
+    from tensorflow.python.tools import saved_model_utils
+
+    defs = saved_model_utils.get_meta_graph_def(exported, "serve").signature_def
+    assert sorted(defs) == ["__saved_model_init_op", "serving_default", "unkeyed"]
+    default = defs["serving_default"]
+    assert {name: tf.as_dtype(info.dtype).name for name, info in default.inputs.items()} == \
+        {"image": "float32", "key": "int64"}
+    assert [dim.size for dim in default.inputs["key"].tensor_shape.dim] == [-1]
+    assert sorted(default.outputs) == ["classes", "key", "probabilities"]
+    assert sorted(defs["unkeyed"].inputs) == ["image"]
+
+
+def test_unkeyed_signature_numbers_the_rows(exported):
+    outputs = tf.saved_model.load(exported).signatures["unkeyed"](image=tf.zeros((2, 784)))
+    assert outputs["key"].numpy().tolist() == [0, 1]
 
 
 def test_predict_prints_classes_and_probabilities(exported, tmp_path, capsys):
@@ -50,11 +66,14 @@ def test_predict_prints_classes_and_probabilities(exported, tmp_path, capsys):
         assert len(json.loads(fields[2])) == 10
 
 
-def test_instances_without_keys_use_serving_default(tmp_path):
+def test_instances_without_keys_go_to_the_unkeyed_signature(exported, tmp_path, capsys):
     request = tmp_path / "request.json"
     request.write_text(json.dumps([0.1] * 784) + "\n" + json.dumps({"image": [0.2] * 784}) + "\n")
     images, keys = predict.read_instances(str(request))
     assert images.shape == (2, 784) and keys is None
+    assert predict.main(["--model-dir", exported, "--json-instances", str(request)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "CLASSES  PROBABILITIES" and len(lines) == 3
 
 
 def test_bad_requests_are_refused(tmp_path, exported, capsys):
@@ -75,16 +94,23 @@ def test_missing_model_is_refused(tmp_path, capsys):
 
 
 def test_signature_name_picks_the_signature(exported, tmp_path, capsys):
-    request = tmp_path / "request.json"
-    request.write_text(json.dumps({"image": [0.0] * 784, "key": 5}) + "\n")
-    args = ["--model-dir", exported, "--json-instances", str(request)]
-    assert predict.main([*args, "--signature-name", "serving_default"]) == 0
-    assert capsys.readouterr().out.splitlines()[1].startswith("0    ")  # serving_default numbers the rows
-    assert predict.main([*args, "--signature-name", "keyed"]) == 0
+    keyed, bare = tmp_path / "keyed.json", tmp_path / "bare.json"
+    keyed.write_text(json.dumps({"image": [0.0] * 784, "key": 5}) + "\n")
+    bare.write_text(json.dumps({"image": [0.0] * 784}) + "\n")
+    assert predict.main(["--model-dir", exported, "--json-instances", str(keyed), "--signature-name",
+                         "serving_default"]) == 0
     assert capsys.readouterr().out.splitlines()[1].startswith("5    ")
-    assert predict.main([*args, "--signature-name", "predict"]) == 2
-    assert "--signature-name: the SavedModel has no signature 'predict'; it has keyed, serving_default" in \
-        capsys.readouterr().err
+    assert predict.main(["--model-dir", exported, "--json-instances", str(bare), "--signature-name", "unkeyed"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].split()[0].isdigit()
+    for request, name, expected in (
+            (keyed, "predict", "--signature-name: the SavedModel has no signature 'predict'; it has "
+                               "serving_default, unkeyed"),
+            (keyed, "unkeyed", '--signature-name unkeyed: it takes no "key"; leave the keys out'),
+            (bare, "serving_default", '--signature-name serving_default: it takes a "key" on every instance')):
+        assert predict.main(["--model-dir", exported, "--json-instances", str(request), "--signature-name",
+                             name]) == 2
+        err = capsys.readouterr().err
+        assert expected in err and err.count("\n") == 1, err
 
 
 @pytest.mark.parametrize("lines, expected", [

@@ -79,6 +79,8 @@ def test_predict_on_raw_instances_fills_in_the_defaults(exported, tmp_path, caps
     (dict(REQUIRED, fare=True), 'line 1: field "fare" must be a number, got true'),
     ({"trip_miles": 1.0, "trip_seconds": 60, "fare": 5.0}, 'line 1: missing required field "payment_type"'),
     ([1.0, 2.0], "line 1: an instance is an object of fields"),
+    (dict(REQUIRED, key=7), '--json-instances: the instances carry a "key", which the model does not take'),
+    (dict(REQUIRED, key="a7"), 'line 1: key must be an integer, got "a7"'),
     ("{trip", "line 1: not JSON"),
 ])
 def test_bad_instances_are_refused_naming_the_field(exported, tmp_path, capsys, instance, expected):

@@ -17,7 +17,12 @@ predict.py, data.py) needs, and nothing else knows about it:
                           over the evaluation split, beyond loss and accuracy
     scores(logits)        -> what those metrics are updated with
     input_spec()          -> the model's input TensorSpec(s), for TensorBoard's graph
-    serving(model, source) -> (tf.Module, {signature name: concrete function}) to save
+    serving(model, source) -> (tf.Module, {signature name: concrete function}) to save;
+                          when the model's request instances carry a `key`, `serving_default`
+                          takes it (int64 [N], returned as the `key` output, as the seeds'
+                          request lines send it) and one more signature takes the same inputs
+                          without `key` (MNIST: `unkeyed`); trainer.predict and the launcher
+                          pick between them by the instances' fields, never by name
     prepare_data(out)     -> {split: examples} written to `out` (`--prepare-data`)
     request_instances(data_dir, count, keys) -> (json instances, labels) of the first
                           `count` evaluation examples (trainer.make_request)

@@ -131,6 +131,20 @@ def _matrix(value: Any, dtype: np.dtype) -> np.ndarray | None:
     return flat.reshape(len(value), width)
 
 
+_KINDS = {"U": "strings", "S": "strings", "f": "numbers with a fraction", "b": "booleans", "c": "complex numbers"}
+
+
+def _check_integers(value: Any, dtype: np.dtype, where: str) -> None:
+    """JSON integers only for an integer input: numpy would read "7" as 7 and 7.5 as 7."""
+    try:
+        kind = np.asarray(value).dtype.kind
+    except (TypeError, ValueError):
+        return  # ragged: said below
+    if kind not in "iu":
+        got = _KINDS.get(kind, "values of another type")
+        raise RequestError(f"{where}: expects JSON integers ({dtype}), got {got}")
+
+
 def to_array(value: Any, spec: InputSpec) -> np.ndarray:
     """One input's value as an array of the signature's dtype and a compatible shape."""
     where = f"input {spec.name!r}"
@@ -138,6 +152,8 @@ def to_array(value: Any, spec: InputSpec) -> np.ndarray:
         value = _decode_b64(value, where)
     elif spec.dtype.kind == "b" and _has_b64(value):  # numpy makes True of any object
         raise RequestError(f"{where}: b64 values are only for string inputs; this input is {spec.dtype}")
+    elif spec.dtype.kind in "iu":
+        _check_integers(value, spec.dtype, where)
     try:
         array = _matrix(value, spec.dtype)
         if array is None:

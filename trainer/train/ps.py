@@ -42,7 +42,7 @@ def run(args: argparse.Namespace, cluster: Cluster) -> tuple[int, str | None]:
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     state = session.start(args, cluster, strategy)
     iterator = iter(coordinator.create_per_worker_dataset(worker_dataset_fn(args)))
-    train = train_step.make_train_fn(strategy, state, count_steps=False)
+    train = train_step.make_train_fn(strategy, state, count_steps=False, worker_lines=args.log_every_steps)
 
     def launch(n: int):
         return coordinator.schedule(train, args=(iterator, tf.constant(n)))

@@ -7,6 +7,8 @@ Who counts them in the global step depends on the strategy (see make_train_fn).
 """
 from __future__ import annotations
 
+import sys
+
 import keras
 import tensorflow as tf
 
@@ -49,18 +51,83 @@ def global_step() -> tf.Variable:
     return tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
 
 
-def make_train_fn(strategy: tf.distribute.Strategy, state, count_steps: bool = True):
+class WorkerLines:
+    """`Train [worker/N] step S: loss L, accuracy A (E s) R steps/s` from each parameter-server
+    worker, in its own log, every `every` of its own steps (S counts the steps that worker
+    ran since it started; the chief's Train lines count the global step).
+
+    Under ParameterServerStrategy the train function runs on the workers, so its tf.print
+    prints there; N is the worker's index (`experimental_get_current_worker_index`, a
+    per-call value), and the counts, sums and times live in per-worker variables (one
+    copy on each worker, never sent to the ps)."""
+
+    def __init__(self, strategy: tf.distribute.Strategy, every: int, names: tuple[str, ...]):
+        self.every, self.names = every, names
+        with strategy.scope():
+            self.steps = tf.Variable(0, dtype=tf.int64, trainable=False, per_worker_variable=True)
+            self.since = tf.Variable(0, dtype=tf.int64, trainable=False, per_worker_variable=True)
+            self.sums = tf.Variable(tf.zeros([2 + len(names)]), trainable=False, per_worker_variable=True)
+            self.began = tf.Variable(0.0, dtype=tf.float64, trainable=False, per_worker_variable=True)
+            self.mark = tf.Variable(0.0, dtype=tf.float64, trainable=False, per_worker_variable=True)
+
+    def start(self) -> tuple[tf.Tensor, tf.Tensor]:
+        """At the start of a call: (when the worker's first call began, when its last line
+        was printed); the clock starts with the first call. Returned rather than read again
+        later: automatic control dependencies do not order per-worker variables."""
+        now, began, mark = tf.timestamp(), self.began.read_value(), self.mark.read_value()
+        fresh = tf.equal(began, 0.0)
+        began, mark = tf.where(fresh, now, began), tf.where(fresh, now, mark)
+        self.began.assign(began)
+        return began, mark
+
+    def add(self, n: tf.Tensor, sums: tf.Tensor, began: tf.Tensor, mark: tf.Tensor) -> None:
+        """After a call of `n` steps with these sums (loss, accuracy, the metrics): print
+        a line when the worker's step count crossed a multiple of `every`. No variable is
+        read inside a conditional (a per-worker variable is only substituted outside)."""
+        n = tf.cast(n, tf.int64)
+        before = self.steps.read_value()
+        after, since = before + n, self.since.read_value() + n
+        with tf.control_dependencies([sums]):  # after the steps ran
+            now = tf.timestamp()
+        total = self.sums.read_value() + sums
+        crossed = after // self.every > before // self.every
+        worker = tf.distribute.coordinator.experimental_get_current_worker_index()
+
+        def report():
+            means = total / tf.cast(since, tf.float32)
+            parts = [tf.constant("Train [worker/"), tf.strings.as_string(worker), "] step ",
+                     tf.strings.as_string(after), ": loss ", tf.strings.as_string(means[0], precision=4),
+                     ", accuracy ", tf.strings.as_string(means[1], precision=4)]
+            for index, name in enumerate(self.names):
+                parts += [f", {name} ", tf.strings.as_string(means[2 + index], precision=4)]
+            rate = tf.cast(since, tf.float64) / tf.maximum(now - mark, 1e-9)
+            parts += [" (", tf.strings.as_string(now - began, precision=1), " s) ",
+                      tf.strings.as_string(rate, precision=2), " steps/s"]
+            return tf.print(tf.strings.join(parts), output_stream=sys.stdout)
+
+        tf.cond(crossed, report, tf.no_op)
+        self.steps.assign(after)
+        self.since.assign(tf.where(crossed, tf.zeros_like(since), since))
+        self.sums.assign(tf.where(crossed, tf.zeros_like(total), total))
+        self.mark.assign(tf.where(crossed, now, mark))
+
+
+def make_train_fn(strategy: tf.distribute.Strategy, state, count_steps: bool = True,
+                  worker_lines: int = 0):
     """`state`: a session.Session (model, optimizer, step) made under `strategy`.
 
     count_steps: the call adds `n` to the global step (MultiWorkerMirrored and single
     process: every call runs exactly once). Under parameter-server training pass False:
     ClusterCoordinator runs a call again when its worker is lost, also after the call had
     updated the variables, so the coordinator counts the calls it got results for instead
-    (session.run); the global step then equals --train-steps exactly."""
+    (session.run); the global step then equals --train-steps exactly.
+    worker_lines: under parameter-server training, each worker prints its own Train line
+    every that many of its steps (WorkerLines); 0: none."""
     model, optimizer, step = state.model, state.optimizer, state.step
     spec = models.get(state.args.model)
     loss_and_hits, names = spec.loss_and_hits, getattr(spec, "TRAIN_METRICS", ())
     sources = variables.sources(model)
+    lines = WorkerLines(strategy, worker_lines, names) if worker_lines else None
 
     def replica_step(inputs, labels):
         with tf.GradientTape() as tape:
@@ -76,6 +143,10 @@ def make_train_fn(strategy: tf.distribute.Strategy, state, count_steps: bool = T
         loss_sum = tf.constant(0.0)
         accuracy_sum = tf.constant(0.0)
         extra_sum = tf.zeros([len(names)])
+        if lines is not None:
+            began, mark = lines.start()
+            with tf.control_dependencies([began, mark]):  # the clock is read before the steps run
+                n = tf.identity(n)
         for _ in tf.range(n):
             inputs, labels = next(iterator)
             loss, accuracy, extra = strategy.run(replica_step, args=(inputs, labels))
@@ -84,6 +155,8 @@ def make_train_fn(strategy: tf.distribute.Strategy, state, count_steps: bool = T
             extra_sum += strategy.reduce(tf.distribute.ReduceOp.MEAN, extra, axis=None)
         if count_steps:
             step.assign_add(tf.cast(n, tf.int64))
+        if lines is not None:
+            lines.add(n, tf.concat([[loss_sum, accuracy_sum], extra_sum], axis=0), began, mark)
         count = tf.cast(n, tf.float32)
         if names:
             return (loss_sum / count, accuracy_sum / count, *tf.unstack(extra_sum / count, num=len(names)))

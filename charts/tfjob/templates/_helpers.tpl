@@ -131,10 +131,14 @@ Kueue queue is created suspended. */}}
 {{- if $args }}{{ toJson $args }}{{ else }}[]{{ end }}
 {{- end }}
 
-{{/* Container env as a JSON list of {name, value}, in the given order. */}}
+{{/* Container env as a JSON list of {name, value}, in the given order (launcher:
+JobSpec.container_env): env, PYTHONPATH for packagePath, then secretEnv. */}}
 {{- define "tfjob.env" -}}
 {{- $env := list }}
 {{- range .Values.env }}{{ $env = append $env . }}{{ end }}
+{{- with .Values.packagePath }}
+{{- $env = append $env (dict "name" "PYTHONPATH" "value" (include "tfjob.packageParent" $)) }}
+{{- end }}
 {{- range .Values.secretEnv }}
 {{- $env = append $env (dict "name" .name "valueFrom" (dict "secretKeyRef" (dict "name" .secretName "key" .key))) }}
 {{- end }}
@@ -218,6 +222,17 @@ Per-value rules live in values.schema.json. Each failure names the value and the
 {{- end }}
 {{- end }}
 {{- end }}
+{{- if and .Values.moduleName .Values.command }}
+{{- fail "moduleName: conflicts with command; set one of them" }}
+{{- end }}
+{{- with .Values.packagePath }}
+{{- if not $.Values.moduleName }}
+{{- fail "packagePath: needs moduleName, the module to run from the package (e.g. moduleName: trainer.task)" }}
+{{- end }}
+{{- if ne (base (trimSuffix "/" .)) (first (splitList "." $.Values.moduleName)) }}
+{{- fail (printf "packagePath: the module %s is not in package %q; give the package's own directory" $.Values.moduleName (base (trimSuffix "/" .))) }}
+{{- end }}
+{{- end }}
 {{- $claims := dict }}
 {{- $paths := dict }}
 {{- range $i, $volume := .Values.volumes }}
@@ -231,4 +246,14 @@ Per-value rules live in values.schema.json. Each failure names the value and the
 {{- $_ := set $claims $volume.claimName true }}
 {{- $_ := set $paths $path true }}
 {{- end }}
+{{- end }}
+
+{{/* The parent of packagePath (launcher: JobSpec.package_parent): PYTHONPATH and workingDir. */}}
+{{- define "tfjob.packageParent" -}}
+{{- dir (trimSuffix "/" .Values.packagePath) }}
+{{- end }}
+
+{{/* The container command (launcher: JobSpec.container_command): python -m moduleName, else command. */}}
+{{- define "tfjob.command" -}}
+{{- if .Values.moduleName }}{{ toJson (list "python" "-m" .Values.moduleName) }}{{ else if .Values.command }}{{ toJson .Values.command }}{{ end }}
 {{- end }}

@@ -25,12 +25,13 @@ from kubernetes.client.exceptions import ApiException
 
 from ...events import Event, LogLine
 from ...tfconfig import replica_counts
-from ..base import Backend, BackendError, JobStatus, JobSummary, LogOptions, NotFound
+from ..base import Backend, BackendError, JobStatus, JobSummary, LogOptions, NotFound, job_phase
 from .client import (CALL_TIMEOUT, TRANSPORT_ERRORS, CountingApiClient, KubeApi, RequestCounter, absent,
                          load_configuration, one_line, read_json, server_message, unreachable)
 from .events import ReplicaTracker, job_events, pod_fetcher
 from .logs import DRAIN_SECONDS, check_replica, follow_logs, read_logs
-from .objects import created, job_conditions, owner_reference, parse_replica, pod_selector, replica_order
+from .objects import (created, job_conditions, owner_reference, parse_replica, pod_selector, queue_of, replica_order,
+                      suspended)
 from .table import replica_gpus
 from .table import rows as table_rows
 
@@ -116,7 +117,8 @@ class KubernetesBackend(Backend):
                 tracker.unschedulable_from(self.api.scheduling_messages(namespace))
             phases = sorted(filter(None, map(tracker.phase_of, pods)), key=replica_order)
         return JobStatus(name=name, namespace=namespace, conditions=job_conditions(tfjob),
-                         replicas=tuple(phases), created=created(tfjob), backend=self.name)
+                         replicas=tuple(phases), created=created(tfjob), backend=self.name,
+                         suspended=suspended(tfjob), queue=queue_of(tfjob))
 
     def events(self, name: str, namespace: str) -> Iterator[Event]:
         return job_events(self.api, name, namespace)
@@ -126,17 +128,19 @@ class KubernetesBackend(Backend):
         one = parse_replica(replica) if replica not in (None, "all") else None
         if one:
             check_replica(self.api.get_tfjob(name, namespace), one)
-        api = self.api.with_log_options(**dataclasses.asdict(options)) if options else self.api
+        tail = options.tail_lines if options else None
+        kubelet = {k: v for k, v in dataclasses.asdict(options).items() if k != "tail_lines"} if options else {}
+        api = self.api.with_log_options(**kubelet) if kubelet else self.api
         if follow:
-            return follow_logs(api, name, namespace, one, self.log_drain_seconds)
-        return read_logs(api, name, namespace, one)
+            return follow_logs(api, name, namespace, one, self.log_drain_seconds, tail_lines=tail)
+        return read_logs(api, name, namespace, one, tail_lines=tail)
 
     def list(self, namespace: str | None) -> list[JobSummary]:
         with self.api.errors("listing tfjobs"):
             jobs = read_json(self.api.tfjobs(namespace))["items"]
         rows = [JobSummary(name=job["metadata"]["name"], namespace=job["metadata"]["namespace"],
-                           phase=JobStatus("", "", conditions=job_conditions(job)).phase,
-                           created=created(job), replicas=replica_counts(job))
+                           phase=job_phase(job_conditions(job), suspended(job)),
+                           created=created(job), replicas=replica_counts(job), queue=queue_of(job))
                 for job in jobs]
         return sorted(rows, key=lambda row: (row.namespace, row.name))
 

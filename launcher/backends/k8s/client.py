@@ -459,13 +459,16 @@ class KubeApi:
                 return []
             raise
 
-    def pod_log(self, name: str, namespace: str, container: str, follow: bool) -> urllib3.BaseHTTPResponse:
-        """The current container instance's log (kubelet rules); streamed when `follow`
-        (without a read timeout: a training step may print nothing for a long time)."""
+    def pod_log(self, name: str, namespace: str, container: str, follow: bool,
+                tail_lines: int | None = None) -> urllib3.BaseHTTPResponse:
+        """The current container instance's log (kubelet rules), its last `tail_lines` lines
+        only when given (kubectl's --tail: tailLines); streamed when `follow` (without a read
+        timeout: a training step may print nothing for a long time)."""
         timeout = {} if follow else {"_request_timeout": self.timeout}
+        tail = {} if tail_lines is None else {"tail_lines": tail_lines}
         return self.core.read_namespaced_pod_log(
             name, namespace, container=container, follow=follow, _preload_content=False, **self.log_options,
-            **timeout)
+            **tail, **timeout)
 
     def with_log_options(self, previous: bool = False, since_seconds: int | None = None,
                          timestamps: bool = False) -> "KubeApi":

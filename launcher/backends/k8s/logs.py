@@ -37,9 +37,10 @@ def check_replica(tfjob: dict, replica: tuple[str, int]) -> None:
 
 
 # ---- what exists now --------------------------------------------------------------------
-def read_logs(api: KubeApi, name: str, namespace: str,
-              replica: tuple[str, int] | None = None) -> Iterator[LogLine]:
-    """The current log of each started replica, replica by replica (Pending ones skipped)."""
+def read_logs(api: KubeApi, name: str, namespace: str, replica: tuple[str, int] | None = None,
+              tail_lines: int | None = None) -> Iterator[LogLine]:
+    """The current log of each started replica, replica by replica (Pending ones skipped);
+    only its last `tail_lines` lines when given (the kubelet's tailLines)."""
     with api.errors(f"listing pods of tfjob {name}"):
         pods = read_json(api.pods(namespace, label_selector=pod_selector(name, replica)))["items"]
     if not pods and replica is None:  # tell "no such job" from "no pods yet"
@@ -48,15 +49,16 @@ def read_logs(api: KubeApi, name: str, namespace: str,
     for pod in sorted(pods, key=lambda p: replica_order(replica_phase(p))):
         if log_instance(pod) is None:
             continue
-        yield from _read_one(api, pod)
+        yield from _read_one(api, pod, tail_lines)
 
 
-def _read_one(api: KubeApi, pod: dict) -> Iterator[LogLine]:
+def _read_one(api: KubeApi, pod: dict, tail_lines: int | None = None) -> Iterator[LogLine]:
     meta = pod["metadata"]
     replica = short_replica(*replica_of(pod))
     with api.errors(f"reading the log of {meta['name']}"):
         try:
-            response = api.pod_log(meta["name"], meta["namespace"], container_name(pod), follow=False)
+            response = api.pod_log(meta["name"], meta["namespace"], container_name(pod), follow=False,
+                                   tail_lines=tail_lines)
         except ApiException as exc:
             if exc.status == _WAITING:  # the container went back to waiting since the list
                 return
@@ -79,9 +81,10 @@ class StreamEnded:
 class LogStream(threading.Thread):
     """Follows one container instance's log into the feed's queue."""
 
-    def __init__(self, api: KubeApi, pod: dict, instance: str, feed: JobFeed):
+    def __init__(self, api: KubeApi, pod: dict, instance: str, feed: JobFeed, tail_lines: int | None = None):
         super().__init__(name=f"log-{pod['metadata']['name']}", daemon=True)
         self._api, self._pod, self.instance, self._feed = api, pod, instance, feed
+        self._tail = tail_lines
         self._response = None
         self._closed = False
 
@@ -90,7 +93,7 @@ class LogStream(threading.Thread):
         replica = short_replica(*replica_of(self._pod))
         try:
             self._response = self._api.pod_log(meta["name"], meta["namespace"], container_name(self._pod),
-                                               follow=True)
+                                               follow=True, tail_lines=self._tail)
             opened = True
             if not self._closed:
                 for line in iter_lines(self._response):
@@ -113,12 +116,17 @@ class LogStream(threading.Thread):
 
 
 class _Follower:
-    def __init__(self, api: KubeApi, feed: JobFeed):
+    """`tail_lines` (kubectl's logs -f --tail N) applies to the container instances the
+    first pod list shows: their last N lines, then what they write. An instance that starts
+    later (a restart, a pod that was Pending) is new, so every line of it is shown."""
+
+    def __init__(self, api: KubeApi, feed: JobFeed, tail_lines: int | None = None):
         self.api, self.feed = api, feed
         self.pods: dict[str, dict] = {}
         self.streams: dict[str, LogStream] = {}
         self.read: set[str] = set()  # container instances read or being read
         self.closing = False
+        self.tail_lines = tail_lines  # None once the first list has been followed
 
     def seen(self, pod: dict, deleted: bool = False) -> None:
         name = pod["metadata"]["name"]
@@ -136,7 +144,7 @@ class _Follower:
         if instance is None or instance in self.read:
             return
         self.read.add(instance)
-        self.streams[name] = LogStream(self.api, pod, instance, self.feed)
+        self.streams[name] = LogStream(self.api, pod, instance, self.feed, self.tail_lines)
         self.streams[name].start()
 
     def synced(self, pods: tuple[dict, ...]) -> None:
@@ -145,6 +153,7 @@ class _Follower:
             self.pods.pop(gone)
         for pod in pods:
             self.seen(pod)
+        self.tail_lines = None
 
     def ended(self, item: StreamEnded) -> None:
         self.streams.pop(item.pod, None)
@@ -160,9 +169,9 @@ class _Follower:
 
 
 def follow_logs(api: KubeApi, name: str, namespace: str, replica: tuple[str, int] | None = None,
-                drain_seconds: float = DRAIN_SECONDS) -> Iterator[LogLine]:
+                drain_seconds: float = DRAIN_SECONDS, tail_lines: int | None = None) -> Iterator[LogLine]:
     with JobFeed(api, name, namespace, replica) as feed:
-        follower = _Follower(api, feed)
+        follower = _Follower(api, feed, tail_lines)
         job_synced = pods_synced = False
         deadline = None  # set when the job is terminal
         try:

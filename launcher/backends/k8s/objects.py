@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from ...events import JobCondition, ReplicaPhase, short_replica
-from ...spec import GPU_RESOURCE, JOB_NAME_LABEL, ROLES
+from ...spec import GPU_RESOURCE, JOB_NAME_LABEL, QUEUE_LABEL, ROLES
 from ..base import BackendError
 
 # Labels the operator puts on every pod it creates (kubeflow.org/v1 common_types.go).
@@ -25,6 +25,16 @@ def job_conditions(tfjob: dict) -> tuple[JobCondition, ...]:
         JobCondition(type=c.get("type", ""), status=c.get("status", ""), reason=c.get("reason", ""),
                      message=c.get("message", ""), time=c.get("lastTransitionTime", ""))
         for c in (tfjob.get("status") or {}).get("conditions") or [])
+
+
+def suspended(tfjob: dict) -> bool:
+    """runPolicy.suspend: true (created for Kueue, or suspended by hand)."""
+    return bool(((tfjob.get("spec") or {}).get("runPolicy") or {}).get("suspend"))
+
+
+def queue_of(tfjob: dict) -> str:
+    """The Kueue LocalQueue the job is labelled for, "" if none."""
+    return str(((tfjob.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL) or "")
 
 
 def is_terminal(tfjob: dict) -> bool:

@@ -205,10 +205,11 @@ class LocalBackend(Backend):
                                    f"use one of {', '.join(ids)} or all")
             ids = [replica]
         tails = [Tail(rid, run.log_path(rid)) for rid in ids]
+        tail_lines = options.tail_lines if options else None
         if not follow:
-            return read_logs(tails)
+            return read_logs(tails, tail_lines)
         self._claim(name, namespace, run)
-        return follow_logs(tails, lambda: not run.exists() or is_terminal(self._current(run)))
+        return follow_logs(tails, lambda: not run.exists() or is_terminal(self._current(run)), tail_lines)
 
     def list(self, namespace: str | None) -> list[JobSummary]:
         jobs = []

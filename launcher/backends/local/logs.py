@@ -39,16 +39,24 @@ class Tail:
         return LogLine(self.replica, raw.decode("utf-8", "replace").rstrip("\r"))
 
 
-def read_logs(tails: list[Tail]) -> Iterator[LogLine]:
-    """Everything written so far, one replica after the other."""
+def last(lines: list[LogLine], count: int | None) -> list[LogLine]:
+    """The last `count` lines (all when None; none for 0)."""
+    return lines if count is None else lines[max(len(lines) - count, 0):]
+
+
+def read_logs(tails: list[Tail], tail_lines: int | None = None) -> Iterator[LogLine]:
+    """Everything written so far (or its last `tail_lines` lines), one replica after the other."""
     for tail in tails:
-        yield from tail.read()
-        yield from tail.flush()
+        yield from last(tail.read() + tail.flush(), tail_lines)
 
 
-def follow_logs(tails: list[Tail], finished: Callable[[], bool]) -> Iterator[LogLine]:
+def follow_logs(tails: list[Tail], finished: Callable[[], bool], tail_lines: int | None = None) -> Iterator[LogLine]:
     """New lines of every replica as they come (files appear when a replica starts and
-    grow across restarts) until `finished()` and every file is drained."""
+    grow across restarts) until `finished()` and every file is drained; with `tail_lines`,
+    of what each file holds already only its last lines come first (kubectl's -f --tail)."""
+    if tail_lines is not None:
+        for tail in tails:
+            yield from last(tail.read(), tail_lines)
     while True:
         done = finished()  # checked before reading: a finished job writes no more
         idle = True

@@ -2,7 +2,7 @@
 
 The plan is derived from the manifest only: the `tensorflow` container's command + args
 (image ignored; a leading python/python3 runs under this interpreter), or
-`python -m trainer.task` + args without a command; its env list; TF_CONFIG from the one
+`python -m trainer.task` + args without a command; its env list and workingDir; TF_CONFIG from the one
 generator in `launcher.tfconfig`, with every replica mapped to a free 127.0.0.1 port.
 """
 from __future__ import annotations
@@ -72,10 +72,14 @@ def container_env(spec: dict) -> dict[str, str]:
 
 
 def replica_env(tfjob: dict, rtype: str, index: int, address, environ: dict) -> dict[str, str | None]:
-    """Env overrides of one replica; None means "unset" (no TF_CONFIG for a 1-replica job)."""
-    python_path = [REPO_ROOT] + [p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    """Env overrides of one replica; None means "unset" (no TF_CONFIG for a 1-replica job).
+    PYTHONPATH: the container's own first (--package-path), then the launcher's checkout
+    (the trainer package), then this environment's."""
+    env = container_env(container(tfjob, rtype))
+    python_path = [p for source in (env.get("PYTHONPATH", ""), REPO_ROOT, environ.get("PYTHONPATH", ""))
+                   for p in source.split(os.pathsep) if p]
     return {
-        **container_env(container(tfjob, rtype)),
+        **env,
         **proxy_env(environ),
         "PYTHONPATH": os.pathsep.join(dict.fromkeys(python_path)),
         "PYTHONUNBUFFERED": "1",
@@ -117,6 +121,7 @@ def build_plan(tfjob: dict, environ: dict | None = None) -> dict:
                 "index": index,
                 "address": address(rtype.lower(), index),
                 "argv": replica_argv(container(tfjob, rtype)),
+                "cwd": container(tfjob, rtype).get("workingDir"),  # None: the launcher's
                 "env": replica_env(tfjob, rtype, index, address, environ),
                 "secretEnv": secret_refs(container(tfjob, rtype)),  # references only, never values
                 "restartPolicy": specs[rtype].get("restartPolicy") or DEFAULT_RESTART_POLICY,

@@ -186,7 +186,7 @@ class Supervisor:
         try:
             with open_private(replica.log_path) as out:
                 replica.proc = subprocess.Popen(
-                    argv, env=env,
+                    argv, env=env, cwd=replica.spec.get("cwd"),
                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                     start_new_session=True, preexec_fn=self.preexec())
         except OSError as err:

@@ -10,8 +10,8 @@ unchanged against it through a kubeconfig (bearer token or exec plugin):
   status subresource does), get, list (one or all namespaces), watch, delete
   (propagationPolicy Foreground or Background, doing the garbage collector's part).
 - services: get, list, watch (the operator's headless services, written by FakeOperator).
-- pods: get, list, watch, log (follow; the kubelet's rules for which container instance
-  a waiting, restarted or terminated container serves; no `previous`). Pods are written
+- pods: get, list, watch, log (follow, tailLines; the kubelet's rules for which container
+  instance a waiting, restarted or terminated container serves; no `previous`). Pods are written
   by `FakeOperator` (tests/support/fakes/operator.py), not over HTTP.
 - pods as Tables (`Accept: application/json;as=Table;v=v1;g=meta.k8s.io`, includeObject):
   list and watch, rendered as kube-apiserver's pod printer does (apiserver_table.py).
@@ -417,7 +417,9 @@ class FakeApiServer:
         with self.cond:
             log = self.logs.setdefault(container_id, ContainerLog())
             sent = len(log.lines)
-            text = "".join(line + "\n" for line in log.lines)
+            tail = int(query["tailLines"]) if "tailLines" in query else None  # the kubelet's: the last N
+            shown = log.lines if tail is None else log.lines[max(sent - tail, 0):]
+            text = "".join(line + "\n" for line in shown)
         if query.get("follow") != "true":
             send(h, 200, "text/plain", text.encode())
             return

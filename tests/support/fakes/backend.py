@@ -38,9 +38,11 @@ def lifecycle(outcome: str = "Succeeded", replicas: tuple[str, ...] = ("chief-0"
 class FakeBackend(Backend):
     def __init__(self, name: str = "fake", events: list[Event] | None = None,
                  logs: dict[str, list[str]] | None = None, interrupt_after: int | None = None,
-                 default_dir: str | None = None, existing: tuple[str, ...] = ()):
+                 default_dir: str | None = None, existing: tuple[str, ...] = (),
+                 reruns: list[list[Event]] | None = None):
         self.name = name
         self.script = list(events if events is not None else lifecycle())
+        self.reruns = [list(run) for run in reruns or ()]  # the scripts of the 2nd, 3rd, ... submission
         self.log_script = logs or {}
         self.interrupt_after = interrupt_after
         self.default_dir = default_dir
@@ -50,6 +52,7 @@ class FakeBackend(Backend):
         self.network_policies: list[dict | None] = []
         self.deleted: list[tuple[str, str, bool]] = []
         self.log_requests: list[tuple[str, str | None, bool]] = []
+        self.log_options: list = []
         self.release = threading.Event()  # set by tests to unblock a stream held after SIGINT
 
     # ---- Backend interface -----------------------------------------------------------
@@ -65,6 +68,8 @@ class FakeBackend(Backend):
         name = tfjob["metadata"]["name"]
         if name in self.jobs and not replace:
             raise AlreadyExists(f"tfjob {name} already exists; use --replace or another --name")
+        if name in self.jobs and self.reruns:
+            self.script = self.reruns.pop(0)
         self.jobs[name] = tfjob
         self.submitted.append((tfjob, replace))
 
@@ -86,9 +91,11 @@ class FakeBackend(Backend):
             yield event
 
     def logs(self, name: str, namespace: str, replica: str | None = None,
-             follow: bool = False) -> Iterator[LogLine]:
+             follow: bool = False, options=None) -> Iterator[LogLine]:
+        """The scripted lines; `options` (LogOptions) are recorded, not applied."""
         self._require(name)
         self.log_requests.append((name, replica, follow))
+        self.log_options.append(options)
         for source, lines in self.log_script.items():
             if replica in (None, source):
                 yield from (LogLine(source, line) for line in lines)

@@ -49,6 +49,7 @@ NODE_BIN_ENV = "TFJOB_NODE_BIN"
 NODE_BINARIES = ("kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "runc", "coredns")
 CNI_BIN_DIRS = ("/usr/lib/cni", "/opt/cni/bin")  # Debian's containernetworking-plugins, upstream's
 KUBELET_PORT = 10250
+LOCK_POLL_SECONDS = 2.0
 IMPORT_TIMEOUT_S = 600.0
 READY_TIMEOUT_S = 120.0
 
@@ -240,23 +241,35 @@ def _node_schedulable(cp: ControlPlane) -> bool:
 
 
 @contextlib.contextmanager
-def _node_lock(root: Path) -> Iterator[None]:
+def _node_lock(root: Path, wait_seconds: float = 0.0) -> Iterator[None]:
+    """One node per machine. With `wait_seconds`, wait that long for another node (another
+    test session on a shared machine) to go before giving up."""
     path = root.parent / f".{NAME}.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as handle:
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        handle = open(path, "w")
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if path.exists() and os.fstat(handle.fileno()).st_ino == path.stat().st_ino:
+                break  # locked the file that is still there (a holder unlinks it when done)
         except BlockingIOError:
-            raise NodeHostError(f"a node is already running on this machine (lock {path}); "
-                                "stop it with scripts/node/down") from None
-        try:
-            yield
-        finally:
-            path.unlink(missing_ok=True)  # still holding it: the node is gone
+            if time.monotonic() >= deadline:
+                handle.close()
+                raise NodeHostError(f"a node is already running on this machine (lock {path}); "
+                                    "stop it with scripts/node/down") from None
+        handle.close()
+        time.sleep(LOCK_POLL_SECONDS)
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)  # still holding it: the node is gone
+        handle.close()
 
 
 @contextlib.contextmanager
-def running_node_cluster(root: Path | None = None, images: tuple[Path, ...] = ()) -> Iterator[NodeCluster]:
+def running_node_cluster(root: Path | None = None, images: tuple[Path, ...] = (),
+                         lock_wait_seconds: float = 0.0) -> Iterator[NodeCluster]:
     """Bring up the control plane and the node in their namespace, import `images` (OCI
     archives); on exit stop everything and remove every trace (node_host.teardown), also
     when start-up fails. Raises NodeHostError naming a missing prerequisite."""
@@ -264,7 +277,7 @@ def running_node_cluster(root: Path | None = None, images: tuple[Path, ...] = ()
     if problem:
         raise NodeHostError(problem)
     root = root or root_dir()
-    with _node_lock(root), contextlib.ExitStack() as stack:
+    with _node_lock(root, lock_wait_seconds), contextlib.ExitStack() as stack:
         teardown(root)  # what a crashed run left
         stack.callback(_final_teardown, root)
         root.mkdir(parents=True)

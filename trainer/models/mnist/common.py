@@ -7,9 +7,11 @@ another feature) and `label` (int64), written by `python -m trainer.data --out D
 Signatures (a SavedModel signature cannot have optional inputs, so `key` being optional
 means two signatures over the same model):
 
-- `serving_default`: `image` float32 in [0, 1], shape [N,784] or [N,28,28] (or [N,28,28,1])
-  -> `key` int64 [N] (the row index), `classes` int64 [N], `probabilities` float32 [N,10]
-- `keyed`: `image` as above and `key` int64 [N], passed through to the `key` output.
+- `serving_default`: `image` float32 in [0, 1], shape [N,784] or [N,28,28] (or [N,28,28,1]),
+  and `key` int64 [N] -> `key` (passed through), `classes` int64 [N], `probabilities`
+  float32 [N,10]. The request lines of the Cloud ML samples (`{"image": [...], "key": 7}`)
+  go to it as they are, through TF Serving or KServe's TensorFlow runtime.
+- `unkeyed` (UNKEYED): `image` alone -> the same outputs, `key` the row index.
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ FEATURES = {"image": tf.io.FixedLenFeature([], tf.string),
             "label": tf.io.FixedLenFeature([], tf.int64)}
 IMAGE = tf.TensorSpec(shape=None, dtype=tf.float32, name="image")
 KEY = tf.TensorSpec(shape=[None], dtype=tf.int64, name="key")
-KEYED = "keyed"
+UNKEYED = "unkeyed"
 
 
 def parse(records: tf.Tensor, image_feature: str = "image") -> tuple[tf.Tensor, tf.Tensor]:
@@ -68,19 +70,19 @@ class Serving(tf.Module):
         probabilities = tf.nn.softmax(self.model(images, training=False), axis=-1)
         return {"key": key, "classes": tf.argmax(probabilities, axis=1), "probabilities": probabilities}
 
+    @tf.function(input_signature=[IMAGE, KEY])
+    def serve(self, image, key):
+        return self._predict(image, key)
+
     @tf.function(input_signature=[IMAGE])
-    def serve(self, image):
+    def serve_unkeyed(self, image):
         rows = tf.shape(tf.reshape(image, [-1, 784]), out_type=tf.int64)[0]
         return self._predict(image, tf.range(rows))
-
-    @tf.function(input_signature=[IMAGE, KEY])
-    def serve_keyed(self, image, key):
-        return self._predict(image, key)
 
 
 def serving(model: keras.Model, source=None):
     module = Serving(model)
-    return module, {"serving_default": module.serve, KEYED: module.serve_keyed}
+    return module, {"serving_default": module.serve, UNKEYED: module.serve_unkeyed}
 
 
 def request_instances(data_dir: str, count: int, keys: bool) -> tuple[list[dict], list[int]]:

@@ -11,7 +11,9 @@ Serving signature `serving_default`: one [N] tensor per raw field of features.RA
 float32 [N,2] (not tipped, tipped), `classes` int64 [N] (1: tipped). The SavedModel also
 carries `instance_defaults()` (the value of each field a request may leave out) and
 `required_fields()`, which `python -m trainer.predict` uses to complete and check json
-instances.
+instances. No `key` input: the structured-data sample's requests are raw trip fields only,
+and so are make_request's; a line with a key is refused by trainer.predict in one line
+(the MNIST export's keyed `serving_default` is for the image samples' `{"image", "key"}`).
 """
 from __future__ import annotations
 

@@ -1,0 +1,112 @@
+"""gs:// for batch prediction without any server: gcloud's wildcard patterns matched against
+object names, and the one-line refusals that need no bucket (a missing [gcs] extra, no
+credentials, a malformed URL). The bucket-side errors run against the real GCS emulator in
+tests/integration/test_predict_gcs.py."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from launcher.serving.gcs import matching, prefix, regex
+from tests.support.cli_env import cli, cli_env, schema_cache  # noqa: F401 - fixtures
+
+NAMES = ["requests/", "requests/part-0.json", "requests/part-1.json", "requests/part-10.json",
+         "requests/part-1.txt", "requests/old/part-2.json", "requests/old/", "requests-2/part-0.json",
+         "other/part-0.json", "requests/[x].json"]
+
+
+@pytest.mark.parametrize("pattern, expected", [
+    ("requests/part-0.json", ["requests/part-0.json"]),                      # no wildcard: that object
+    ("requests/*", ["requests/[x].json", "requests/part-0.json", "requests/part-1.json",
+                    "requests/part-1.txt", "requests/part-10.json"]),        # one level, no folder placeholders
+    ("requests/part-*", ["requests/part-0.json", "requests/part-1.json", "requests/part-1.txt",
+                         "requests/part-10.json"]),                          # gcloud's trailing wildcard
+    ("requests/part-?.json", ["requests/part-0.json", "requests/part-1.json"]),
+    ("requests/part-[01].json", ["requests/part-0.json", "requests/part-1.json"]),
+    ("requests/part-[!0].json", ["requests/part-1.json"]),
+    ("requests/**.json", ["requests/[x].json", "requests/old/part-2.json", "requests/part-0.json",
+                          "requests/part-1.json", "requests/part-10.json"]),  # ** crosses folders
+    ("requests/**/part-2.json", ["requests/old/part-2.json"]),
+    ("requests/**/part-0.json", ["requests/part-0.json"]),                  # **/ is zero or more levels
+    ("requests*/part-0.json", ["requests-2/part-0.json", "requests/part-0.json"]),
+    ("*/part-0.json", ["other/part-0.json", "requests-2/part-0.json", "requests/part-0.json"]),
+    ("requests/[[]x].json", ["requests/[x].json"]),
+    ("requests/part-0", []),                                                 # names are matched whole
+    ("requests", []),
+])
+def test_patterns_match_whole_object_names_as_gcloud(pattern, expected):
+    assert matching(pattern, NAMES) == expected
+    assert all(name.startswith(prefix(pattern)) for name in expected)
+
+
+def test_the_listing_prefix_is_everything_before_the_first_wildcard():
+    assert prefix("requests/part-*.json") == "requests/part-"
+    assert prefix("a/b?/c*") == "a/b"
+    assert prefix("a/[ab]/c") == "a/"
+    assert prefix("a/b.json") == "a/b.json"
+    assert prefix("**") == ""
+
+
+def test_regex_metacharacters_in_names_are_literal():
+    assert regex("a+b(1).json").fullmatch("a+b(1).json")
+    assert not regex("a.json").fullmatch("aXjson")
+    assert not regex("a/*").fullmatch("a/b/c")
+
+
+def refused(result, field: str) -> str:
+    assert result.code == 2, result
+    assert result.out == ""
+    lines = result.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {field}: "), result.err
+    return lines[0]
+
+
+@pytest.fixture
+def request_file(tmp_path) -> Path:
+    path = tmp_path / "request.json"
+    path.write_text('{"image": [0.0], "key": 0}\n')
+    return path
+
+
+@pytest.fixture
+def no_gcs_client(monkeypatch):
+    """This Python without google-cloud-storage (as without the [gcs] extra)."""
+    monkeypatch.setitem(sys.modules, "google.cloud.storage", None)
+
+
+@pytest.mark.parametrize("argv, field", [
+    (["--input-paths", "gs://bucket/requests/*.json", "--output-path", "{tmp}/out"], "--input-paths"),
+    (["--input-paths", "{request}", "--output-path", "gs://bucket/out"], "--output-path"),
+    (["--json-instances", "gs://bucket/request.json"], "--json-instances"),
+])
+def test_without_the_gcs_extra_a_gs_path_is_one_line_naming_the_extra(cli, tmp_path, request_file, no_gcs_client,
+                                                                      argv, field):
+    argv = [a.format(tmp=tmp_path, request=request_file) for a in argv]
+    line = refused(cli("predict", "mnist", *argv, "--url", "http://127.0.0.1:9"), field)
+    assert "google-cloud-storage" in line and "pip install 'tfjob-launcher[gcs]'" in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_without_credentials_a_gs_path_says_how_to_get_them(cli, tmp_path, monkeypatch):
+    monkeypatch.delenv("STORAGE_EMULATOR_HOST", raising=False)
+    # a credentials file that does not exist: google-auth stops there (no metadata server asked)
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing-key.json"))
+    line = refused(cli("predict", "mnist", "--input-paths", "gs://bucket/r/*.json", "--output-path",
+                       str(tmp_path / "out"), "--url", "http://127.0.0.1:9"), "--input-paths")
+    assert "gcloud auth application-default login" in line
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("argv, field, says", [
+    (["--input-paths", "gs://", "--output-path", "{tmp}/out"], "--input-paths", "names no bucket"),
+    (["--input-paths", "gs://buck*/r.json", "--output-path", "{tmp}/out"], "--input-paths", "bucket name"),
+    (["--input-paths", "{request}", "--output-path", "gs:///out"], "--output-path", "names no bucket"),
+    (["--input-paths", "{request}", "--output-path", "gs://bucket/out-*"], "--output-path", "wildcard"),
+])
+def test_malformed_gs_urls_are_refused_before_any_request(cli, tmp_path, request_file, no_gcs_client, argv,
+                                                          field, says):
+    argv = [a.format(tmp=tmp_path, request=request_file) for a in argv]
+    assert says in refused(cli("predict", "mnist", *argv, "--url", "http://127.0.0.1:9"), field)
+    assert not (tmp_path / "out").exists()
