@@ -1,6 +1,8 @@
 """KubernetesBackend.events over the FAKE API server's watch protocol: each transition once
-through a lifecycle, a stream dropped mid-way, 410 Gone, closing, and requests that do not
-grow with the number of replicas."""
+through a lifecycle with every container state written step by step, a stream dropped
+mid-way, 410 Gone, closing, and requests that do not grow with the number of replicas. A
+real lifecycle, a job deleted while watched and an unknown job run against the real control
+plane in tests/e2e/test_k8s_backend.py."""
 from __future__ import annotations
 
 import json
@@ -8,7 +10,7 @@ import json
 import pytest
 
 from launcher.backends.k8s import watch as k8s_watch
-from launcher.backends.base import BackendError, NotFound
+from launcher.backends.base import BackendError
 from launcher.events import JobCondition, ReplicaPhase
 from tests.support.k8s_backend import Collector, manifest, poll_until, watch_lifecycle, watches_open
 
@@ -170,17 +172,6 @@ def test_without_rights_on_events_pods_are_followed_without_the_schedulers_reaso
         fake_operator.start(pod)
     items = finish(fake_operator, events, PODS[:3])
     assert items[-1].type == "Succeeded" and states(items, "worker-1") == [("Pending", "")]
-
-
-def test_a_job_deleted_while_watched_is_not_found(job, fake_apiserver, k8s_backend):
-    k8s_backend.delete("mnist", "default")
-    with pytest.raises(NotFound, match="tfjob mnist was deleted from namespace default"):
-        job.wait_done()
-
-
-def test_events_of_an_unknown_job_are_not_found(k8s_backend):
-    with pytest.raises(NotFound, match="tfjob nope not found in namespace default"):
-        list(k8s_backend.events("nope", "default"))
 
 
 def test_stopping_the_consumer_closes_both_streams(k8s_backend, fake_apiserver, fake_operator):

@@ -16,6 +16,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 HELM = ROOT / ".tools" / "bin" / "helm"
+# The TFJob CRD of the pinned training-operator (scripts/crds/update.py copies it): what the
+# e2e control plane installs and what the FAKE API server checks against. Read as data.
+TFJOB_CRD_FILE = ROOT / "launcher" / "schemas" / "kubeflow.org_tfjobs.yaml"
 TOOL_TIMEOUT = 120  # seconds; every tool call is bounded
 
 

@@ -5,9 +5,11 @@ and watch protocol for exactly what `launcher.backends.k8s` uses, so the backend
 unchanged against it through a kubeconfig (bearer token or exec plugin):
 
 - TFJobs (kubeflow.org/v1): create (dryRun=All; 409 AlreadyExists; 422 Invalid after a
-  check against the CRD's openAPIV3Schema read from ../shared/crds; status dropped as a
+  check against the openAPIV3Schema of the CRD file the e2e control plane installs,
+  launcher/schemas/kubeflow.org_tfjobs.yaml, read here as data, and its defaults filled in; status dropped as a
   status subresource does), get, list (one or all namespaces), watch, delete
   (propagationPolicy Foreground or Background, doing the garbage collector's part).
+- services: get, list, watch (the operator's headless services, written by FakeOperator).
 - pods: get, list, watch, log (follow, tailLines; the kubelet's rules for which container
   instance a waiting, restarted or terminated container serves; no `previous`). Pods are written
   by `FakeOperator` (tests/support/fakes/operator.py), not over HTTP.
@@ -45,12 +47,10 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import yaml
 
-from launcher.backends.local.runs import now
-
 from .http import Chunked, Handler, Server, read_body, send, send_json
 from .table import table, wants_table
-from .rules import (TFJOB_API, ApiError, check_tfjob, details, group_resource, kubelet_log_source,
-                              log_container, not_found, selector, verb_of)
+from .rules import (TFJOB_API, ApiError, apply_defaults, check_tfjob, details, group_resource, kubelet_log_source,
+                    log_container, not_found, now, selector, verb_of)
 
 TOKEN = "fake-apiserver-token"
 HOLD_LIMIT = 30.0  # seconds a held watch waits for release_watches()
@@ -59,6 +59,8 @@ _ROUTES = [
     ("pods", "collection", re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods$")),
     ("pods", "item", re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)$")),
     ("pods", "log", re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)/log$")),
+    ("services", "collection", re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/services$")),
+    ("services", "item", re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/services/(?P<name>[^/]+)$")),
     ("events", "collection", re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/events$")),
     ("tfjobs", "collection", re.compile(r"^/apis/kubeflow\.org/v1/tfjobs$")),
     ("tfjobs", "collection", re.compile(r"^/apis/kubeflow\.org/v1/namespaces/(?P<ns>[^/]+)/tfjobs$")),
@@ -68,10 +70,11 @@ _ROUTES = [
     ("networkpolicies", "item",
      re.compile(r"^/apis/networking\.k8s\.io/v1/namespaces/(?P<ns>[^/]+)/networkpolicies/(?P<name>[^/]+)$")),
 ]
-_KINDS = {"pods": ("v1", "Pod", "PodList"), "events": ("v1", "Event", "EventList"),
+_KINDS = {"pods": ("v1", "Pod", "PodList"), "services": ("v1", "Service", "ServiceList"), "events": ("v1", "Event", "EventList"),
           "tfjobs": (TFJOB_API, "TFJob", "TFJobList"),
           "networkpolicies": ("networking.k8s.io/v1", "NetworkPolicy", "NetworkPolicyList")}
-_READ_ONLY = {"pods": ("list", "watch", "get", "log"), "events": ("list", "watch")}  # written by FakeOperator
+_READ_ONLY = {"pods": ("list", "watch", "get", "log"), "services": ("list", "watch", "get"),
+              "events": ("list", "watch")}  # written by FakeOperator
 
 
 @dataclass(frozen=True)
@@ -103,7 +106,7 @@ class FakeApiServer:
     def __init__(self, token: str = TOKEN, namespaces: tuple[str, ...] = ("default", "kubeflow")):
         self.token = token
         self.namespaces = set(namespaces)
-        self.resources = {"pods", "events", "tfjobs", "networkpolicies"}  # discard "tfjobs" for a cluster without the CRD
+        self.resources = {"pods", "services", "events", "tfjobs", "networkpolicies"}  # discard "tfjobs" for a cluster without the CRD
         self.forbidden: set[str] = set()  # resources RBAC does not let the client read (403)
         self.cond = threading.Condition()
         self.version = 1
@@ -208,7 +211,7 @@ class FakeApiServer:
             for owner_uid, owner_key in pending:
                 for key, obj in list(self.objects.items()):
                     owners = obj["metadata"].get("ownerReferences") or []
-                    if key[0] in ("pods", "networkpolicies") and any(o.get("uid") == owner_uid for o in owners):
+                    if key[0] in ("pods", "services", "networkpolicies") and any(o.get("uid") == owner_uid for o in owners):
                         self.remove(*key)
                 if owner_key and owner_key in self.objects:
                     self.remove(*owner_key)
@@ -315,6 +318,7 @@ class FakeApiServer:
                                               "namespace sent on the request")
         if resource == "tfjobs":
             check_tfjob(obj)
+            apply_defaults(obj)
         obj.pop("status", None)  # the status subresource: status is not written on create
         send_json(h, 201, self.create(resource, obj, dry_run=query.get("dryRun") == "All"))
 

@@ -1,18 +1,26 @@
 """What the FAKE API server (tests/support/apiserver/) answers, as the real one does:
-Status errors, label/field selectors, the TFJob checks a CRD object gets on create, and the
-kubelet's choice of which container instance a log request reads."""
+Status errors, label/field selectors, the TFJob checks and defaults a CRD object gets on
+create, and the kubelet's choice of which container instance a log request reads."""
 from __future__ import annotations
 
+import copy
 import json
 import re
+from datetime import datetime, timezone
 from functools import lru_cache
 
 import jsonschema
+import yaml
 
-from launcher.validate import crd_path, crd_schema
+from tests.support.tools import TFJOB_CRD_FILE
 
 TFJOB_API = "kubeflow.org/v1"
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def now() -> str:
+    """RFC 3339 UTC, seconds precision: how metav1.Time is written."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class ApiError(Exception):
@@ -96,7 +104,28 @@ def _terms(selector: str, what: str) -> list[tuple[str, str, str]]:
 @lru_cache(maxsize=1)
 def _tfjob_schema() -> jsonschema.protocols.Validator:
     """The CRD's schema as the apiserver applies it: unknown fields are pruned, not refused."""
-    return jsonschema.Draft7Validator(crd_schema(crd_path()))
+    crd = yaml.safe_load(TFJOB_CRD_FILE.read_text())
+    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == TFJOB_API.split("/")[1]]
+    return jsonschema.Draft7Validator(version["schema"]["openAPIV3Schema"])
+
+
+def apply_defaults(obj, schema: dict | None = None) -> None:
+    """Fill in the `default` of each absent property, as the apiserver does for a CRD with a
+    structural schema (apiextensions-apiserver pkg/apiserver/schema/defaulting)."""
+    schema = _tfjob_schema().schema if schema is None else schema
+    if isinstance(obj, dict):
+        for key, sub in (schema.get("properties") or {}).items():
+            if key not in obj and "default" in sub:
+                obj[key] = copy.deepcopy(sub["default"])
+            if key in obj:
+                apply_defaults(obj[key], sub)
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, dict):
+            for key in set(obj) - set(schema.get("properties") or {}):
+                apply_defaults(obj[key], extra)
+    elif isinstance(obj, list) and isinstance(schema.get("items"), dict):
+        for item in obj:
+            apply_defaults(item, schema["items"])
 
 
 def check_tfjob(obj: dict) -> None:

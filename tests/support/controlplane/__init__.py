@@ -1,7 +1,8 @@
 """A real, minimal Kubernetes control plane for the e2e tests, without Docker.
 
 etcd, kube-apiserver, kube-scheduler, kube-controller-manager (garbage collector, service
-accounts, namespaces, node lifecycle), Kubeflow training-operator (TFJob only) and KWOK
+accounts, namespaces, node lifecycle), Kubeflow training-operator (TFJob only, with its
+validating admission webhook installed from the module's manifests/base/webhook) and KWOK
 (fake nodes, pod stages and logs from k8s/kwok/): real binaries that
 scripts/controlplane/build.sh builds once per machine. Everything listens on 127.0.0.1 on
 free ports, with the certificates of controlplane_pki. Each wait is bounded; every
@@ -15,6 +16,7 @@ FAIL the tests with the build command. By hand: ``python -m tests.support.contro
 """
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -31,12 +33,11 @@ from typing import Iterator
 import pytest
 import yaml
 
-from launcher.validate import crd_path
 from tests.support.controlplane.pki import Pki, make_pki, write_kubeconfig
 from tests.support.controlplane.procs import (START_TIMEOUT_S, ControlPlaneError, Processes, has_condition,
                                               http_ok, insecure_tls, wait_until)
 from tests.support.gcs import free_port
-from tests.support.tools import ROOT, kubectl
+from tests.support.tools import ROOT, TFJOB_CRD_FILE, kubectl
 
 BUILD_SCRIPT = ROOT / "scripts" / "controlplane" / "build.sh"
 KWOK_DIR = ROOT / "k8s" / "kwok"
@@ -49,6 +50,13 @@ EXIT_CODE_ANNOTATION = "e2e.tfjob-launcher/exit-code"  # see k8s/kwok/stages.yam
 KWOK_NODE_SELECTOR = "kwok.x-k8s.io/node=fake"
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 OPERATOR_CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")  # fixed in training-operator
+OPERATOR_MODULE = "github.com/kubeflow/training-operator"
+VERSIONS = ROOT / "scripts" / "controlplane" / "versions.env"
+WEBHOOK_MANIFEST = "manifests/base/webhook/manifests.yaml"
+TFJOB_WEBHOOK = "validator.tfjob.training-operator.kubeflow.org"
+# Not the operator's name (validator.training-operator.kubeflow.org): under that name its
+# cert rotator would put its own CA, for training-operator.kubeflow.svc, in caBundle.
+WEBHOOK_CONFIGURATION = "e2e.validator.training-operator.kubeflow.org"
 KWOK_CONTROLLERS = "garbagecollector,serviceaccount,namespace,nodelifecycle"
 LOOPBACK = "127.0.0.1,localhost"
 
@@ -191,26 +199,77 @@ def _start_controllers(procs: Processes, pki: Pki, kubeconfig: Path, controllers
                    procs, name)
 
 
-def _mount_webhook_certs(pki: Pki) -> None:
+def _mount_webhook_certs(pki: Pki, tmpdir: Path) -> None:
     """In a cluster the operator's webhook Secret is a volume at a fixed path; its cert
-    rotator waits for tls.crt there before it starts the controllers, and the webhook
-    server serves it. No webhook configuration is installed, so any valid pair will do.
-    The path is fixed in training-operator v1.9.4 (pkg/cert/cert.go), whatever $TMPDIR
-    says: concurrent runs share it, hence the atomic replace."""
+    rotator waits for tls.crt there before it starts the controllers (it only checks that
+    the file exists: cert-controller v0.16 rotator.go ensureCertsMounted). The path is
+    fixed in training-operator v1.9.4 (pkg/cert/cert.go), whatever $TMPDIR says: concurrent
+    runs share it, hence the atomic replace. The webhook server itself serves the pair in
+    $TMPDIR/k8s-webhook-server/serving-certs (controller-runtime's default CertDir), so
+    each run gets its own: this run's serving certificate for 127.0.0.1, which the
+    apiserver checks against the CA of the webhook configuration."""
+    served = tmpdir / OPERATOR_CERT_DIR.relative_to(OPERATOR_CERT_DIR.parents[1])
+    served.mkdir(parents=True, exist_ok=True)
     OPERATOR_CERT_DIR.mkdir(parents=True, exist_ok=True)
     for source, target in ((pki.serving_cert, "tls.crt"), (pki.serving_key, "tls.key")):
+        (served / target).write_bytes(source.read_bytes())
         staged = OPERATOR_CERT_DIR / f".{target}.{os.getpid()}"
         staged.write_bytes(source.read_bytes())
         staged.replace(OPERATOR_CERT_DIR / target)  # atomic: another run may share the path
 
 
+def operator_module_dir() -> Path:
+    """The pinned training-operator Go module (the control-plane build downloaded it)."""
+    versions = dict(line.split("=", 1) for line in VERSIONS.read_text().splitlines()
+                    if "=" in line and not line.startswith("#"))
+    module = f"{OPERATOR_MODULE}@{versions['TRAINING_OPERATOR_VERSION'].strip()}"
+    done = subprocess.run(["go", "mod", "download", "-json", module], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300, check=False)
+    directory = json.loads(done.stdout or "{}").get("Dir")
+    if done.returncode != 0 or not directory:
+        raise ControlPlaneError(f"go mod download {module} failed: {done.stdout.strip() or done.stderr.strip()}; "
+                                f"build the control plane with: bash {BUILD_SCRIPT.relative_to(ROOT)}")
+    return Path(directory)
+
+
+def webhook_configuration(module_dir: Path, port: int, ca: bytes) -> dict:
+    """The operator's ValidatingWebhookConfiguration (manifests/base/webhook/manifests.yaml)
+    with its TFJob webhook only (the operator runs the TFJob scheme only). In a cluster it
+    calls Service training-operator in kubeflow; here the operator runs on the host, so the
+    apiserver calls it by URL on 127.0.0.1 with this control plane's CA."""
+    config = yaml.safe_load((module_dir / WEBHOOK_MANIFEST).read_text())
+    (hook,) = [h for h in config["webhooks"] if h["name"] == TFJOB_WEBHOOK]
+    path = hook["clientConfig"]["service"]["path"]
+    hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}",
+                            "caBundle": base64.b64encode(ca).decode()}
+    config["metadata"] = {"name": WEBHOOK_CONFIGURATION}
+    config["webhooks"] = [hook]
+    return config
+
+
+def webhook_probe(namespace: str) -> dict:
+    """A TFJob the webhook admits (the smallest one): to know it answers."""
+    return {"apiVersion": "kubeflow.org/v1", "kind": "TFJob",
+            "metadata": {"name": "webhook-probe", "namespace": namespace},
+            "spec": {"tfReplicaSpecs": {"Worker": {"replicas": 1, "template": {"spec": {"containers": [
+                {"name": "tensorflow", "image": "registry.k8s.io/pause:3.10"}]}}}}}}
+
+
+def _install_webhook(procs: Processes, cp: ControlPlane, pki: Pki, port: int) -> None:
+    """Install the webhook, then wait until a server-side dry run of a TFJob passes it
+    (the operator registers its handler after its certificates are ready)."""
+    config = cp.workdir / "webhook.yaml"
+    config.write_text(yaml.safe_dump(webhook_configuration(operator_module_dir(), port, pki.ca.read_bytes())))
+    cp.kubectl("apply", "-f", str(config))
+    probe = cp.workdir / "webhook-probe.yaml"
+    probe.write_text(yaml.safe_dump(webhook_probe(OPERATOR_NAMESPACE)))
+    wait_until("training-operator's TFJob webhook answering the apiserver", lambda: cp.kubectl(
+        "create", "--dry-run=server", "-f", str(probe), check=False).returncode == 0, procs, "training-operator")
+
+
 def _install_crd(procs: Processes, cp: ControlPlane) -> None:
     """Before the controller-manager starts, so its garbage collector watches TFJobs at once."""
-    crd = crd_path()
-    if crd is None:
-        raise ControlPlaneError("TFJob CRD not found: expected ../shared/crds/kubeflow.org_tfjobs.yaml "
-                                "beside the repository (or set $TFJOB_CRD)")
-    cp.kubectl("create", "-f", str(crd))
+    cp.kubectl("create", "-f", str(TFJOB_CRD_FILE))
     wait_until("TFJob CRD Established", lambda: has_condition(
         cp.kubectl_json("get", "crd/tfjobs.kubeflow.org"), "Established"), procs, "kube-apiserver")
 
@@ -218,14 +277,16 @@ def _install_crd(procs: Processes, cp: ControlPlane) -> None:
 def _start_operator(procs: Processes, cp: ControlPlane, pki: Pki) -> None:
     cp.kubectl("create", "namespace", OPERATOR_NAMESPACE)
     cp.kubectl("create", "secret", "generic", OPERATOR_WEBHOOK_SECRET, "-n", OPERATOR_NAMESPACE)
-    _mount_webhook_certs(pki)
-    health = free_port()
+    tmpdir = cp.workdir / "operator-tmp"
+    _mount_webhook_certs(pki, tmpdir)
+    health, webhook = free_port(), free_port()
     procs.start("training-operator", "training-operator.v1", f"--kubeconfig={cp.kubeconfig}",
                 "--enable-scheme=tfjob", f"--metrics-bind-address=127.0.0.1:{free_port()}",
                 f"--health-probe-bind-address=127.0.0.1:{health}",
-                f"--webhook-server-port={free_port()}", env={"TMPDIR": str(OPERATOR_CERT_DIR.parents[1])})
+                f"--webhook-server-port={webhook}", env={"TMPDIR": str(tmpdir)})
     wait_until("training-operator /readyz", lambda: http_ok(f"http://127.0.0.1:{health}/readyz"),
                procs, "training-operator")
+    _install_webhook(procs, cp, pki, webhook)
 
 
 def _start_kwok(procs: Processes, cp: ControlPlane, pki: Pki) -> None:

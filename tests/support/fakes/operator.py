@@ -1,28 +1,183 @@
-"""FAKE training-operator v1.9 and kubelet for tests, writing into a FakeApiServer.
+"""FAKE training-operator v1.9.4 and kubelet for tests, writing into a FakeApiServer.
 
-Writes what the real ones write, step by step under the test's control: the pods of a
-TFJob (name `<job>-<type>-<i>`, the operator's labels with the lower-case replica type,
-controller owner reference, TF_CONFIG from `launcher.tfconfig`), scheduling, container
-instances with IDs, exits and in-place restarts (CrashLoopBackOff), log lines, and TFJob
-conditions with the operator's setCondition rules (`local_runs.set_condition`: Running
-and Restarting replace each other, Succeeded/Failed turn Running to False).
+Writes what the real ones write, step by step under the test's control: the pods and
+headless services of a TFJob, scheduling, container instances with IDs, exits and in-place
+restarts (CrashLoopBackOff), log lines, and TFJob conditions. It is a test double of the
+operator, so it never calls the launcher: names, labels, owner references, TF_CONFIG and
+the condition rules are written here from training-operator v1.9.4's Go source (module
+github.com/kubeflow/training-operator@v1.9.4; each function cites its file). The contract
+test tests/e2e/test_operator_contract.py runs the same job through this fake and through
+the real operator and compares what they write.
 """
 from __future__ import annotations
 
 import copy
+import json
+import os
 import uuid
 
-from launcher.backends.local.runs import now, set_condition
-from launcher.spec import replica_name
-from launcher.tfconfig import replicas, tf_config
-
 from ..apiserver import FakeApiServer
+from ..apiserver.rules import now
 
+# pkg/apis/kubeflow.org/v1/common_types.go
+OPERATOR_NAME_LABEL = "training.kubeflow.org/operator-name"
+JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
+REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
+JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
+LABELS = (JOB_NAME_LABEL, REPLICA_TYPE_LABEL, REPLICA_INDEX_LABEL)
+# pkg/controller.v1/tensorflow/tfjob_controller.go (controllerName)
 OPERATOR_NAME = "tfjob-controller"
-LABELS = ("training.kubeflow.org/job-name", "training.kubeflow.org/replica-type",
-          "training.kubeflow.org/replica-index")
-_REASONS = {"Created": "TFJobCreated", "Running": "TFJobRunning", "Restarting": "TFJobRestarting",
-            "Succeeded": "TFJobSucceeded", "Failed": "TFJobFailed"}
+# pkg/apis/kubeflow.org/v1/tensorflow_types.go
+DEFAULT_CONTAINER = "tensorflow"
+DEFAULT_PORT_NAME = "tfjob-port"
+DEFAULT_PORT = 2222
+DEFAULT_RESTART_POLICY = "Never"
+# pkg/controller.v1/tensorflow/tensorflow.go (EnvCustomClusterDomain)
+CLUSTER_DOMAIN_ENV = "CUSTOM_CLUSTER_DOMAIN"
+# pkg/controller.v1/tensorflow/util.go isDistributed / UpdateJobStatus: the replica types it knows
+_ALL_TYPES = ("Chief", "Evaluator", "Master", "PS", "Worker")
+# pkg/util/status.go: reason = kind + JobXxxReason (NewReason)
+_REASONS = {kind: f"TFJob{kind}" for kind in ("Created", "Running", "Restarting", "Succeeded", "Failed")}
+
+
+# ---- the operator's rules, from its source ------------------------------------------------
+def general_name(job: str, rtype: str, index: int | str) -> str:
+    """pkg/controller.v1/common/util.go GenGeneralName: pod and service name."""
+    return f"{job}-{rtype.lower()}-{index}".replace("/", "-")
+
+
+def replica_count(spec: dict) -> int:
+    """pkg/apis/kubeflow.org/v1/common_defaults.go setDefaultReplicas: 1 when unset."""
+    replicas = spec.get("replicas")
+    return 1 if replicas is None else int(replicas)
+
+
+def job_labels(job: str) -> dict[str, str]:
+    """pkg/controller.v1/common/job_controller.go GenLabels."""
+    return {OPERATOR_NAME_LABEL: OPERATOR_NAME, JOB_NAME_LABEL: job.replace("/", "-")}
+
+
+def is_master_role(specs: dict, rtype: str, index: int) -> bool:
+    """pkg/controller.v1/tensorflow/tfjob_controller.go IsMasterRole."""
+    if "Chief" in specs or "Master" in specs:
+        return rtype in ("Chief", "Master")
+    return rtype == "Worker" and index == 0
+
+
+def tf_port(spec: dict) -> int:
+    """pkg/controller.v1/tensorflow/util.go GetPortFromTFJob."""
+    for container in spec["template"]["spec"]["containers"]:
+        if container["name"] == DEFAULT_CONTAINER:
+            for port in container.get("ports") or []:
+                if port.get("name") == DEFAULT_PORT_NAME:
+                    return int(port["containerPort"])
+    return DEFAULT_PORT
+
+
+def service_ports(spec: dict) -> list[dict]:
+    """pkg/core/service.go GetPortsFromJob, after the TFJob defaulting
+    (pkg/apis/kubeflow.org/v1/tensorflow_defaults.go setTensorflowDefaultPort adds
+    tfjob-port 2222 to the tensorflow container when it has no port of that name)."""
+    for container in spec["template"]["spec"]["containers"]:
+        if container["name"] == DEFAULT_CONTAINER:
+            ports = {p.get("name", ""): int(p["containerPort"]) for p in container.get("ports") or []}
+            ports.setdefault(DEFAULT_PORT_NAME, DEFAULT_PORT)
+            return [{"name": name, "port": port} for name, port in ports.items()]
+    return []
+
+
+def is_distributed(specs: dict) -> bool:
+    """pkg/controller.v1/tensorflow/util.go isDistributed: more than one replica in all."""
+    return sum(replica_count(specs[t]) for t in _ALL_TYPES if specs.get(t) is not None) != 1
+
+
+def cluster_spec(tfjob: dict) -> dict[str, list[str]]:
+    """pkg/controller.v1/tensorflow/tensorflow.go genClusterSpec: every replica type, lower
+    case, each replica's headless service `<name>.<namespace>.svc[.<domain>]:<port>`."""
+    meta, cluster = tfjob["metadata"], {}
+    domain = os.environ.get(CLUSTER_DOMAIN_ENV, "")
+    for rtype, spec in tfjob["spec"]["tfReplicaSpecs"].items():
+        port = tf_port(spec)
+        cluster[rtype.lower()] = [
+            f"{general_name(meta['name'], rtype, i)}.{meta['namespace']}.svc" + (f".{domain}" if domain else "")
+            + f":{port}" for i in range(replica_count(spec))]
+    return cluster
+
+
+def go_json(value) -> str:
+    """encoding/json.Marshal: compact, map keys sorted, <>& escaped."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def tf_config_env(tfjob: dict, rtype: str, index: int) -> str | None:
+    """pkg/controller.v1/tensorflow/tfjob_controller.go SetClusterSpec and tensorflow.go
+    genTFConfigJSONStr: no TF_CONFIG for a one-replica job; the sparse form with
+    enableDynamicWorker; else cluster, task and environment "cloud" (TFConfig's field order)."""
+    specs = tfjob["spec"]["tfReplicaSpecs"]
+    if not is_distributed(specs):
+        return None
+    cluster, rt = cluster_spec(tfjob), rtype.lower()
+    task = {"type": rt, "index": index}
+    if tfjob["spec"].get("enableDynamicWorker"):
+        sparse = {"worker": {}, "ps": []}  # convertClusterSpecToSparseClusterSpec
+        if rt == "ps":
+            sparse["ps"] = [cluster[rt][index]]
+        elif rt == "worker":
+            sparse["ps"] = cluster.get("ps") or []
+            sparse["worker"] = {str(index): cluster[rt][index]}
+        return go_json({"cluster": sparse, "task": task})
+    return go_json({"cluster": dict(sorted(cluster.items())), "task": task, "environment": "cloud"})
+
+
+def owner_reference(tfjob: dict) -> dict:
+    """pkg/controller.v1/common/job_controller.go GenOwnerReference."""
+    meta = tfjob["metadata"]
+    return {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "name": meta["name"], "uid": meta["uid"],
+            "controller": True, "blockOwnerDeletion": True}
+
+
+def pod_restart_policy(spec: dict) -> str:
+    """pkg/core/pod.go SetRestartPolicy (ExitCode is Never in the pod), after the
+    defaulting (tensorflow_defaults.go: Never when unset)."""
+    policy = spec.get("restartPolicy") or DEFAULT_RESTART_POLICY
+    return "Never" if policy == "ExitCode" else policy
+
+
+def update_job_conditions(conditions: list[dict], kind: str, reason: str, message: str) -> list[dict]:
+    """pkg/util/status.go UpdateJobConditions -> setCondition / filterOutCondition, with
+    status True: nothing changes once Failed or when type, status and reason are the same;
+    Running and Restarting replace each other; Succeeded and Failed turn Running False;
+    the new condition goes last, keeping lastTransitionTime when the status is unchanged."""
+    if any(c["type"] == "Failed" and c["status"] == "True" for c in conditions):
+        return conditions
+    current = next((c for c in conditions if c["type"] == kind), None)
+    if current and current["status"] == "True" and current.get("reason") == reason:
+        return conditions
+    stamp = now()
+    condition = {"type": kind, "status": "True", "reason": reason, "message": message,
+                 "lastUpdateTime": stamp,
+                 "lastTransitionTime": current["lastTransitionTime"] if current and current["status"] == "True"
+                 else stamp}
+    kept = []
+    for c in conditions:
+        if c["type"] == kind or {c["type"], kind} == {"Running", "Restarting"}:
+            continue
+        if kind in ("Failed", "Succeeded") and c["type"] == "Running":
+            c = {**c, "status": "False"}
+        kept.append(c)
+    return [*kept, condition]
+
+
+def condition_message(kind: str, namespace: str, job: str) -> str:
+    """The messages of tfjob_controller.go (onOwnerCreateFunc, UpdateJobStatus) and
+    common/pod.go (Restarting)."""
+    return {"Created": f"TFJob {job} is created.",
+            "Running": f"TFJob {namespace}/{job} is running.",
+            "Succeeded": f"TFJob {namespace}/{job} successfully completed.",
+            "Restarting": f"job {job} is restarting because Worker replica(s) failed.",
+            "Failed": f"TFJob {namespace}/{job} has failed because 1 Worker replica(s) failed."}[kind]
 
 
 class FakeOperator:
@@ -30,38 +185,55 @@ class FakeOperator:
         self.server = server
         self.namespace = namespace
 
-    # ---- pods ---------------------------------------------------------------------
+    # ---- pods and services ------------------------------------------------------------
     def create_pods(self, job: str) -> list[str]:
-        """One Pending pod per replica, then the Created condition (operator order)."""
+        """One Pending pod and one headless service per replica, then the Created
+        condition (the order the real operator's first reconcile writes them)."""
         tfjob = self.server.get("tfjobs", self.namespace, job)
-        names = [self.create_pod(tfjob, rtype, index) for rtype, index in replicas(tfjob)]
+        names = []
+        for rtype, spec in sorted(tfjob["spec"]["tfReplicaSpecs"].items()):
+            for index in range(replica_count(spec)):
+                names.append(self.create_pod(tfjob, rtype, index))
+                self.create_service(tfjob, rtype, index)
         self.set_condition(job, "Created")
         return names
 
     def create_pod(self, tfjob: dict, rtype: str, index: int) -> str:
-        spec = tfjob["spec"]["tfReplicaSpecs"][rtype]
+        """pkg/controller.v1/common/pod.go createNewPod."""
+        specs = tfjob["spec"]["tfReplicaSpecs"]
+        spec, meta = specs[rtype], tfjob["metadata"]
         template = copy.deepcopy(spec["template"])
-        name = replica_name(tfjob["metadata"]["name"], rtype, index)
-        labels = {**template.get("metadata", {}).get("labels", {}),
-                  "training.kubeflow.org/operator-name": OPERATOR_NAME,
-                  LABELS[0]: tfjob["metadata"]["name"], LABELS[1]: rtype.lower(), LABELS[2]: str(index)}
-        if rtype == "Chief":
-            labels["training.kubeflow.org/job-role"] = "master"
+        labels = {**job_labels(meta["name"]), REPLICA_TYPE_LABEL: rtype.lower(), REPLICA_INDEX_LABEL: str(index)}
+        if is_master_role(specs, rtype, index):
+            labels[JOB_ROLE_LABEL] = "master"
+        name = general_name(meta["name"], rtype, index)
+        pod_meta = {**template.get("metadata", {}), "name": name, "namespace": self.namespace,
+                    "labels": {**(template.get("metadata", {}).get("labels") or {}), **labels},
+                    "ownerReferences": [owner_reference(tfjob)]}
         pod_spec = template["spec"]
-        policy = spec.get("restartPolicy", "Never")
-        pod_spec["restartPolicy"] = "Never" if policy == "ExitCode" else policy
-        config = tf_config(tfjob, rtype, index)
+        config = tf_config_env(tfjob, rtype, index)
         for container in pod_spec["containers"]:
-            if container["name"] == "tensorflow" and config:
-                container["env"] = [*container.get("env", []), {"name": "TF_CONFIG", "value": config}]
-        meta = tfjob["metadata"]
-        pod = {"apiVersion": "v1", "kind": "Pod",
-               "metadata": {"name": name, "namespace": self.namespace, "labels": labels,
-                            "ownerReferences": [{"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "name": meta["name"],
-                                                 "uid": meta["uid"], "controller": True,
-                                                 "blockOwnerDeletion": True}]},
-               "spec": pod_spec, "status": {"phase": "Pending"}}
+            if container["name"] == DEFAULT_CONTAINER and config:
+                container["env"] = [*(container.get("env") or []), {"name": "TF_CONFIG", "value": config}]
+                break
+        pod_spec["restartPolicy"] = pod_restart_policy(spec)
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": pod_spec,
+               "status": {"phase": "Pending"}}
         self.server.create("pods", pod)
+        return name
+
+    def create_service(self, tfjob: dict, rtype: str, index: int) -> str:
+        """pkg/controller.v1/common/service.go CreateNewService: headless, selecting the
+        replica's pod by the operator's labels (no job-role)."""
+        meta = tfjob["metadata"]
+        labels = {**job_labels(meta["name"]), REPLICA_TYPE_LABEL: rtype.lower(), REPLICA_INDEX_LABEL: str(index)}
+        name = general_name(meta["name"], rtype, index)
+        self.server.create("services", {
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": name, "namespace": self.namespace, "labels": labels,
+                         "ownerReferences": [owner_reference(tfjob)]},
+            "spec": {"clusterIP": "None", "selector": dict(labels),
+                     "ports": service_ports(tfjob["spec"]["tfReplicaSpecs"][rtype])}})
         return name
 
     def schedule(self, pod: str, node: str = "node-1") -> None:
@@ -136,13 +308,12 @@ class FakeOperator:
 
     # ---- TFJob status -------------------------------------------------------------
     def set_condition(self, job: str, kind: str, message: str = "") -> None:
-        """A True condition by the operator's setCondition rules (shared with the local
-        backend), with the Kubernetes field names."""
+        """A True condition by the operator's rules (update_job_conditions)."""
         def change(obj):
             status = obj.setdefault("status", {})
-            updated = set_condition(status.get("conditions", []), kind, _REASONS[kind],
-                                    message or f"TFJob {self.namespace}/{job} is {kind.lower()}.")
-            status["conditions"] = [_k8s_condition(c) for c in updated]
+            status["conditions"] = update_job_conditions(
+                status.get("conditions") or [], kind, _REASONS[kind],
+                message or condition_message(kind, self.namespace, job))
         self.server.update("tfjobs", self.namespace, job, change)
 
     def set_active(self, job: str, rtype: str, active: int) -> None:
@@ -189,12 +360,3 @@ class FakeOperator:
         return {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
                 "containerID": status["containerID"], "startedAt": status["state"]["running"]["startedAt"],
                 "finishedAt": now()}
-
-
-
-def _k8s_condition(condition: dict) -> dict:
-    """The local backend's {"time": ...} as lastTransitionTime and lastUpdateTime."""
-    if "time" not in condition:
-        return condition
-    rest = {k: v for k, v in condition.items() if k != "time"}
-    return {**rest, "lastUpdateTime": condition["time"], "lastTransitionTime": condition["time"]}
