@@ -234,7 +234,11 @@ def _schema_errors(tfjob: dict, crd: Path | dict) -> None:
 
 
 def _webhook_rules(tfjob: dict) -> None:
-    """training-operator v1.9's TFJob admission webhook (validateTFJob), same wording where possible."""
+    """training-operator v1.9's TFJob admission webhook (pkg/webhooks/tensorflow/tfjob_webhook.go,
+    validateTFJob), same wording where possible, checked against the real webhook by
+    tests/e2e/test_webhook.py. Two checks are the launcher's own, not the webhook's: a known
+    replica type (the operator would ignore another) and runPolicy numbers >= 0. The webhook's
+    runPolicy.managedBy check is left out: the launcher never writes managedBy."""
     name = tfjob.get("metadata", {}).get("name", "")
     if not _DNS1035.fullmatch(name) or len(name) > 63:
         raise SchemaError("metadata.name", f"{name!r} is not a DNS-1035 label; use lowercase letters, digits, '-'")
