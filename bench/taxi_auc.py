@@ -1,5 +1,6 @@
-"""AUC of the Chicago taxi tips wide & deep model (`--model taxi`) on the eval split after a
-fixed number of training examples, side by side in one run:
+"""AUC of the Chicago taxi tips wide & deep model (`--model taxi`, label: big tipper, tips >
+20% of the fare) on the eval split after a fixed number of training examples, side by
+side in one run:
 
     (a) single: one process (no TF_CONFIG)
     (b) ps:     1 chief + 1 ps + 4 workers (the seed's config_ps.yaml), ParameterServerStrategy
@@ -37,7 +38,13 @@ ONE_HOT = ("payment_type", "company", "hour", "day", "month")
 
 
 def ensure_data(data_dir: str) -> None:
-    if not list(Path(data_dir).glob("train-*.tfrecord")):
+    """The taxi records in `data_dir`, (re)written when absent or of another label."""
+    from trainer.data import DataError
+    from trainer.models.taxi import prepare
+
+    try:
+        prepare.read_metadata(data_dir)
+    except DataError:
         subprocess.run([sys.executable, "-m", "trainer.data", "--dataset", "taxi", "--out", data_dir], cwd=ROOT,
                        check=True, timeout=1800)
 

@@ -12,7 +12,8 @@ import tensorflow as tf
 from tests.support.taxi_data import taxi_dir  # noqa: F401
 from trainer.models.taxi import features, prepare, source
 
-TIPPED = 4743  # trips of data.csv with tips > 0
+BIG_TIPPERS = 3374  # trips of data.csv with tips > 20% of the fare
+TIPPED = 4743  # trips with tips > 0: not the label
 
 
 @pytest.fixture(scope="module")
@@ -30,18 +31,20 @@ def read(data_dir: str, split: str) -> dict[str, np.ndarray]:
 
 def test_the_csv_is_the_pinned_sample(rows):
     assert len(rows) == 15002 and tuple(rows[0]) == source.COLUMNS and len(source.COLUMNS) == 18
-    assert sum(prepare.label(row) for row in rows) == TIPPED
+    assert sum(prepare.label(row) for row in rows) == BIG_TIPPERS
+    assert sum(float(row["tips"] or 0) > 0 for row in rows) == TIPPED
 
 
 def test_records_split_counts_and_labels(taxi_dir):  # noqa: F811
     train, evaluation = read(taxi_dir, "train"), read(taxi_dir, "eval")
-    assert (len(train["tipped"]), len(evaluation["tipped"])) == (12002, 3000)
+    label = features.LABEL
+    assert (len(train[label]), len(evaluation[label])) == (12002, 3000)
     assert len(tf.io.gfile.glob(f"{taxi_dir}/train-*.tfrecord")) == prepare.SHARDS["train"]
-    assert int(train["tipped"].sum() + evaluation["tipped"].sum()) == TIPPED
+    assert int(train[label].sum() + evaluation[label].sum()) == BIG_TIPPERS
     assert set(evaluation["payment_type"]) <= {b"Cash", b"Credit Card", b"No Charge", b"Unknown", b"Dispute",
                                                b"Pcard", b"Prcard"}
     meta = json.loads(open(f"{taxi_dir}/metadata.json").read())
-    assert meta["counts"] == {"train": 12002, "eval": 3000} and meta["label"] == "tipped: tips > 0"
+    assert meta["counts"] == {"train": 12002, "eval": 3000} and meta["label"] == "big_tipper: tips > 0.2 * fare"
 
 
 def test_split_is_fixed_disjoint_and_complete(rows):
@@ -66,6 +69,13 @@ def test_vocabulary_and_statistics_come_from_the_training_split_only(rows, taxi_
     assert abs(miles.mean() - everywhere.mean()) > 1e-6  # so the test tells the two apart
 
 
+def test_the_label_is_a_tip_above_a_fifth_of_the_fare():
+    assert prepare.label({"tips": "2.01", "fare": "10.0"}) == 1
+    assert prepare.label({"tips": "2.0", "fare": "10.0"}) == 0  # not above: equal
+    assert prepare.label({"tips": "", "fare": "10.0"}) == 0  # missing tips: none recorded
+    assert prepare.label({"tips": "1.0", "fare": ""}) == 1
+
+
 def test_missing_values_get_the_defaults(rows):
     row = next(r for r in rows if r["company"] == "" and r["dropoff_latitude"] == "")
     assert prepare.value(row, "company") == "" and prepare.value(row, "dropoff_latitude") == 0.0
@@ -76,5 +86,17 @@ def test_without_metadata_the_data_dir_error_says_how_to_write_it(tmp_path):
     from trainer.data import DataError
 
     with pytest.raises(DataError, match=r"^--data-dir: no metadata.json at .*; create it with: "
+                                        r"python -m trainer\.data --dataset taxi --out "):
+        prepare.read_metadata(str(tmp_path))
+
+
+def test_records_of_another_label_are_refused_with_how_to_rewrite_them(taxi_dir, tmp_path):  # noqa: F811
+    from trainer.data import DataError
+
+    meta = json.loads(open(f"{taxi_dir}/metadata.json").read())
+    assert prepare.read_metadata(taxi_dir) == meta
+    (tmp_path / "metadata.json").write_text(json.dumps(dict(meta, label="tipped: tips > 0")))
+    with pytest.raises(DataError, match=r"^--data-dir: .* holds records labelled 'tipped: tips > 0', this trainer "
+                                        r"learns 'big_tipper: tips > 0\.2 \* fare'; rewrite them with: "
                                         r"python -m trainer\.data --dataset taxi --out "):
         prepare.read_metadata(str(tmp_path))

@@ -92,7 +92,7 @@ def test_bad_instances_are_refused_naming_the_field(exported, tmp_path, capsys, 
 def test_batch_auc_counts_pairs_ranked_right():
     batch_metrics = models.get("taxi").batch_metrics
     [auc] = batch_metrics(tf.constant([1, 0, 1, 0], tf.int64), tf.constant([0.9, 0.1, 0.2, 0.3]))
-    assert float(auc) == pytest.approx(0.75)  # 3 of the 4 (tipped, not tipped) pairs
+    assert float(auc) == pytest.approx(0.75)  # 3 of the 4 (positive, negative) pairs
     [tie] = batch_metrics(tf.constant([1, 0], tf.int64), tf.constant([0.4, 0.4]))
     [one_class] = batch_metrics(tf.constant([1, 1], tf.int64), tf.constant([0.4, 0.1]))
     assert (float(tie), float(one_class)) == (0.5, 0.5)

@@ -41,11 +41,13 @@ class TrainingNamespace:
     def job_dir(self, job: str) -> Path:
         return self.shared / "runs" / job
 
-    def submit_args(self, job: str, image: str, *launcher: str, trainer: tuple[str, ...] = ()) -> list[str]:
-        """`launcher submit` of `job` into this namespace, data and job dir on the claim."""
+    def submit_args(self, job: str, image: str, *launcher: str, trainer: tuple[str, ...] = (),
+                    data: str = "mnist") -> list[str]:
+        """`launcher submit` of `job` into this namespace, data (the claim's folder `data`)
+        and job dir on the claim."""
         return ["submit", "--backend", "k8s", "-n", self.name, "--name", job, "--image", image,
                 "--volume", f"{CLAIM}:{MOUNT}", "--job-dir", f"{MOUNT}/runs/{job}", *launcher,
-                "--", "--data-dir", f"{MOUNT}/mnist", *trainer]
+                "--", "--data-dir", f"{MOUNT}/{data}", *trainer]
 
     def pods(self, job: str) -> list[dict]:
         return self.cluster.kubectl_json("get", "pods", "-n", self.name, "-l", f"{JOB_NAME_LABEL}={job}")["items"]

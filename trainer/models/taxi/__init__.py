@@ -1,4 +1,5 @@
-"""`--model taxi`: will a Chicago taxi trip be tipped? A wide & deep classifier on the
+"""`--model taxi`: will a Chicago taxi rider tip more than 20% of the fare (a "big
+tipper", the label of TFX's taxi pipeline)? A wide & deep classifier on the
 Chicago taxi trips sample (City of Chicago data; see the README's notice), the model of
 the AI Platform "structured data" sample and the ST446 seminar.
 
@@ -7,8 +8,8 @@ writes the TFRecords and metadata.json, features.py is the preprocessing shared 
 tf.data and serving, model.py the Keras model, serving below.
 
 Serving signature `serving_default`: one [N] tensor per raw field of features.RAW
-(float32 / int64 / string) -> `logistic` float32 [N,1] (P(tipped)), `probabilities`
-float32 [N,2] (not tipped, tipped), `classes` int64 [N] (1: tipped). The SavedModel also
+(float32 / int64 / string) -> `logistic` float32 [N,1] (P(big tipper)), `probabilities`
+float32 [N,2] (not, big tipper), `classes` int64 [N] (1: big tipper). The SavedModel also
 carries `instance_defaults()` (the value of each field a request may leave out) and
 `required_fields()`, which `python -m trainer.predict` uses to complete and check json
 instances. No `key` input: the structured-data sample's requests are raw trip fields only,
@@ -56,7 +57,7 @@ TRAIN_METRICS = ("auc",)
 
 
 def batch_metrics(labels, logits):
-    """The AUC of one batch (the share of (tipped, not tipped) pairs ranked right, ties
+    """The AUC of one batch (the share of (positive, negative) pairs ranked right, ties
     half; 0.5 when the batch lacks one of the classes); Train lines show its mean over
     the batches since the last line, the Eval lines the AUC of the whole eval split."""
     positive = tf.equal(labels, 1)

@@ -33,7 +33,7 @@ RAW = {**{name: tf.float32 for name in FLOATS}, **{name: tf.int64 for name in IN
        **{name: tf.string for name in STRINGS}}
 DEFAULTS = {**{name: 0.0 for name in FLOATS}, **{name: 0 for name in INTS}, **{name: "" for name in STRINGS}}
 REQUIRED = ("trip_miles", "trip_seconds", "fare", "payment_type")
-LABEL = "tipped"
+LABEL = "big_tipper"  # prepare.label: tips > 20% of the fare, as the TFX taxi pipeline
 
 # Bucket boundaries of the wide part (ours: miles and minutes where Chicago fares and tips change).
 MILES_BOUNDARIES = (0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 12.0, 20.0)
