@@ -44,13 +44,6 @@ def current_umask() -> int:
     return mask
 
 
-def refused(result, field: str) -> str:
-    assert result.code == 2, result
-    assert result.out == ""
-    lines = result.err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"error: {field}: "), result.err
-    return lines[0]
-
 
 def test_patterns_are_matched_against_the_buckets_listing(emulated, gcs):
     for name in ["match/part-0.json", "match/part-1.json", "match/part-1.txt", "match/deep/part-2.json",
@@ -93,8 +86,8 @@ def test_bucket_side_errors_are_one_line_naming_the_flag_and_path_and_write_noth
     emulated.blob("refuse/bad.json").upload_from_string(b'{"image": [0.0], "key": 0}\n{image: 1}\n')
     emulated.blob(f"refuse/done/{RESULTS}").upload_from_string(b"{}\n")
     before = gcs.list(f"gs://{BUCKET}")
-    line = refused(cli("predict", "mnist", "--input-paths", inputs, "--output-path", output.format(tmp=tmp_path),
-                       "--url", CLOSED), field)
+    line = cli("predict", "mnist", "--input-paths", inputs, "--output-path", output.format(tmp=tmp_path),
+               "--url", CLOSED).refused(field)
     assert says in line, line
     assert gcs.list(f"gs://{BUCKET}") == before
     assert not (tmp_path / "out").exists()
@@ -109,7 +102,7 @@ def test_permission_denied_is_one_line_naming_the_flag_and_path(cli, monkeypatch
     with DeniedGcs() as denied:
         monkeypatch.setenv("STORAGE_EMULATOR_HOST", denied.url)
         argv = [a.format(tmp=tmp_path) for a in argv]
-        line = refused(cli("predict", "mnist", *argv, "--url", CLOSED), field)
+        line = cli("predict", "mnist", *argv, "--url", CLOSED).refused(field)
     assert "gs://some-bucket/" in line and "permission denied (403)" in line, line
     assert denied.requests and all(method == "GET" for method, _ in denied.requests)  # listed, never wrote
     assert not (tmp_path / "out").exists()

@@ -28,6 +28,14 @@ class Result:
     def manifest(self) -> dict:
         return yaml.safe_load(self.out)
 
+    def refused(self, field: str) -> str:
+        """Bad input: exit 2, nothing on stdout, one `error: FIELD: ...` line; returns it."""
+        assert self.code == 2, self
+        assert self.out == ""
+        lines = self.err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"error: {field}: "), self.err
+        return lines[0]
+
 
 @pytest.fixture(scope="session")
 def schema_cache(tmp_path_factory) -> Path:

@@ -55,13 +55,6 @@ def test_regex_metacharacters_in_names_are_literal():
     assert not regex("a/*").fullmatch("a/b/c")
 
 
-def refused(result, field: str) -> str:
-    assert result.code == 2, result
-    assert result.out == ""
-    lines = result.err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"error: {field}: "), result.err
-    return lines[0]
-
 
 @pytest.fixture
 def request_file(tmp_path) -> Path:
@@ -84,7 +77,7 @@ def no_gcs_client(monkeypatch):
 def test_without_the_gcs_extra_a_gs_path_is_one_line_naming_the_extra(cli, tmp_path, request_file, no_gcs_client,
                                                                       argv, field):
     argv = [a.format(tmp=tmp_path, request=request_file) for a in argv]
-    line = refused(cli("predict", "mnist", *argv, "--url", "http://127.0.0.1:9"), field)
+    line = cli("predict", "mnist", *argv, "--url", "http://127.0.0.1:9").refused(field)
     assert "google-cloud-storage" in line and "pip install 'tfjob-launcher[gcs]'" in line
     assert not (tmp_path / "out").exists()
 
@@ -93,8 +86,8 @@ def test_without_credentials_a_gs_path_says_how_to_get_them(cli, tmp_path, monke
     monkeypatch.delenv("STORAGE_EMULATOR_HOST", raising=False)
     # a credentials file that does not exist: google-auth stops there (no metadata server asked)
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing-key.json"))
-    line = refused(cli("predict", "mnist", "--input-paths", "gs://bucket/r/*.json", "--output-path",
-                       str(tmp_path / "out"), "--url", "http://127.0.0.1:9"), "--input-paths")
+    line = cli("predict", "mnist", "--input-paths", "gs://bucket/r/*.json", "--output-path",
+               str(tmp_path / "out"), "--url", "http://127.0.0.1:9").refused("--input-paths")
     assert "gcloud auth application-default login" in line
     assert not (tmp_path / "out").exists()
 
@@ -108,5 +101,5 @@ def test_without_credentials_a_gs_path_says_how_to_get_them(cli, tmp_path, monke
 def test_malformed_gs_urls_are_refused_before_any_request(cli, tmp_path, request_file, no_gcs_client, argv,
                                                           field, says):
     argv = [a.format(tmp=tmp_path, request=request_file) for a in argv]
-    assert says in refused(cli("predict", "mnist", *argv, "--url", "http://127.0.0.1:9"), field)
+    assert says in cli("predict", "mnist", *argv, "--url", "http://127.0.0.1:9").refused(field)
     assert not (tmp_path / "out").exists()

@@ -34,12 +34,6 @@ def request_file(tmp_path) -> Path:
     return path
 
 
-def refused(result, field: str) -> None:
-    assert result.code == 2, result
-    assert result.out == ""
-    lines = result.err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"error: {field}: "), result.err
-
 
 @pytest.mark.parametrize("argv, field", [
     (["serve", "Mnist", "--model-dir", "{export}"], "NAME"),
@@ -58,7 +52,7 @@ def refused(result, field: str) -> None:
 ])
 def test_bad_input_is_one_line_exit_2_and_nothing_started(cli, runs, export, request_file, argv, field):
     argv = [a.format(export=export, request=request_file) for a in argv]
-    refused(cli(*argv, "--backend", "local"), field)
+    cli(*argv, "--backend", "local").refused(field)
     assert not (runs / "_models").exists() or not any((runs / "_models").iterdir())
     assert not (export / "out").exists()
 
@@ -69,7 +63,7 @@ def test_from_job_before_the_job_exported_anything(cli, runs, tmp_path):
     (job / "manifest.yaml").write_text(json.dumps({"spec": {"tfReplicaSpecs": {"Chief": {"template": {"spec": {
         "containers": [{"name": "tensorflow", "args": ["--job-dir", str(tmp_path / "job")]}]}}}}}}))
     result = cli("serve", "mnist", "--from-job", "mnist-1", "--backend", "local")
-    refused(result, "--from-job")
+    result.refused("--from-job")
     assert "has no export yet" in result.err
 
 
@@ -77,7 +71,7 @@ def test_a_bad_json_instances_line_is_named(cli, runs, tmp_path):
     path = tmp_path / "bad.json"
     path.write_text('{"image": [0.0]}\n{"image": [0.0\n')
     result = cli("predict", "mnist", "--json-instances", str(path), "--backend", "local")
-    refused(result, "--json-instances")
+    result.refused("--json-instances")
     assert "line 2 is not JSON" in result.err
 
 
@@ -87,7 +81,7 @@ def test_a_taken_port_is_refused_before_anything_starts(cli, runs, export):
         taken.listen(1)
         port = taken.getsockname()[1]
         result = cli("serve", "mnist", "--model-dir", str(export), "--port", str(port), "--backend", "local")
-    refused(result, "--port")
+    result.refused("--port")
     assert f"127.0.0.1:{port} is in use" in result.err
     assert not (runs / "_models" / "mnist").exists()
 
@@ -139,6 +133,6 @@ def test_local_serve_without_kserve_says_which_extra_to_install(cli, runs, expor
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "kserve" else real(name, *a))
     result = cli("serve", "mnist", "--model-dir", str(export), "--backend", "local")
-    refused(result, "--backend local")
+    result.refused("--backend local")
     assert "needs kserve" in result.err and "tfjob-launcher[serve]" in result.err
     assert not (runs / "_models").exists()
