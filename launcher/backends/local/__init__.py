@@ -30,13 +30,11 @@ from ...events import Event, LogLine
 from ...tfconfig import replica_counts
 from ..base import AlreadyExists, Backend, BackendError, JobStatus, JobSummary, NotFound
 from .logs import Tail, follow_logs, read_logs
-from .netns import HOST, host_line
 from .secrets import unresolved
 from .plan import REPO_ROOT, build_plan, command_line
 from .procs import alive, signal_group, start_time, terminate_groups, wait_until
 from .runs import (RunDir, RunsDir, history_after, is_terminal, job_status, open_private,
                          set_condition, summary, to_event)
-from .supervisor import GRACE_ENV
 
 SUPERVISOR_MODULE = "launcher.backends.local.supervisor"
 ANNOTATION_PREFIX = "local.tfjob-launcher"
@@ -155,6 +153,9 @@ class LocalBackend(Backend):
             tail = run.supervisor_log.read_text(errors="replace").strip().splitlines()[-3:]
             raise BackendError("the local supervisor did not start: " + (" | ".join(tail) or "no output"))
         network = run.status().get("network") or {}
+        from .netns import HOST, host_line  # not at import: `python -m` runs netns and supervisor
+        # as programs, and a module the package already imported would run twice (RuntimeWarning)
+
         if network.get("mode") == HOST:
             self.note(host_line(network.get("reason", "")))
 
@@ -231,6 +232,8 @@ class LocalBackend(Backend):
         if raw is None:
             return
         pid, start = raw["supervisor"]["pid"], raw["supervisor"]["start"]
+        from .supervisor import GRACE_ENV
+
         grace = float(os.environ.get(GRACE_ENV, "10"))
         if alive(pid, start):
             signal_group(pid, signal.SIGTERM)

@@ -367,6 +367,3 @@ def main() -> int:
             signal.pause()
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -405,6 +405,3 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     return {"up": _up, "down": _down, "serve": _serve}[args.command](args)
 
-
-if __name__ == "__main__":
-    sys.exit(main())
