@@ -46,8 +46,7 @@ def test_chief_killed_restarts_in_its_pod_and_resumes_from_the_checkpoint(node_c
     with training_namespace(node_cluster, "node-chief") as ns:
         args = ns.submit_args(job, trainer_image, "--workers", "2", "--ps", "1", trainer=TRAINER_ARGS)
         with launcher_process(node_cluster, *args) as submit:
-            poll(lambda: _checkpoint_step(ns.job_dir(job)) > 0, RUN_TIMEOUT_S / 3,
-                 lambda: f"no checkpoint after step 0 in {ns.job_dir(job)}:\n{submit.output}")
+            _wait_for_a_checkpoint(ns, job, submit)
             kill_trainer(ns.pod(f"{job}-chief-0"))
             poll(lambda: restarts(ns.pod(f"{job}-chief-0")) >= 1, 180,
                  lambda: f"chief-0 not restarted:\n{submit.output}")
@@ -64,8 +63,7 @@ def test_chief_pod_deleted_the_launcher_submits_the_job_again_and_it_resumes(nod
     with training_namespace(node_cluster, "node-delete") as ns:
         args = ns.submit_args(job, trainer_image, "--workers", "1", "--ps", "1", trainer=TRAINER_ARGS)
         with launcher_process(node_cluster, *args) as submit:
-            poll(lambda: _checkpoint_step(ns.job_dir(job)) > 0, RUN_TIMEOUT_S / 3,
-                 lambda: f"no checkpoint after step 0 in {ns.job_dir(job)}:\n{submit.output}")
+            _wait_for_a_checkpoint(ns, job, submit)
             first_uid = node_cluster.kubectl_json("get", "tfjob", job, "-n", ns.name)["metadata"]["uid"]
             node_cluster.kubectl("delete", "pod", f"{job}-chief-0", "-n", ns.name, "--wait=false")
             exit_code = submit.wait(RUN_TIMEOUT_S)
@@ -79,6 +77,12 @@ def test_chief_pod_deleted_the_launcher_submits_the_job_again_and_it_resumes(nod
         restored = re.search(r"Restored \S+ at step (\d+)", chief_log)
         assert restored and 0 < int(restored[1]) < STEPS, chief_log[-3000:]
         assert f"Final metrics after {STEPS} steps" in chief_log, chief_log[-3000:]
+
+
+def _wait_for_a_checkpoint(ns, job: str, submit) -> None:
+    """Bounded: until the job dir holds a checkpoint after step 0."""
+    poll(lambda: _checkpoint_step(ns.job_dir(job)) > 0, RUN_TIMEOUT_S / 3,
+         lambda: f"no checkpoint after step 0 in {ns.job_dir(job)}:\n{submit.output}")
 
 
 def _checkpoint_step(job_dir) -> int:
