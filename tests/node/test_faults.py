@@ -52,10 +52,7 @@ def test_chief_killed_restarts_in_its_pod_and_resumes_from_the_checkpoint(node_c
                  lambda: f"chief-0 not restarted:\n{submit.output}")
             exit_code = submit.wait(RUN_TIMEOUT_S)
         assert exit_code == 0, submit.output
-        chief_log = node_cluster.kubectl("logs", f"{job}-chief-0", "-n", ns.name).stdout  # the restarted one
-        restored = re.search(r"Restored \S+ at step (\d+)", chief_log)
-        assert restored and 0 < int(restored[1]) < STEPS, chief_log[-3000:]
-        assert f"Final metrics after {STEPS} steps" in chief_log, chief_log[-3000:]
+        _assert_the_chief_resumed(node_cluster, ns, job)  # the restarted one
 
 
 def test_chief_pod_deleted_the_launcher_submits_the_job_again_and_it_resumes(node_cluster, trainer_image):
@@ -73,10 +70,15 @@ def test_chief_pod_deleted_the_launcher_submits_the_job_again_and_it_resumes(nod
         tfjob = node_cluster.kubectl_json("get", "tfjob", job, "-n", ns.name)
         assert tfjob["metadata"]["uid"] != first_uid  # a new TFJob of the same name and job dir
         assert any(c["type"] == "Succeeded" and c["status"] == "True" for c in tfjob["status"]["conditions"])
-        chief_log = node_cluster.kubectl("logs", f"{job}-chief-0", "-n", ns.name).stdout  # the new chief
-        restored = re.search(r"Restored \S+ at step (\d+)", chief_log)
-        assert restored and 0 < int(restored[1]) < STEPS, chief_log[-3000:]
-        assert f"Final metrics after {STEPS} steps" in chief_log, chief_log[-3000:]
+        _assert_the_chief_resumed(node_cluster, ns, job)  # the new chief
+
+
+def _assert_the_chief_resumed(node_cluster, ns, job: str) -> None:
+    """The running chief restored a checkpoint between step 0 and the end, then finished."""
+    chief_log = node_cluster.kubectl("logs", f"{job}-chief-0", "-n", ns.name).stdout
+    restored = re.search(r"Restored \S+ at step (\d+)", chief_log)
+    assert restored and 0 < int(restored[1]) < STEPS, chief_log[-3000:]
+    assert f"Final metrics after {STEPS} steps" in chief_log, chief_log[-3000:]
 
 
 def _wait_for_a_checkpoint(ns, job: str, submit) -> None:
