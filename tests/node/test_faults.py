@@ -37,8 +37,9 @@ def test_worker_killed_is_restarted_and_the_job_ends_at_exactly_the_steps(node_c
             exit_code = submit.wait(RUN_TIMEOUT_S)
         assert exit_code == 0, submit.output
         chief_log = node_cluster.kubectl("logs", f"{job}-chief-0", "-n", ns.name).stdout
+        # (the restart was seen by the poll above: once the job succeeds, the operator's
+        # cleanPodPolicy deletes the still-running worker pods, so it cannot be re-read here)
         assert f"Final metrics after {STEPS} steps" in chief_log, chief_log[-3000:]
-        assert restarts(ns.pod(f"{job}-worker-0")) >= 1
 
 
 def test_chief_killed_restarts_in_its_pod_and_resumes_from_the_checkpoint(node_cluster, trainer_image):
