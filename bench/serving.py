@@ -33,8 +33,9 @@ from pathlib import Path
 import numpy as np
 from _common import DATA_DIR, ROOT, ensure_data, machine
 
-from tests.support.controlplane.procs import poll  # noqa: E402
-from tests.support.trainer_cluster import free_port, reap, trainer_env  # noqa: E402
+from tests.support.polling import wait_for  # noqa: E402
+from tests.support.ports import free_port  # noqa: E402
+from tests.support.trainer_cluster import reap, trainer_env  # noqa: E402
 
 BATCHES = (1, 64)
 TARGET_P99_MS, TARGET_RATIO = 20.0, 0.7
@@ -116,8 +117,8 @@ class Server:
                                          env=trainer_env({"TRAINER_THREADS": "0"}), stdout=out,
                                          stderr=subprocess.STDOUT)
         self.connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-        poll(self.ready, 600, self.log.read_text,
-             check=lambda: self.proc.poll() is None or sys.exit(f"server exited:\n{self.log.read_text()}"))
+        wait_for(self.ready, self.log.read_text, 600,
+                 check=lambda: self.proc.poll() is None or sys.exit(f"server exited:\n{self.log.read_text()}"))
 
     def ready(self) -> bool:
         try:

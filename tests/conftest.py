@@ -2,3 +2,4 @@
 pytest_plugins: list[str] = []
 pytest_plugins.append("tests.support.gcs")
 pytest_plugins.append("tests.support.apiserver")
+pytest_plugins.append("tests.support.local_jobs")

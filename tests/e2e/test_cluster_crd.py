@@ -11,6 +11,7 @@ from launcher.backends.k8s import KubernetesBackend
 from launcher.render import render
 from launcher.spec import JobSpec, ReplicaSpec
 from launcher.validate import SchemaError, validate, version_schema
+from tests.support.polling import wait_for
 
 
 @pytest.fixture
@@ -104,7 +105,6 @@ def test_a_job_for_a_kueue_queue_waits_suspended(control_plane):
     """Without Kueue to admit it, a --queue-name job stays suspended: the real operator
     creates no pods and says Suspended, which `status` shows."""
     from tests.support.launcher_process import run_launcher
-    from tests.support.k8s_backend import poll_until
 
     with control_plane.namespace("e2e-queue") as namespace:
         submitted = run_launcher(control_plane, "submit", "--backend", "k8s", "-n", namespace, "--name", "queued",
@@ -115,7 +115,7 @@ def test_a_job_for_a_kueue_queue_waits_suspended(control_plane):
             shown = run_launcher(control_plane, "status", "queued", "--backend", "k8s", "-n", namespace, "-o", "json")
             return json.loads(shown.stdout)["phase"] if shown.returncode == 0 else ""
 
-        poll_until(lambda: phase() == "Suspended", "the operator to mark the job Suspended", timeout=60)
+        wait_for(lambda: phase() == "Suspended", "the operator to mark the job Suspended", timeout=60)
         assert control_plane.kubectl_json("get", "pods", "-n", namespace)["items"] == []
 
 
@@ -124,7 +124,6 @@ def test_the_live_view_shows_a_queued_job_suspended_until_admitted(control_plane
     (queued) from the start, then Resumed when admitted (here: suspend set to false by hand,
     what Kueue does), then pods; status and list -o wide name the queue."""
     from tests.support.launcher_process import launcher_process, run_launcher
-    from tests.support.k8s_backend import poll_until
 
     with control_plane.namespace("e2e-admit") as namespace:
         with launcher_process(control_plane, "submit", "--backend", "k8s", "-n", namespace, "--name", "admit",
@@ -143,8 +142,8 @@ def test_the_live_view_shows_a_queued_job_suspended_until_admitted(control_plane
             control_plane.kubectl("patch", "tfjob", "admit", "-n", namespace, "--type", "merge",
                                   "-p", '{"spec": {"runPolicy": {"suspend": false}}}')
             live.wait_for_line("admit: Resumed (admitted by Kueue)", timeout=60)
-            poll_until(lambda: control_plane.kubectl_json("get", "pods", "-n", namespace)["items"],
-                       "the operator to create the admitted job's pods", timeout=60)
+            wait_for(lambda: control_plane.kubectl_json("get", "pods", "-n", namespace)["items"],
+                     "the operator to create the admitted job's pods", timeout=60)
             lines = live.lines[:]
         states = [line.split(": ", 1)[1].split(" ")[0] for line in lines if line.startswith("admit: ")]
         assert states[:3] == ["Created", "Suspended", "Resumed"], lines  # the real operator's order

@@ -8,9 +8,9 @@ import pytest
 
 from tests.support.launcher_process import run_launcher
 from tests.e2e.tfjobs import owned, tfjob, wait_pods
-from tests.support.controlplane.procs import poll
+from tests.support.chart import without_generated_labels  # helm.sh/chart, managed-by
+from tests.support.polling import wait_for
 from tests.support.tools import ROOT, run_helm
-from tests.unit.test_helm_parity import without_generated_labels  # helm.sh/chart, managed-by
 
 JOB = "helm-e2e"
 FLAGS = ("--name", JOB, "--workers", "2", "--ps", "1", "--chief", "1", "--gpus-per-worker", "1",
@@ -57,8 +57,8 @@ def test_helm_uninstall_removes_the_tfjob_and_its_pods(control_plane, installed)
     wait_pods(control_plane, helm_ns, JOB, lambda pods: len(pods) == 4, "the operator to create 4 pods")
     result = helm(control_plane, home, "uninstall", JOB, "-n", helm_ns)
     assert result.returncode == 0, result.stdout + result.stderr
-    poll(lambda: control_plane.kubectl("get", "tfjob", JOB, "-n", helm_ns, check=False).returncode != 0,
-         GONE_TIMEOUT_S, lambda: f"tfjob {JOB} still exists after helm uninstall")
+    wait_for(lambda: control_plane.kubectl("get", "tfjob", JOB, "-n", helm_ns, check=False).returncode != 0,
+             lambda: f"tfjob {JOB} still exists after helm uninstall", GONE_TIMEOUT_S)
     wait_pods(control_plane, helm_ns, JOB, lambda pods: not pods, "garbage collection of the pods")
-    poll(lambda: not owned(control_plane, "services", helm_ns, JOB), GONE_TIMEOUT_S,
-         lambda: "the services of the uninstalled tfjob are still there")
+    wait_for(lambda: not owned(control_plane, "services", helm_ns, JOB),
+             lambda: "the services of the uninstalled tfjob are still there", GONE_TIMEOUT_S)

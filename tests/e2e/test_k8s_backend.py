@@ -14,7 +14,8 @@ import pytest
 from launcher.backends.base import AlreadyExists, BackendError, NotFound
 from launcher.events import JobCondition, ReplicaPhase
 from tests.e2e.tfjobs import owned, tfjob, wait_pods
-from tests.support.k8s_backend import Collector, manifest, poll_until
+from tests.support.k8s_backend import Collector, manifest
+from tests.support.polling import wait_for
 
 WAIT_S = 60.0
 
@@ -133,7 +134,7 @@ def test_status_has_the_conditions_and_one_row_per_replica(cluster, control_plan
     backend.submit(manifest(namespace=namespace, workers=2))
     wait_pods(cp, namespace, "mnist", lambda ps: len(ps) == 4 and all(
         p.get("status", {}).get("phase") == "Running" for p in ps), "4 Running pods")
-    poll_until(lambda: backend.status("mnist", namespace).phase == "Running", "the job Running", WAIT_S)
+    wait_for(lambda: backend.status("mnist", namespace).phase == "Running", "the job Running", WAIT_S)
 
     status = backend.status("mnist", namespace)
 
@@ -158,8 +159,8 @@ def test_list_one_namespace_or_all(cluster, control_plane):
     with control_plane.namespace("backend-other", wait=False) as other:
         backend.submit(manifest(name="alpha", namespace=namespace, workers=3))
         backend.submit(manifest(name="beta", namespace=other, ps=0, workers=1))
-        poll_until(lambda: [(j.name, j.phase) for j in backend.list(namespace)] == [("alpha", "Running")],
-                   "alpha Running", WAIT_S)
+        wait_for(lambda: [(j.name, j.phase) for j in backend.list(namespace)] == [("alpha", "Running")],
+                 "alpha Running", WAIT_S)
         rows = [j for j in backend.list(None) if j.namespace in (namespace, other)]
         assert sorted((j.namespace, j.name) for j in rows) == sorted([(namespace, "alpha"), (other, "beta")])
         alpha = next(j for j in rows if j.name == "alpha")

@@ -9,7 +9,7 @@ import yaml
 
 from tests.support.launcher_process import run_launcher
 from tests.e2e.tfjobs import JOB_NAME_LABEL, owned, tfjob, wait_pods
-from tests.support.controlplane.procs import poll
+from tests.support.polling import wait_for
 from tests.support.tools import ROOT
 
 JOB = "netpol"
@@ -41,8 +41,8 @@ def test_policy_is_owned_by_the_job_selects_its_pods_and_goes_with_it(control_pl
 
         done = run_launcher(cp, "delete", JOB, "--backend", "k8s", "-n", ns, "--wait")
         assert done.returncode == 0, done.stdout + done.stderr
-        poll(lambda: not policies(cp, ns), GC_TIMEOUT_S,
-             lambda: f"the NetworkPolicy outlived its TFJob: {policies(cp, ns)}")
+        wait_for(lambda: not policies(cp, ns), lambda: f"the NetworkPolicy outlived its TFJob: {policies(cp, ns)}",
+                 GC_TIMEOUT_S)
         assert not owned(cp, "pods", ns, JOB)
 
 
@@ -86,4 +86,5 @@ def test_the_shipped_launcher_role_is_enough(control_plane, tmp_path):
         assert policy["metadata"]["ownerReferences"][0]["uid"] == tfjob(cp, ns, JOB)["metadata"]["uid"]
         done = run_launcher(cp, "delete", JOB, "--backend", "k8s", "-n", ns, "--wait", env=env)
         assert done.returncode == 0, done.stdout + done.stderr
-        poll(lambda: not policies(cp, ns), GC_TIMEOUT_S, lambda: f"the NetworkPolicy outlived its TFJob: {policies(cp, ns)}")
+        wait_for(lambda: not policies(cp, ns), lambda: f"the NetworkPolicy outlived its TFJob: {policies(cp, ns)}",
+                 GC_TIMEOUT_S)

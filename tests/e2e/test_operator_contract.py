@@ -24,7 +24,8 @@ from launcher.events import JobCondition
 from tests.e2e.tfjobs import owned, tfjob, wait_pods, wait_running
 from tests.support.apiserver import FakeApiServer
 from tests.support.fakes.operator import FakeOperator
-from tests.support.k8s_backend import Collector, manifest, poll_until, watches_open
+from tests.support.k8s_backend import WAIT, Collector, manifest, watches_open
+from tests.support.polling import wait_for
 
 JOB = "contract"
 REPLICAS = {"chief": 1, "ps": 1, "workers": 2}
@@ -84,7 +85,7 @@ def fake(real, tmp_path_factory) -> Iterator[Run]:
         backend = _backend(server.write_kubeconfig(tmp_path_factory.mktemp("contract") / "kubeconfig"))
         backend.submit(manifest(name=JOB, namespace=namespace, **REPLICAS))
         events = Collector(backend.events(JOB, namespace))
-        poll_until(lambda: watches_open(server, JOB), "the launcher's watches")
+        wait_for(lambda: watches_open(server, JOB), "the launcher's watches", WAIT)
         names = operator.create_pods(JOB)
         for pod in names:
             operator.start(pod)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 
 from tests.support.controlplane import ControlPlane
-from tests.support.controlplane.procs import poll
+from tests.support.polling import wait_for
 
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"  # set by training-operator on pods/services
 TYPE_LABEL = "training.kubeflow.org/replica-type"
@@ -40,7 +40,7 @@ def wait_running(cp: ControlPlane, namespace: str, name: str, replicas: int) -> 
             return running
         return None
 
-    return poll(ready, WAIT_S, lambda: _state(cp, namespace, name, f"{replicas} Running pods"))
+    return wait_for(ready, lambda: _state(cp, namespace, name, f"{replicas} Running pods"), WAIT_S)
 
 
 def wait_pods(cp: ControlPlane, namespace: str, name: str, want, what: str) -> list[dict]:
@@ -49,7 +49,7 @@ def wait_pods(cp: ControlPlane, namespace: str, name: str, want, what: str) -> l
         pods = owned(cp, "pods", namespace, name)
         return (pods,) if want(pods) else None  # a tuple: an empty list is an answer too
 
-    return poll(ready, WAIT_S, lambda: _state(cp, namespace, name, what))[0]
+    return wait_for(ready, lambda: _state(cp, namespace, name, what), WAIT_S)[0]
 
 
 def _state(cp: ControlPlane, namespace: str, name: str, what: str) -> str:

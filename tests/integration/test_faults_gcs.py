@@ -20,10 +20,10 @@ import sys
 
 import pytest
 
-from tests.integration.test_local_backend import REPO, local_env  # noqa: F401 (fixture)
-from tests.integration.test_local_backend_trainer import trainer_args
 from tests.support.faults import LocalJob
+from tests.support.local_jobs import trainer_args
 from tests.support.tls_proxy import Fault
+from tests.support.tools import ROOT
 from tests.support.trainer_cluster import final_metrics, mnist_dir  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.slow
@@ -67,7 +67,7 @@ def test_gfile_retries_transient_5xx_and_429_and_gives_up_after_its_retries(gcs,
               proxy.inject(Fault(503, ("POST",), "name=retry/never.txt", times=None))]  # never recovers
     env = dict(os.environ, **gcs.env, GCS_RETRY_CONFIG_MAX_RETRIES="3",
                GCS_RETRY_CONFIG_INIT_DELAY_TIME_US="100000", TF_CPP_MIN_LOG_LEVEL="2")
-    done = subprocess.run([sys.executable, "-c", _GFILE, f"gs://{bucket}"], cwd=REPO, env=env,
+    done = subprocess.run([sys.executable, "-c", _GFILE, f"gs://{bucket}"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout)

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.test_local_backend import local_env, wait_for  # noqa: F401 (fixture)
-from tests.integration.test_local_backend_trainer import trainer_args
+from tests.support.local_jobs import trainer_args
+from tests.support.polling import wait_for
 from tests.support.faults import (JOB_TIMEOUT, LocalJob, checkpoint_steps, latest_checkpoint, restored, runs,
                                   train_steps)
 from tests.support.trainer_cluster import final_metrics, mnist_dir  # noqa: F401 (fixture)
@@ -24,11 +24,6 @@ pytestmark = pytest.mark.slow
 STEPS = 80
 EVERY = 10  # --checkpoint-every-steps of trainer_args
 UNEXPLAINED = 'trainer/task.py", line'  # a traceback through the trainer's entry point
-
-
-@pytest.fixture
-def env(local_env):  # noqa: F811
-    return local_env
 
 
 def submit(env: dict, name: str, mnist: str, job_dir, policy: str) -> LocalJob:
@@ -68,9 +63,9 @@ def assert_resumed(chief: str, job_dir) -> str:
     return first
 
 
-def test_a_killed_worker_rejoins_and_the_job_ends_at_exactly_train_steps(env, mnist_dir, tmp_path):  # noqa: F811
+def test_a_killed_worker_rejoins_and_the_job_ends_at_exactly_train_steps(local_env, mnist_dir, tmp_path):  # noqa: F811
     job_dir = tmp_path / "job"
-    with submit(env, "kill-worker", mnist_dir, job_dir, "OnFailure") as job:
+    with submit(local_env, "kill-worker", mnist_dir, job_dir, "OnFailure") as job:
         job.wait_log("chief-0", r"^Train \[chief/0\] step (1[5-9]|[2-6]\d) of")
         job.kill("worker-1")
         code, out = job.finish()
@@ -83,17 +78,18 @@ def test_a_killed_worker_rejoins_and_the_job_ends_at_exactly_train_steps(env, mn
     assert_exact_end(chief, job_dir)
 
 
-def test_a_killed_chief_resumes_from_the_latest_checkpoint(env, mnist_dir, tmp_path):  # noqa: F811
-    job = kill_after_checkpoint(env, "kill-chief", mnist_dir, tmp_path / "job", "OnFailure", "chief-0")
+def test_a_killed_chief_resumes_from_the_latest_checkpoint(local_env, mnist_dir, tmp_path):  # noqa: F811
+    job = kill_after_checkpoint(local_env, "kill-chief", mnist_dir, tmp_path / "job", "OnFailure", "chief-0")
     # the ps and workers kept serving; the new coordinator reconnected to them
     assert [job.replica(r)["restarts"] for r in ("chief-0", "ps-0", "worker-0", "worker-1")] == [1, 0, 0, 0]
     assert len(runs(job.log("chief-0"))) == 2
     assert_resumed(job.log("chief-0"), tmp_path / "job")
 
 
-def test_a_killed_ps_restarts_the_chief_which_restores_the_latest_checkpoint(env, mnist_dir, tmp_path):  # noqa: F811
+def test_a_killed_ps_restarts_the_chief_which_restores_the_latest_checkpoint(local_env, mnist_dir,
+                                                                             tmp_path):  # noqa: F811
     # ExitCode: only retryable codes (>= 128) restart; the chief's 128 on a lost ps is one
-    job = kill_after_checkpoint(env, "kill-ps", mnist_dir, tmp_path / "job", "ExitCode", "ps-0")
+    job = kill_after_checkpoint(local_env, "kill-ps", mnist_dir, tmp_path / "job", "ExitCode", "ps-0")
     assert job.replica("ps-0")["restarts"] == 1 and job.replica("chief-0")["restarts"] >= 1
     chief = job.log("chief-0")
     first = assert_resumed(chief, tmp_path / "job")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -22,9 +21,11 @@ import yaml
 
 from tests.support.cli_env import cli_env, schema_cache  # noqa: F401 (fixtures: the real CRD)
 from tests.support.faults import TcpRelay
-from tests.support.k8s_backend import Collector, poll_until, watches_open
+from tests.support.k8s_backend import Collector, watches_open
+from tests.support.launcher_process import LAUNCHER
+from tests.support.polling import wait_for
+from tests.support.tools import ROOT
 
-REPO = Path(__file__).resolve().parents[2]
 WAIT = 60.0
 PODS = ("mnist-chief-0", "mnist-ps-0", "mnist-worker-0", "mnist-worker-1")
 WATCHES = 8  # submit: events + logs feeds, status -w: events feed; a TFJob and a pod watch each, and the
@@ -54,8 +55,8 @@ class Launcher:
     """`python -m launcher ARGS --backend k8s --kubeconfig K`, its stdout lines collected."""
 
     def __init__(self, kubeconfig: Path, *args: str):
-        self.proc = subprocess.Popen([sys.executable, "-m", "launcher", *args, "--backend", "k8s",
-                                      "--kubeconfig", str(kubeconfig)], cwd=REPO, env=dict(os.environ),
+        self.proc = subprocess.Popen([*LAUNCHER, *args, "--backend", "k8s",
+                                      "--kubeconfig", str(kubeconfig)], cwd=ROOT, env=dict(os.environ),
                                      text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.lines = Collector(iter(self.proc.stdout.readline, ""))
 
@@ -130,7 +131,7 @@ def assert_followed(launcher: Launcher, expected: list[str] = EXPECTED) -> list[
 
 def test_submit_follows_through_dropped_watch_streams(launch, fake_apiserver, fake_operator):
     submit = launch("submit", "--name", "mnist", "--workers", "2", "--ps", "1")
-    poll_until(lambda: watches_open(fake_apiserver), "the launcher's watches", WAIT)
+    wait_for(lambda: watches_open(fake_apiserver), "the launcher's watches", WAIT)
 
     def outage(change) -> None:
         fake_apiserver.drop_watches(hold=True)  # every stream cut; changes happen while none is open
@@ -146,7 +147,7 @@ def test_submit_follows_through_dropped_watch_streams(launch, fake_apiserver, fa
 
 def test_submit_and_status_w_follow_through_an_api_server_restart(launch, fake_apiserver, fake_operator, relay):
     submit = launch("submit", "--name", "mnist", "--workers", "2", "--ps", "1")
-    poll_until(lambda: watches_open(fake_apiserver), "the launcher's watches", WAIT)
+    wait_for(lambda: watches_open(fake_apiserver), "the launcher's watches", WAIT)
     followers = [submit]
     lists_before = fake_apiserver.count("tfjobs", "list")
     outages = []
@@ -156,12 +157,12 @@ def test_submit_and_status_w_follow_through_an_api_server_restart(launch, fake_a
             followers.append(launch("status", "mnist", "-w"))
             followers[1].wait_for("Created")
         # each watch (3 per events feed, 2 per logs feed) in a stream
-        poll_until(lambda: fake_apiserver.open_watches == WATCHES, f"{WATCHES} open watches", WAIT)
+        wait_for(lambda: fake_apiserver.open_watches == WATCHES, f"{WATCHES} open watches", WAIT)
         refused = relay.rejected
         relay.down()  # connections reset, new ones refused ...
         # the second outage lasts until some watch failed more than OLD_LIMIT times in a row
         attempts = 2 if not outages else OLD_LIMIT * CONNECTS * WATCHES + 1
-        poll_until(lambda: relay.rejected >= refused + attempts, f"{attempts} reconnection attempts", WAIT)
+        wait_for(lambda: relay.rejected >= refused + attempts, f"{attempts} reconnection attempts", WAIT)
         change()
         fake_apiserver.compact()  # ... and the restarted server's watch cache starts empty
         relay.up()

@@ -13,7 +13,8 @@ import pytest
 
 from launcher.backends.base import BackendError
 from launcher.backends.k8s import KubernetesBackend
-from tests.support.k8s_backend import WAIT, manifest, poll_until
+from tests.support.k8s_backend import WAIT, manifest
+from tests.support.polling import wait_for
 
 
 # ---- submit --------------------------------------------------------------------------------------
@@ -71,7 +72,7 @@ def test_delete_wait_returns_once_the_foreground_deletion_finished(k8s_backend, 
     waiter = threading.Thread(target=lambda: (k8s_backend.delete("mnist", "default", wait=True), done.set()),
                               daemon=True)
     waiter.start()
-    poll_until(lambda: fake_apiserver.count("tfjobs", "get") >= 2, "the backend polling the deleted job")
+    wait_for(lambda: fake_apiserver.count("tfjobs", "get") >= 2, "the backend polling the deleted job", WAIT)
     assert not done.is_set()
     assert "deletionTimestamp" in fake_apiserver.get("tfjobs", "default", "mnist")["metadata"]
     fake_apiserver.collect_garbage()

@@ -6,7 +6,8 @@ real control plane in tests/e2e/test_k8s_backend.py."""
 from __future__ import annotations
 
 from launcher.events import LogLine
-from tests.support.k8s_backend import Collector, manifest, poll_until
+from tests.support.k8s_backend import WAIT, Collector, manifest
+from tests.support.polling import wait_for
 
 
 def lines_of(items: list, replica: str) -> list[str]:
@@ -33,7 +34,7 @@ def test_follow_waits_for_pending_pods_and_follows_a_restarted_container(k8s_bac
     k8s_backend.submit(manifest(workers=1, ps=0))
     fake_operator.create_pods("mnist")  # both Pending: nothing to read yet
     follow = Collector(k8s_backend.logs("mnist", "default", follow=True))
-    poll_until(lambda: fake_apiserver.open_watches == 2, "the follower's watches")
+    wait_for(lambda: fake_apiserver.open_watches == 2, "the follower's watches", WAIT)
 
     fake_operator.start("mnist-worker-0")
     fake_operator.log("mnist-worker-0", "first run 1", "first run 2")
@@ -95,7 +96,7 @@ def test_follow_stops_a_replica_still_running_after_the_job_ended(k8s_backend, f
     fake_operator.exit("mnist-chief-0", 0)
     fake_operator.set_condition("mnist", "Succeeded")
     assert lines_of(follow.wait_done(), "ps-0") == ["serving"]
-    poll_until(lambda: fake_apiserver.open_watches == 0, "the follower's watches closed")
+    wait_for(lambda: fake_apiserver.open_watches == 0, "the follower's watches closed", WAIT)
 
 
 def test_tail_keeps_the_last_lines_and_with_follow_then_follows(k8s_backend, fake_apiserver, fake_operator):

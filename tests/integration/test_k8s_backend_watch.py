@@ -12,7 +12,8 @@ import pytest
 from launcher.backends.k8s import watch as k8s_watch
 from launcher.backends.base import BackendError
 from launcher.events import JobCondition, ReplicaPhase
-from tests.support.k8s_backend import Collector, manifest, poll_until, watch_lifecycle, watches_open
+from tests.support.k8s_backend import WAIT, Collector, manifest, watch_lifecycle, watches_open
+from tests.support.polling import wait_for
 
 PODS = ("mnist-chief-0", "mnist-ps-0", "mnist-worker-0", "mnist-worker-1")
 REPLICAS = ("chief-0", "ps-0", "worker-0", "worker-1")
@@ -41,7 +42,7 @@ def job(k8s_backend, fake_apiserver):
     """A submitted job and a Collector on its events, both watches open before pods exist."""
     k8s_backend.submit(manifest(workers=2))
     events = Collector(k8s_backend.events("mnist", "default"))
-    poll_until(lambda: watches_open(fake_apiserver), "the backend's two watches")
+    wait_for(lambda: watches_open(fake_apiserver), "the backend's two watches", WAIT)
     return events
 
 
@@ -106,7 +107,8 @@ def test_a_failed_chief_ends_with_failed(job, fake_operator):
     fake_operator.start("mnist-chief-0")
     fake_operator.exit("mnist-chief-0", 2)
     job.wait_for(lambda it: getattr(latest(it, "chief-0"), "exit_code", None) == 2, "the chief's exit code")
-    fake_operator.set_condition("mnist", "Failed", message="TFJob default/mnist has failed because 1 Chief replica(s) failed.")
+    fake_operator.set_condition("mnist", "Failed",
+                                message="TFJob default/mnist has failed because 1 Chief replica(s) failed.")
     items = job.wait_done()
     assert items[-1] == JobCondition("Failed", "True", "TFJobFailed", items[-1].message, items[-1].time)
     assert latest(items, "chief-0").phase == "Failed"
@@ -162,7 +164,7 @@ def test_without_rights_on_events_pods_are_followed_without_the_schedulers_reaso
     fake_apiserver.forbidden.add("events")
     k8s_backend.submit(manifest(workers=2))
     events = Collector(k8s_backend.events("mnist", "default"))
-    poll_until(lambda: watches_open(fake_apiserver), "the backend's pod and TFJob watches")
+    wait_for(lambda: watches_open(fake_apiserver), "the backend's pod and TFJob watches", WAIT)
     create_pods(fake_operator, events)
     fake_operator.unschedulable("mnist-worker-1", "0/3 nodes are available: 3 Insufficient cpu.")
     assert k8s_backend.status("mnist", "default").replicas[-1].message == ""
@@ -179,9 +181,9 @@ def test_stopping_the_consumer_closes_both_streams(k8s_backend, fake_apiserver, 
     fake_operator.create_pods("mnist")
     events = k8s_backend.events("mnist", "default")
     assert isinstance(next(events), (JobCondition, ReplicaPhase))
-    poll_until(lambda: fake_apiserver.open_watches == 2, "two open watch streams")
+    wait_for(lambda: fake_apiserver.open_watches == 2, "two open watch streams", WAIT)
     events.close()
-    poll_until(lambda: fake_apiserver.open_watches == 0, "the streams closed")
+    wait_for(lambda: fake_apiserver.open_watches == 0, "the streams closed", WAIT)
 
 
 def test_requests_do_not_grow_with_the_number_of_replicas(k8s_backend, fake_apiserver, fake_operator):

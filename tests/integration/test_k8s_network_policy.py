@@ -9,7 +9,8 @@ import pytest
 from launcher.backends.base import BackendError
 from launcher.render import render, render_network_policy
 from launcher.spec import JobSpec, ReplicaSpec
-from tests.support.k8s_backend import poll_until
+from tests.support.k8s_backend import WAIT
+from tests.support.polling import wait_for
 
 SPEC = JobSpec(name="mnist", replicas={"Worker": ReplicaSpec(2)})
 
@@ -32,7 +33,7 @@ def test_a_refused_policy_deletes_the_tfjob_again(k8s_backend, fake_apiserver):
         k8s_backend.submit(render(SPEC), network_policy=render_network_policy(SPEC))
     message = str(err.value)
     assert "networkpolicy mnist-tf-port" in message and "--no-network-policy" in message, message
-    poll_until(lambda: fake_apiserver.get("tfjobs", "default", "mnist") is None, "the TFJob deleted again")
+    wait_for(lambda: fake_apiserver.get("tfjobs", "default", "mnist") is None, "the TFJob deleted again", WAIT)
 
 
 def test_without_a_policy_only_the_tfjob_is_created(k8s_backend, fake_apiserver):

@@ -3,16 +3,13 @@ within its --request-timeout with one line naming the server and the fix (exit 1
 launcher runs as a real process with the real Kubernetes client."""
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.support.launcher_process import run_launcher
 from tests.support.silent_server import SilentServer
 
-REPO = Path(__file__).resolve().parents[2]
 BOUND = 60.0  # far above 1 s timeout; without a timeout the commands never return
 
 
@@ -33,8 +30,7 @@ def test_a_silent_api_server_is_one_line_within_the_request_timeout(silent, argv
     server, kubeconfig = silent
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "KUBECONFIG": str(kubeconfig),
            "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}
-    done = subprocess.run([sys.executable, "-m", "launcher", *argv, "--request-timeout", "1s"], cwd=REPO,
-                          env=env, capture_output=True, text=True, timeout=BOUND)
+    done = run_launcher(env, *argv, "--request-timeout", "1s", timeout=BOUND)
     assert done.returncode == 1, done.stdout + done.stderr
     lines = done.stderr.strip().splitlines()
     assert len([line for line in lines if line.startswith("error:")]) == 1, done.stderr

@@ -6,29 +6,17 @@ runs as a real `python -m launcher` process; the paths here need no API server
 tests/e2e/test_kubeconfig_secrets.py."""
 from __future__ import annotations
 
-import socket
+import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from tests.support.kubeconfig_secrets import Secrets, kubeconfig, users
+from tests.support.launcher_process import run_launcher
+from tests.support.ports import free_port
 
-REPO = Path(__file__).resolve().parents[2]
 COMMANDS = (("status", "job"), ("list",), ("logs", "job"), ("delete", "job"),
             ("submit", "--name", "job", "--workers", "1"))
-
-
-def launcher(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "launcher", *args], cwd=REPO, capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, timeout=120)
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]  # nothing listens once the socket is closed
 
 
 @pytest.fixture(scope="module")
@@ -47,24 +35,24 @@ def check(secrets_: Secrets, done: subprocess.CompletedProcess, expected: str) -
                          + [(user, COMMANDS[0]) for user in ("password", "client key", "exec plugin token")],
                          ids=lambda v: v if isinstance(v, str) else v[0])
 def test_unreachable_server(tmp_path, secrets_, user, command):
-    config = kubeconfig(tmp_path / "config", f"https://127.0.0.1:{closed_port()}", users(secrets_, tmp_path)[user])
+    config = kubeconfig(tmp_path / "config", f"https://127.0.0.1:{free_port()}", users(secrets_, tmp_path)[user])
     expected = "exec credential plugin failed" if user == "exec plugin failing" else "cannot reach"
-    check(secrets_, launcher(*command, "--kubeconfig", str(config)), expected)
+    check(secrets_, run_launcher(os.environ, *command, "--kubeconfig", str(config)), expected)
 
 
 @pytest.mark.parametrize("user", ["token", "client key", "exec plugin failing"])
 def test_bad_context(tmp_path, secrets_, user):
     config = kubeconfig(tmp_path / "config", "https://127.0.0.1:1", users(secrets_, tmp_path)[user])
-    check(secrets_, launcher("status", "job", "--kubeconfig", str(config), "--context", "nope"), "nope")
+    check(secrets_, run_launcher(os.environ, "status", "job", "--kubeconfig", str(config), "--context", "nope"), "nope")
 
 
 def test_malformed_kubeconfig_next_to_a_token(tmp_path, secrets_):
     config = tmp_path / "config"
     config.write_text(f"users:\n- name: u\n  user:\n    token: {secrets_.token}\n   bad: [indent\n")
-    check(secrets_, launcher("list", "--kubeconfig", str(config)), "cannot be read as YAML")
+    check(secrets_, run_launcher(os.environ, "list", "--kubeconfig", str(config)), "cannot be read as YAML")
 
 
 def test_exec_plugin_failure_says_so_without_its_output(tmp_path, secrets_):
     config = kubeconfig(tmp_path / "config", "https://127.0.0.1:1", users(secrets_, tmp_path)["exec plugin failing"])
-    done = launcher("list", "--kubeconfig", str(config))
+    done = run_launcher(os.environ, "list", "--kubeconfig", str(config))
     check(secrets_, done, "exec credential plugin failed with exit code 1")

@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -20,11 +19,11 @@ from launcher.backends.local import LocalBackend
 from launcher.events import JobCondition, LogLine, ReplicaPhase
 from launcher.render import render
 from launcher.spec import JobSpec, ReplicaSpec, RunPolicy
+from tests.support.local_jobs import DEADLINE, REPLICA, gone, replica_pids, wait_ready
+from tests.support.polling import wait_for
+from tests.support.tools import ROOT
 
-REPO = Path(__file__).resolve().parents[2]
-REPLICA = Path(__file__).resolve().parents[1] / "support" / "standin_replica.py"
 NS = "default"
-DEADLINE = 60.0
 
 
 # ---- helpers ------------------------------------------------------------------------
@@ -39,51 +38,17 @@ def make_job(name: str, state: Path, actions: dict, restart: str = "OnFailure",
     return render(spec)
 
 
-def wait_for(predicate, what: str, timeout: float = DEADLINE):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
-
-
-def gone(pid: int) -> bool:
-    """True if `pid` no longer runs (a zombie counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-    except FileNotFoundError:
-        return True
-
-
-def replica_pids(state: Path) -> dict[str, int]:
-    return {p.name[:-4]: int(p.read_text()) for p in state.glob("*.pid")}
-
-
 def supervisor_pid(backend: LocalBackend, name: str) -> int:
     return json.loads(backend.runs.job(name, NS).status_path.read_text())["supervisor"]["pid"]
 
 
 def wait_phase(backend: LocalBackend, name: str, phases=("Succeeded", "Failed")):
-    return wait_for(lambda: (s := backend.status(name, NS)).phase in phases and s, f"{name} to reach {phases}")
+    return wait_for(lambda: (s := backend.status(name, NS)).phase in phases and s, f"{name} to reach {phases}",
+                    DEADLINE)
 
 
 def replica(status, rid: str) -> ReplicaPhase:
     return next(r for r in status.replicas if r.replica == rid)
-
-
-def wait_ready(state: Path, *rids: str) -> None:
-    wait_for(lambda: all((state / f"{rid}.ready").exists() for rid in rids), f"{rids} ready")
-
-
-@pytest.fixture
-def state(tmp_path) -> Path:
-    path = tmp_path / "state"
-    path.mkdir()
-    return path
 
 
 @pytest.fixture
@@ -97,20 +62,8 @@ def backend(tmp_path, monkeypatch):
         backend.stop(job.name, job.namespace)
 
 
-@pytest.fixture
-def local_env(tmp_path):
-    """Environment for launcher subprocesses: own runs dir, quick restarts, repo on the path.
-    Every job left in the runs dir is stopped at teardown."""
-    runs = tmp_path / "runs"
-    yield dict(os.environ, TFJOB_RUNS_DIR=str(runs), TFJOB_LOCAL_BACKOFF_SECONDS="0.2",
-               TFJOB_LOCAL_STOP_GRACE_SECONDS="10", PYTHONPATH=str(REPO))
-    backend = LocalBackend(runs_dir=str(runs))
-    for job in backend.list(None):
-        backend.stop(job.name, job.namespace)
-
-
 def run_python(code: str, *args: str, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code, *args], cwd=REPO, capture_output=True,
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=DEADLINE, check=True, **kwargs)
 
 
@@ -239,6 +192,7 @@ def test_active_deadline_fails_the_job(backend, state):
 # ---- stopping: Ctrl-C, stop, a killed supervisor, delete ---------------------------------
 LAUNCHER = """
 import json, sys
+
 from launcher.backends.local import LocalBackend
 backend = LocalBackend()
 tfjob = json.load(open(sys.argv[1]))
@@ -251,7 +205,7 @@ for event in backend.events(tfjob["metadata"]["name"], "default"):
 def test_sigint_to_a_foreground_launcher_leaves_no_process(backend, state, tmp_path):
     manifest = tmp_path / "fg.json"
     manifest.write_text(json.dumps(make_job("fg", state, {"chief-0": ["wait-finish"]})))
-    launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER, str(manifest)], cwd=REPO,
+    launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER, str(manifest)], cwd=ROOT,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_ready(state, "ps-0", "worker-0", "worker-1")
@@ -259,7 +213,7 @@ def test_sigint_to_a_foreground_launcher_leaves_no_process(backend, state, tmp_p
         assert not any(gone(pid) for pid in pids)
         launcher.send_signal(signal.SIGINT)
         assert launcher.wait(DEADLINE) != 0
-        wait_for(lambda: all(gone(pid) for pid in pids), "every process of the job to exit")
+        wait_for(lambda: all(gone(pid) for pid in pids), "every process of the job to exit", DEADLINE)
     finally:
         launcher.kill()
         launcher.wait()
@@ -280,7 +234,8 @@ def test_a_killed_supervisor_takes_its_replicas_along(backend, state):
     backend.submit(make_job("orphan", state, {}, ps=1, workers=1))
     wait_ready(state, "chief-0", "ps-0", "worker-0")
     os.kill(supervisor_pid(backend, "orphan"), signal.SIGKILL)
-    wait_for(lambda: all(gone(pid) for pid in replica_pids(state).values()), "replicas to die with the supervisor")
+    wait_for(lambda: all(gone(pid) for pid in replica_pids(state).values()), "replicas to die with the supervisor",
+             DEADLINE)
     status = wait_phase(backend, "orphan")
     assert (status.phase, status.conditions[-1].reason) == ("Failed", "SupervisorLost")
 

@@ -5,28 +5,17 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from launcher.backends.local import LocalBackend
-from tests.integration.test_local_backend import (DEADLINE, REPLICA, REPO, gone, local_env,  # noqa: F401
-                                                  replica_pids, wait_for, wait_ready)
+from tests.support.launcher_process import LAUNCHER, launcher_process, run_launcher
+from tests.support.local_jobs import DEADLINE, REPLICA, gone, replica_pids, wait_ready
+from tests.support.polling import wait_for
+from tests.support.tools import ROOT
 
 ALL = ("chief-0", "ps-0", "worker-0", "worker-1")
-
-
-@pytest.fixture
-def env(local_env):  # noqa: F811 - the shared fixture, under a short name
-    return local_env
-
-
-@pytest.fixture
-def state(tmp_path) -> Path:
-    path = tmp_path / "state"
-    path.mkdir()
-    return path
 
 
 def config(tmp_path: Path, actions: dict) -> str:
@@ -39,23 +28,18 @@ def config(tmp_path: Path, actions: dict) -> str:
     return str(path)
 
 
-def launcher(*args: str, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "launcher", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=DEADLINE)
-
-
 def submit_args(name: str, tmp_path: Path, state: Path, actions: dict) -> list[str]:
     return ["submit", "--backend", "local", "--name", name, "--config", config(tmp_path, actions),
             "--env", f"STATE_DIR={state}"]
 
 
-def test_ctrl_c_on_a_foreground_submit_stops_every_process(env, state, tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "launcher", *submit_args("fg", tmp_path, state,
+def test_ctrl_c_on_a_foreground_submit_stops_every_process(local_env, state, tmp_path):
+    proc = subprocess.Popen([*LAUNCHER, *submit_args("fg", tmp_path, state,
                                                                              {"chief-0": ["wait-finish"]})],
-                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=ROOT, env=local_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_ready(state, "ps-0", "worker-0", "worker-1")
-        status = json.loads((Path(env["TFJOB_RUNS_DIR"]) / "default" / "fg" / "status.json").read_text())
+        status = json.loads((Path(local_env["TFJOB_RUNS_DIR"]) / "default" / "fg" / "status.json").read_text())
         pids = [*replica_pids(state).values(), status["supervisor"]["pid"]]
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=DEADLINE)
@@ -63,33 +47,34 @@ def test_ctrl_c_on_a_foreground_submit_stops_every_process(env, state, tmp_path)
         proc.kill()
         proc.wait()
     assert proc.returncode == 130, err
-    wait_for(lambda: all(gone(pid) for pid in pids), "every process of the job to exit")
-    shown = launcher("status", "fg", "--backend", "local", env=env)
+    wait_for(lambda: all(gone(pid) for pid in pids), "every process of the job to exit", DEADLINE)
+    shown = run_launcher(local_env, "status", "fg", "--backend", "local", timeout=DEADLINE)
     assert "Failed" in shown.stdout and "Stopped" in shown.stdout
 
 
-def test_detached_job_is_followed_and_deleted_from_later_launchers(env, state, tmp_path):
-    submitted = launcher(*submit_args("bg", tmp_path, state, {"chief-0": ["wait-finish"]}), "--detach", env=env)
+def test_detached_job_is_followed_and_deleted_from_later_launchers(local_env, state, tmp_path):
+    submitted = run_launcher(local_env, *submit_args("bg", tmp_path, state, {"chief-0": ["wait-finish"]}), "--detach",
+                             timeout=DEADLINE)
     assert submitted.returncode == 0, submitted.stderr
     wait_ready(state, "ps-0", "worker-0", "worker-1")  # still running after the launcher exited
 
-    logs = launcher("logs", "bg", "--backend", "local", "--replica", "all", env=env)
+    logs = run_launcher(local_env, "logs", "bg", "--backend", "local", "--replica", "all", timeout=DEADLINE)
     for rid in ALL:
         assert any(line.startswith(f"[{rid}] hello from {rid} attempt 0") for line in logs.stdout.splitlines())
-    assert "Running" in launcher("status", "bg", "--backend", "local", env=env).stdout
+    assert "Running" in run_launcher(local_env, "status", "bg", "--backend", "local", timeout=DEADLINE).stdout
 
     (state / "finish").touch()
-    watched = launcher("status", "bg", "-w", "--backend", "local", env=env)
+    watched = run_launcher(local_env, "status", "bg", "-w", "--backend", "local", timeout=DEADLINE)
     assert watched.returncode == 0, watched.stdout + watched.stderr
-    listed = launcher("list", "--backend", "local", env=env).stdout
+    listed = run_launcher(local_env, "list", "--backend", "local", timeout=DEADLINE).stdout
     assert any(line.split()[:3] == ["bg", "default", "Succeeded"] for line in listed.splitlines())
-    run = LocalBackend(runs_dir=env["TFJOB_RUNS_DIR"]).runs.job("bg", "default")
+    run = LocalBackend(runs_dir=local_env["TFJOB_RUNS_DIR"]).runs.job("bg", "default")
     args = run.manifest()["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["args"]
     assert args[:2] == ["--job-dir", str(run.output)]  # the default job dir sits next to the logs
 
     (run.output / "checkpoints").mkdir(parents=True, exist_ok=True)
     (run.output / "checkpoints" / "ckpt-1.index").write_text("a checkpoint")  # what a trainer leaves
-    deleted = launcher("delete", "bg", "--backend", "local", env=env)
+    deleted = run_launcher(local_env, "delete", "bg", "--backend", "local", timeout=DEADLINE)
     assert deleted.returncode == 0, deleted.stderr
     assert all(gone(pid) for pid in replica_pids(state).values())
     assert deleted.stdout.splitlines() == [
@@ -97,37 +82,35 @@ def test_detached_job_is_followed_and_deleted_from_later_launchers(env, state, t
         f"Kept its outputs (checkpoints, TensorBoard events, exported model) in {run.output}; a new job named bg "
         "resumes from them. Remove them with --purge."]
     assert (run.output / "checkpoints" / "ckpt-1.index").read_text() == "a checkpoint"
-    missing = launcher("status", "bg", "--backend", "local", env=env)
+    missing = run_launcher(local_env, "status", "bg", "--backend", "local", timeout=DEADLINE)
     assert missing.returncode == 1 and "bg" in missing.stderr
-    assert "bg" not in launcher("list", "--backend", "local", env=env).stdout
-    purged = launcher("delete", "bg", "--backend", "local", "--purge", env=env)
+    assert "bg" not in run_launcher(local_env, "list", "--backend", "local", timeout=DEADLINE).stdout
+    purged = run_launcher(local_env, "delete", "bg", "--backend", "local", "--purge", timeout=DEADLINE)
     assert (purged.returncode, purged.stdout) == (0, "tfjob bg deleted\n"), purged.stderr
     assert not run.path.exists()
 
 
 @pytest.mark.parametrize("flag", [["--previous"], ["--since", "10m"], ["--timestamps"]])
-def test_kubectl_log_options_the_local_backend_cannot_honour_are_one_line(env, tmp_path, flag):
-    done = launcher("logs", "ghost", "--backend", "local", *flag, env=env)
+def test_kubectl_log_options_the_local_backend_cannot_honour_are_one_line(local_env, tmp_path, flag):
+    done = run_launcher(local_env, "logs", "ghost", "--backend", "local", *flag, timeout=DEADLINE)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == (f"error: {flag[0]}: the local backend keeps one log per replica, every attempt appended, "
                            "without timestamps; drop the flag\n")
 
 
-def test_logs_tail_with_follow_shows_the_last_lines_then_follows(env, state, tmp_path):
+def test_logs_tail_with_follow_shows_the_last_lines_then_follows(local_env, state, tmp_path):
     """kubectl's logs -f --tail N on the run folder's log: the last N lines written so far,
     then every new line until the job ends."""
-    from types import SimpleNamespace
-
-    from tests.support.launcher_process import launcher_process
-
-    submitted = launcher(*submit_args("tail", tmp_path, state, {"chief-0": ["wait-finish"]}), "--detach", env=env)
+    submitted = run_launcher(local_env, *submit_args("tail", tmp_path, state, {"chief-0": ["wait-finish"]}),
+                             "--detach", timeout=DEADLINE)
     assert submitted.returncode == 0, submitted.stderr
     wait_ready(state, "ps-0", "worker-0", "worker-1")
-    everything = launcher("logs", "tail", "--backend", "local", env=env).stdout.splitlines()
+    everything = run_launcher(local_env, "logs", "tail", "--backend", "local", timeout=DEADLINE).stdout.splitlines()
     assert everything[0].startswith("[chief-0] hello from chief-0") and everything[1].startswith("[chief-0] tf_config")
-    assert launcher("logs", "tail", "--backend", "local", "--tail", "1", env=env).stdout.splitlines() == everything[-1:]
+    assert run_launcher(local_env, "logs", "tail", "--backend", "local", "--tail", "1",
+                        timeout=DEADLINE).stdout.splitlines() == everything[-1:]
 
-    with launcher_process(SimpleNamespace(env=lambda: env), "logs", "tail", "--backend", "local",
+    with launcher_process(local_env, "logs", "tail", "--backend", "local",
                           "--tail", "1", "-f") as follow:
         follow.wait_for_line("tf_config", timeout=DEADLINE)
         (state / "finish").touch()
@@ -135,7 +118,7 @@ def test_logs_tail_with_follow_shows_the_last_lines_then_follows(env, state, tmp
     assert follow.lines == [everything[-1], "[chief-0] chief-0 done"]
 
 
-def test_a_users_own_package_runs_with_module_name_and_package_path(env, tmp_path):
+def test_a_users_own_package_runs_with_module_name_and_package_path(local_env, tmp_path):
     """gcloud's --module-name/--package-path on the local backend: every replica runs
     `python -m my_trainer.task` from the package's parent, importing its own sibling module."""
     package = tmp_path / "project" / "my_trainer"
@@ -151,9 +134,9 @@ def test_a_users_own_package_runs_with_module_name_and_package_path(env, tmp_pat
         "print(f'my_trainer as {role()} in {os.getcwd()} with {sys.argv[3:]}', flush=True)\n"
         "open(os.path.join(job_dir, role()), 'w').write('done')\n")
     out = tmp_path / "out"
-    done = launcher("submit", "--backend", "local", "--name", "own", "--chief", "1", "--workers", "1", "--ps", "0",
-                    "--module-name", "my_trainer.task", "--package-path", str(package), "--job-dir", str(out),
-                    "--", "--steps", "3", env=env)
+    done = run_launcher(local_env, "submit", "--backend", "local", "--name", "own", "--chief", "1", "--workers", "1",
+                        "--ps", "0", "--module-name", "my_trainer.task", "--package-path", str(package), "--job-dir",
+                        str(out), "--", "--steps", "3", timeout=DEADLINE)
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"[chief-0] my_trainer as chief-0 in {package.parent} with ['--steps', '3']" in done.stdout.splitlines()
     assert (out / "chief-0").read_text() == "done"

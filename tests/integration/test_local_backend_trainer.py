@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from launcher.backends.local import LocalBackend
-from tests.integration.test_local_backend import REPO, gone, local_env, wait_for  # noqa: F401
+from tests.support.launcher_process import run_launcher
+from tests.support.local_jobs import gone, run_dir, submit_cmd, trainer_args
+from tests.support.polling import wait_for
+from tests.support.tools import ROOT
 
 pytestmark = pytest.mark.slow
 TIMEOUT = 480.0
@@ -27,34 +29,9 @@ def mnist(tmp_path_factory) -> str:
     """A small slice of real MNIST as TFRecords (from the trainer's raw-file cache)."""
     out = tmp_path_factory.mktemp("mnist") / "data"
     subprocess.run([sys.executable, "-m", "trainer.data", "--out", str(out), "--train-limit", "2000",
-                    "--test-limit", "500", "--offline"], cwd=REPO, check=True, capture_output=True,
+                    "--test-limit", "500", "--offline"], cwd=ROOT, check=True, capture_output=True,
                    timeout=TIMEOUT)
     return str(out)
-
-
-@pytest.fixture
-def env(local_env):  # noqa: F811 - the shared fixture, under a short name
-    return local_env
-
-
-def trainer_args(mnist: str, steps: int) -> list[str]:
-    return ["--", "--train-steps", str(steps), "--data-dir", mnist, "--threads", "1",
-            "--log-every-steps", "5", "--steps-per-execution", "5", "--eval-every-steps", "0",
-            "--checkpoint-every-steps", "10", "--poll-seconds", "1"]
-
-
-def submit_cmd(name: str, *flags: str) -> list[str]:
-    return [sys.executable, "-m", "launcher", "submit", "--backend", "local", "--name", name,
-            "--workers", "2", "--ps", "1", *flags]
-
-
-def launcher(env: dict, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "launcher", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=TIMEOUT)
-
-
-def run_dir(env: dict, name: str):
-    return LocalBackend(runs_dir=env["TFJOB_RUNS_DIR"]).runs.job(name, "default")
 
 
 def kill_when_training(env: dict, name: str, replica: str) -> int:
@@ -79,34 +56,35 @@ def files_under(path: Path) -> list[str]:
     return [str(p.relative_to(path)) for p in path.rglob("*") if p.is_file()]
 
 
-def test_submit_trains_and_leaves_outputs_logs_and_status(env, mnist):
-    done = subprocess.run(submit_cmd("mnist-local", *trainer_args(mnist, 30)), cwd=REPO, env=env,
+def test_submit_trains_and_leaves_outputs_logs_and_status(local_env, mnist):
+    done = subprocess.run(submit_cmd("mnist-local", *trainer_args(mnist, 30)), cwd=ROOT, env=local_env,
                           capture_output=True, text=True, timeout=TIMEOUT)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    run = run_dir(env, "mnist-local")
+    run = run_dir(local_env, "mnist-local")
     assert_outputs(files_under(run.output))
 
-    logs = launcher(env, "logs", "mnist-local", "--backend", "local", "--replica", "all").stdout.splitlines()
+    logs = run_launcher(local_env, "logs", "mnist-local", "--backend", "local", "--replica", "all",
+                        timeout=TIMEOUT).stdout.splitlines()
     for rid in ALL:
         assert any(line.startswith(f"[{rid}] Starting {rid.replace('-', '/')}") for line in logs), rid
     assert any(line.startswith("[chief-0] Final metrics after 30 steps") for line in logs)
-    status = launcher(env, "status", "mnist-local", "--backend", "local")
+    status = run_launcher(local_env, "status", "mnist-local", "--backend", "local", timeout=TIMEOUT)
     assert status.stdout.splitlines()[0].endswith("Succeeded"), status.stdout
 
 
-def test_killed_worker_restarts_under_onfailure_and_the_job_succeeds(env, mnist):
+def test_killed_worker_restarts_under_onfailure_and_the_job_succeeds(local_env, mnist):
     proc = subprocess.Popen(submit_cmd("mnist-restart", "--restart-policy", "OnFailure",
                                        *trainer_args(mnist, 80)),
-                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            cwd=ROOT, env=local_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        killed = kill_when_training(env, "mnist-restart", "worker-1")
+        killed = kill_when_training(local_env, "mnist-restart", "worker-1")
         out, _ = proc.communicate(timeout=TIMEOUT)
     finally:
         proc.kill()
         proc.wait()
     assert proc.returncode == 0, out[-3000:]
     assert gone(killed)
-    run = run_dir(env, "mnist-restart")
+    run = run_dir(local_env, "mnist-restart")
     worker = next(r for r in run.status()["replicas"] if r["id"] == "worker-1")
     assert worker["restarts"] == 1
     starts = [l for l in run.log_path("worker-1").read_text().splitlines() if l.startswith("Starting worker/1")]
@@ -115,27 +93,27 @@ def test_killed_worker_restarts_under_onfailure_and_the_job_succeeds(env, mnist)
     assert final and int(final[1]) >= 80  # exactly 80 is the trainer's promise (issue 7), not this one's
 
 
-def test_killed_worker_fails_the_job_under_never(env, mnist):
+def test_killed_worker_fails_the_job_under_never(local_env, mnist):
     proc = subprocess.Popen(submit_cmd("mnist-never", "--restart-policy", "Never", *trainer_args(mnist, 200)),
-                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            cwd=ROOT, env=local_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        kill_when_training(env, "mnist-never", "worker-1")
+        kill_when_training(local_env, "mnist-never", "worker-1")
         out, _ = proc.communicate(timeout=TIMEOUT)
     finally:
         proc.kill()
         proc.wait()
     assert proc.returncode == 1, out[-3000:]
-    status = run_dir(env, "mnist-never").status()
+    status = run_dir(local_env, "mnist-never").status()
     assert status["exit_code"] == 1
     failed = status["conditions"][-1]
     assert (failed["type"], failed["reason"]) == ("Failed", "TFJobFailed") and "worker-1" in failed["message"]
     assert all(gone(r["pid"]) for r in status["replicas"] if r["pid"])  # nothing left running
 
 
-def test_job_dir_on_gcs(env, mnist, gcs):
+def test_job_dir_on_gcs(local_env, mnist, gcs):
     job_dir = gcs.make_bucket("local-backend-job") + "/mnist"
     done = subprocess.run(submit_cmd("mnist-gcs", "--job-dir", job_dir, *trainer_args(mnist, 20)),
-                          cwd=REPO, env={**env, **gcs.env}, capture_output=True, text=True, timeout=TIMEOUT)
+                          cwd=ROOT, env={**local_env, **gcs.env}, capture_output=True, text=True, timeout=TIMEOUT)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert_outputs([name[len("mnist/"):] for name in gcs.list(job_dir)])
-    assert json.loads(run_dir(env, "mnist-gcs").status_path.read_text())["exit_code"] == 0
+    assert json.loads(run_dir(local_env, "mnist-gcs").status_path.read_text())["exit_code"] == 0

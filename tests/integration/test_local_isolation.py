@@ -14,8 +14,6 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
-from pathlib import Path
 
 import pytest
 
@@ -23,11 +21,13 @@ from launcher.backends.local import LocalBackend
 from launcher.render import render
 from launcher.spec import JobSpec, ReplicaSpec
 from tests.support import netns
+from tests.support.launcher_process import LAUNCHER
+from tests.support.polling import wait_for
+from tests.support.tools import ROOT
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(netns.unavailable() is not None, reason=str(netns.unavailable()))]
-REPO = Path(__file__).resolve().parents[2]
-DATA = REPO / "data" / "mnist"
+DATA = ROOT / "data" / "mnist"
 TIMEOUT = 480.0
 NAME = "mnist-isolated"
 
@@ -35,29 +35,20 @@ NAME = "mnist-isolated"
 @pytest.fixture
 def env(tmp_path):
     runs = tmp_path / "runs"
-    yield dict(os.environ, TFJOB_RUNS_DIR=str(runs), TFJOB_LOCAL_STOP_GRACE_SECONDS="10", PYTHONPATH=str(REPO))
+    yield dict(os.environ, TFJOB_RUNS_DIR=str(runs), TFJOB_LOCAL_STOP_GRACE_SECONDS="10", PYTHONPATH=str(ROOT))
     backend = LocalBackend(runs_dir=str(runs))
     for job in backend.list(None):
         backend.stop(job.name, job.namespace)
 
 
-def wait_for(predicate, what: str, timeout: float = TIMEOUT):
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.1)
-    return value
-
-
 def submit(env: dict, *extra: str) -> subprocess.Popen:
     if not list(DATA.glob("train-*.tfrecord")):
         pytest.skip(f"no MNIST TFRecords in {DATA}; run scripts/setup")
-    argv = [sys.executable, "-m", "launcher", "submit", "--backend", "local", "--name", NAME,
+    argv = [*LAUNCHER, "submit", "--backend", "local", "--name", NAME,
             "--workers", "2", "--ps", "1", *extra, "--", "--train-steps", "150", "--data-dir", str(DATA),
             "--threads", "1", "--log-every-steps", "5", "--steps-per-execution", "5",
             "--eval-every-steps", "0", "--checkpoint-every-steps", "50"]
-    return subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def training(env: dict) -> dict:
@@ -65,7 +56,7 @@ def training(env: dict) -> dict:
     run = LocalBackend(runs_dir=env["TFJOB_RUNS_DIR"]).runs.job(NAME, "default")
     wait_for(lambda: run.log_path("chief-0").exists()
              and "Train [chief/0] step" in run.log_path("chief-0").read_text(errors="replace"),
-             "the chief's first training step")
+             "the chief's first training step", TIMEOUT)
     return run.status()
 
 
@@ -110,7 +101,8 @@ def _connect_from_host(host: str, port: int) -> str:
     return "open"
 
 
-def run_standin(tmp_path, argv: tuple[str, ...], name: str = "needs-net", timeout: float = 60) -> tuple[str, list, dict]:
+def run_standin(tmp_path, argv: tuple[str, ...], name: str = "needs-net", timeout: float = 60) -> tuple[str, list,
+                dict]:
     """Run a 1-worker job whose command is `argv` (python ...) on the real local backend:
     (final phase, the notes submit printed, status.json)."""
     notes: list[str] = []
@@ -204,8 +196,8 @@ def test_without_user_namespaces_the_job_runs_and_says_why_once(tmp_path):
         pytest.skip("this machine has no user namespaces to restrict")
     shell = 'echo 0 > /proc/sys/user/max_user_namespaces && exec "$@"'
     done = subprocess.run(["unshare", "--user", "--map-root-user", "sh", "-c", shell, "sh", sys.executable, "-c",
-                           code, str(tmp_path / "runs")], cwd=REPO, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+                           code, str(tmp_path / "runs")], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     lines = done.stdout.splitlines()
     assert lines[-1] == "phase Succeeded", done.stdout + done.stderr
     warnings = [line for line in lines if line.startswith("warning:")]

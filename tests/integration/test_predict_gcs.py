@@ -19,8 +19,9 @@ from launcher.serving.gcs import expand
 from launcher.serving.predictions import read_instances
 from tests.support.cli_env import cli, cli_env, schema_cache  # noqa: F401 - fixtures
 from tests.support.gcs_denied import DeniedGcs
-from tests.support.serving import DATA, ROOT, launcher, mnist_job, served_model  # noqa: F401 - fixture
-from tests.support.trainer_cluster import free_port
+from tests.support.launcher_process import run_launcher
+from tests.support.ports import free_port
+from tests.support.serving import COMMAND_TIMEOUT, DATA, ROOT, mnist_job, served_model  # noqa: F401 - fixture
 
 BUCKET = "batch-predict"
 COUNT = 300
@@ -126,14 +127,16 @@ def test_batch_prediction_from_and_to_a_bucket_equals_the_local_run(mnist_job, g
     bucket.blob("run/requests/notes.txt").upload_from_string(b"not an instance\n")  # the patterns skip it
     env = {**mnist_job.env, "STORAGE_EMULATOR_HOST": gcs.endpoint}
     with served_model(mnist_job, "mnist-batch-gcs"):
-        local = launcher("predict", "mnist-batch-gcs", "--input-paths", f"{local_inputs}/part-*.json",
-                         "--output-path", str(tmp_path / "out"), "--batch-size", "64", "--backend", "local", env=env)
-        remote = launcher("predict", "mnist-batch-gcs", "--input-paths",
-                          f"gs://{BUCKET}/run/requests/part-[01].json,gs://{BUCKET}/run/requests/part-2*",
-                          "--output-path", f"gs://{BUCKET}/run/out/", "--batch-size", "64", "--backend", "local",
-                          env=env)
-        online = launcher("predict", "mnist-batch-gcs", "--json-instances", f"gs://{BUCKET}/run/requests/part-0.json",
-                          "--backend", "local", env=env)
+        local = run_launcher(env, "predict", "mnist-batch-gcs", "--input-paths", f"{local_inputs}/part-*.json",
+                             "--output-path", str(tmp_path / "out"), "--batch-size", "64", "--backend", "local",
+                             timeout=COMMAND_TIMEOUT)
+        remote = run_launcher(env, "predict", "mnist-batch-gcs", "--input-paths",
+                              f"gs://{BUCKET}/run/requests/part-[01].json,gs://{BUCKET}/run/requests/part-2*",
+                              "--output-path", f"gs://{BUCKET}/run/out/", "--batch-size", "64", "--backend", "local",
+                              timeout=COMMAND_TIMEOUT)
+        online = run_launcher(env, "predict", "mnist-batch-gcs", "--json-instances",
+                              f"gs://{BUCKET}/run/requests/part-0.json", "--backend", "local",
+                              timeout=COMMAND_TIMEOUT)
     assert local.returncode == 0, local.stderr
     assert remote.returncode == 0, remote.stderr
     assert remote.stdout.strip() == f"Wrote {COUNT} predictions to gs://{BUCKET}/run/out/{RESULTS}"

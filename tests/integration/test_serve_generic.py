@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.controlplane.procs import poll
+from tests.support.polling import wait_for
+from tests.support.ports import free_port
 from tests.support.serving import ROOT, get, post
-from tests.support.trainer_cluster import free_port, reap, trainer_env
+from tests.support.trainer_cluster import reap, trainer_env
 
 pytestmark = pytest.mark.slow
 READY_TIMEOUT = 300.0
@@ -51,7 +52,7 @@ def start_server(base: Path, log: Path) -> tuple[subprocess.Popen, str]:
             return False
 
     try:
-        poll(ready, READY_TIMEOUT, log.read_text, check=lambda: proc.poll() is None or pytest.fail(log.read_text()))
+        wait_for(ready, log.read_text, READY_TIMEOUT, check=lambda: proc.poll() is None or pytest.fail(log.read_text()))
     except BaseException:
         reap(proc)
         raise

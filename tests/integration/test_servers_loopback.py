@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -19,14 +18,15 @@ from launcher.backends.local import LocalBackend
 from launcher.render import render
 from launcher.spec import JobSpec, ReplicaSpec
 from tests.support import netns
-from tests.support.trainer_cluster import free_port
+from tests.support.launcher_process import LAUNCHER
+from tests.support.ports import free_port
+from tests.support.tools import ROOT
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(netns.unavailable() is not None, reason=str(netns.unavailable())),
               pytest.mark.skipif(__import__("importlib").util.find_spec("tensorboard") is None,
                                  reason="TensorBoard is not installed")]
-REPO = Path(__file__).resolve().parents[2]
-REPLICA = REPO / "tests" / "support" / "standin_replica.py"
+REPLICA = ROOT / "tests" / "support" / "standin_replica.py"
 
 
 @contextmanager
@@ -41,8 +41,8 @@ def tensorboard(tmp_path: Path, *flags: str):
                                       env={"STATE_DIR": str(state)}, command=("python", str(REPLICA)),
                                       trainer_args=(json.dumps({"*": ["exit0"]}),))))
     port = free_port()
-    env = {**os.environ, "TFJOB_RUNS_DIR": str(runs), "PYTHONPATH": str(REPO), "KUBECONFIG": str(tmp_path / "none")}
-    proc = subprocess.Popen([sys.executable, "-m", "launcher", "tensorboard", "board", "--backend", "local",
+    env = {**os.environ, "TFJOB_RUNS_DIR": str(runs), "PYTHONPATH": str(ROOT), "KUBECONFIG": str(tmp_path / "none")}
+    proc = subprocess.Popen([*LAUNCHER, "tensorboard", "board", "--backend", "local",
                              "--port", str(port), *flags], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:

@@ -2,16 +2,13 @@
 connections and never answers: one line naming the server within --request-timeout, exit 1."""
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.support.launcher_process import run_launcher
 from tests.support.silent_server import SilentServer
 
-REPO = Path(__file__).resolve().parents[2]
 BOUND = 25.0  # below the 30 s default: passes only if --request-timeout reaches the calls
 
 
@@ -29,9 +26,8 @@ def test_a_silent_api_server_is_one_line_within_the_request_timeout(argv, tmp_pa
         kubeconfig.write_text(yaml.safe_dump(server.kubeconfig()))
         env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "KUBECONFIG": str(kubeconfig),
                "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}
-        done = subprocess.run([sys.executable, "-m", "launcher", *[a.format(request=request) for a in argv],
-                               "--backend", "k8s", "--request-timeout", "1s"], cwd=REPO, env=env,
-                              capture_output=True, text=True, timeout=BOUND)
+        done = run_launcher(env, *[a.format(request=request) for a in argv], "--backend", "k8s",
+                            "--request-timeout", "1s", timeout=BOUND)
     assert done.returncode == 1, done.stdout + done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr

@@ -17,10 +17,12 @@ import numpy as np
 import pytest
 
 from launcher.backends.local.procs import alive
-from tests.support.controlplane.procs import poll
-from tests.support.serving import (COMMAND_TIMEOUT, DATA, ROOT, MnistJob, get, launcher, mnist_job,  # noqa: F401
+from tests.support.launcher_process import LAUNCHER, run_launcher
+from tests.support.polling import wait_for
+from tests.support.serving import (COMMAND_TIMEOUT, DATA, ROOT, MnistJob, get, mnist_job,  # noqa: F401
                                    post)
-from tests.support.trainer_cluster import free_port, reap
+from tests.support.ports import free_port
+from tests.support.trainer_cluster import reap
 
 pytestmark = pytest.mark.slow
 COUNT = 500           # real test images asked for
@@ -51,7 +53,7 @@ def stop_leftover(job: MnistJob, name: str) -> None:
     folder = Path(job.env["TFJOB_RUNS_DIR"]) / "_models" / name
     if (folder / "server.json").exists():
         pid = server_record(job, name)["pid"]
-        launcher("models", "delete", name, "--backend", "local", env=job.env)
+        run_launcher(job.env, "models", "delete", name, "--backend", "local", timeout=COMMAND_TIMEOUT)
         if alive(pid):
             os.killpg(pid, signal.SIGKILL)
 
@@ -60,12 +62,12 @@ def foreground_serve(job: MnistJob, name: str, port: int, out: Path) -> tuple[su
     """`launcher serve --foreground` of the job's export, its output in `out`; returns once
     it says the model is ready (bounded). The caller reaps the process."""
     with open(out, "w") as stdout:
-        proc = subprocess.Popen([sys.executable, "-m", "launcher", "serve", name, "--model-dir", str(job.export),
+        proc = subprocess.Popen([*LAUNCHER, "serve", name, "--model-dir", str(job.export),
                                  "--port", str(port), "--foreground", "--backend", "local"],
                                 cwd=ROOT, env=job.env, stdout=stdout, stderr=subprocess.STDOUT, text=True)
     try:
-        poll(lambda: "is ready" in out.read_text(), COMMAND_TIMEOUT, lambda: out.read_text(),
-             check=lambda: proc.poll() is None or pytest.fail(out.read_text()))
+        wait_for(lambda: "is ready" in out.read_text(), lambda: out.read_text(), COMMAND_TIMEOUT,
+                 check=lambda: proc.poll() is None or pytest.fail(out.read_text()))
     except BaseException:
         reap(proc)
         raise
@@ -75,8 +77,8 @@ def foreground_serve(job: MnistJob, name: str, port: int, out: Path) -> tuple[su
 @pytest.fixture(scope="module")
 def served(mnist_job) -> Served:
     port = free_port()
-    done = launcher("serve", "mnist", "--from-job", mnist_job.name, "--port", str(port), "--backend", "local",
-                    env=mnist_job.env)
+    done = run_launcher(mnist_job.env, "serve", "mnist", "--from-job", mnist_job.name, "--port", str(port),
+                        "--backend", "local", timeout=COMMAND_TIMEOUT)
     try:
         assert done.returncode == 0, done.stderr
         assert f"Model mnist is ready: http://127.0.0.1:{port}/v1/models/mnist:predict" in done.stdout
@@ -120,8 +122,8 @@ def parse_table(stdout: str) -> tuple[list[int], list[int], np.ndarray]:
 
 def test_launcher_predict_gives_the_labels_and_the_saved_models_own_answers(mnist_job, served, request_file,
                                                                            in_process):
-    done = launcher("predict", "mnist", "--json-instances", str(request_file.path), "--backend", "local",
-                    env=mnist_job.env)
+    done = run_launcher(mnist_job.env, "predict", "mnist", "--json-instances", str(request_file.path), "--backend",
+                        "local", timeout=COMMAND_TIMEOUT)
     assert done.returncode == 0, done.stderr
     keys, classes, probabilities = parse_table(done.stdout)
     assert keys == list(range(COUNT))  # the instances' own keys, through serving_default as TF Serving does
@@ -136,7 +138,8 @@ def test_launcher_predict_sends_image_only_lines_to_the_unkeyed_signature(mnist_
                                                                          in_process, tmp_path):
     bare = tmp_path / "bare.json"
     bare.write_text("".join(json.dumps({"image": row["image"]}) + "\n" for row in request_file.rows[:5]))
-    done = launcher("predict", "mnist", "--json-instances", str(bare), "--backend", "local", env=mnist_job.env)
+    done = run_launcher(mnist_job.env, "predict", "mnist", "--json-instances", str(bare), "--backend", "local",
+                        timeout=COMMAND_TIMEOUT)
     assert done.returncode == 0, done.stderr
     assert "Using signature 'unkeyed': its inputs are the instances' fields (image)" in done.stderr
     keys, classes, _ = parse_table(done.stdout)
@@ -202,7 +205,7 @@ def test_malformed_requests_get_400_with_an_error_and_the_server_keeps_serving(s
 
 
 def test_models_list_shows_the_served_model_ready(mnist_job, served):
-    done = launcher("models", "list", "--backend", "local", env=mnist_job.env)
+    done = run_launcher(mnist_job.env, "models", "list", "--backend", "local", timeout=COMMAND_TIMEOUT)
     assert done.returncode == 0, done.stderr
     rows = [line.split() for line in done.stdout.splitlines()]
     assert rows[0][:4] == ["NAME", "URL", "MODEL_DIR", "STATUS"]
@@ -216,8 +219,9 @@ def test_batch_prediction_writes_one_json_line_per_instance(mnist_job, served, r
     (inputs / "part-0.json").write_text("".join(lines[:200]))
     (inputs / "part-1.json").write_text("".join(lines[200:]))
     out = tmp_path / "out"
-    done = launcher("predict", "mnist", "--input-paths", str(inputs / "part-*.json"), "--output-path", str(out),
-                    "--batch-size", "64", "--backend", "local", env=mnist_job.env)
+    done = run_launcher(mnist_job.env, "predict", "mnist", "--input-paths", str(inputs / "part-*.json"),
+                        "--output-path", str(out), "--batch-size", "64", "--backend", "local",
+                        timeout=COMMAND_TIMEOUT)
     assert done.returncode == 0, done.stderr
     results = [json.loads(line) for line in (out / "prediction.results-00000-of-00001").read_text().splitlines()]
     assert [r["key"] for r in results] == list(range(COUNT))
@@ -258,16 +262,17 @@ def test_ctrl_c_on_a_foreground_serve_leaves_no_process(mnist_job, tmp_path):
 
 def test_models_delete_stops_a_detached_server(mnist_job):
     port = free_port()
-    done = launcher("serve", "mnist-del", "--model-dir", str(mnist_job.export), "--port", str(port),
-                    "--backend", "local", env=mnist_job.env)
+    done = run_launcher(mnist_job.env, "serve", "mnist-del", "--model-dir", str(mnist_job.export), "--port",
+                        str(port), "--backend", "local", timeout=COMMAND_TIMEOUT)
     try:
         assert done.returncode == 0, done.stderr
         pid = server_record(mnist_job, "mnist-del")["pid"]
         assert alive(pid)
-        deleted = launcher("models", "delete", "mnist-del", "--backend", "local", env=mnist_job.env)
+        deleted = run_launcher(mnist_job.env, "models", "delete", "mnist-del", "--backend", "local",
+                               timeout=COMMAND_TIMEOUT)
         assert deleted.returncode == 0 and deleted.stdout.strip() == "model mnist-del deleted", deleted.stderr
         assert not alive(pid)
-        listed = launcher("models", "list", "--backend", "local", env=mnist_job.env)
+        listed = run_launcher(mnist_job.env, "models", "list", "--backend", "local", timeout=COMMAND_TIMEOUT)
         assert "mnist-del" not in listed.stdout
     finally:
         stop_leftover(mnist_job, "mnist-del")
@@ -294,8 +299,8 @@ def test_an_export_in_a_bucket_is_served_through_tensorflows_gcs_filesystem(mnis
         if path.is_file():
             client.blob(f"runs/mnist/export/{path.relative_to(mnist_job.export)}").upload_from_filename(str(path))
     port, env = free_port(), {**mnist_job.env, **gcs.env}
-    done = launcher("serve", "mnist-gcs", "--model-dir", f"{bucket}/runs/mnist/export", "--port", str(port),
-                    "--backend", "local", env=env)
+    done = run_launcher(env, "serve", "mnist-gcs", "--model-dir", f"{bucket}/runs/mnist/export", "--port", str(port),
+                        "--backend", "local", timeout=COMMAND_TIMEOUT)
     try:
         assert done.returncode == 0, done.stderr
         status, answer = post(f"http://127.0.0.1:{port}/v1/models/mnist-gcs:predict",

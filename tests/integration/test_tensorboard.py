@@ -14,11 +14,12 @@ import pytest
 from launcher.backends.local import LocalBackend
 from launcher.render import render
 from launcher.spec import JobSpec, ReplicaSpec
-from tests.support.k8s_backend import poll_until
-from tests.support.trainer_cluster import free_port
+from tests.support.launcher_process import LAUNCHER
+from tests.support.polling import wait_for
+from tests.support.ports import free_port
+from tests.support.tools import ROOT
 
-REPO = Path(__file__).resolve().parents[2]
-REPLICA = REPO / "tests" / "support" / "standin_replica.py"
+REPLICA = ROOT / "tests" / "support" / "standin_replica.py"
 DEADLINE = 180.0
 
 
@@ -34,7 +35,7 @@ def write_events(logdir: Path) -> None:
 def test_tensorboard_serves_the_job_dir_of_a_job(tmp_path):
     runs = tmp_path / "runs"
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "TFJOB_RUNS_DIR": str(runs),
-           "PYTHONPATH": str(REPO), "KUBECONFIG": str(tmp_path / "none"), "NO_PROXY": "127.0.0.1"}
+           "PYTHONPATH": str(ROOT), "KUBECONFIG": str(tmp_path / "none"), "NO_PROXY": "127.0.0.1"}
     state = tmp_path / "state"
     state.mkdir()
     backend = LocalBackend(runs_dir=str(runs))
@@ -45,7 +46,7 @@ def test_tensorboard_serves_the_job_dir_of_a_job(tmp_path):
     backend.submit(render(spec))
     write_events(job_dir / "train")
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "launcher", "tensorboard", "board", "--backend", "local",
+    proc = subprocess.Popen([*LAUNCHER, "tensorboard", "board", "--backend", "local",
                              "--port", str(port)], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
@@ -57,7 +58,7 @@ def test_tensorboard_serves_the_job_dir_of_a_job(tmp_path):
                 return json.loads(answer.read())
 
         # TensorBoard loads event files in the background: poll, bounded
-        poll_until(lambda: "train" in runs_seen(), "TensorBoard to list the train run", timeout=DEADLINE)
+        wait_for(lambda: "train" in runs_seen(), "TensorBoard to list the train run", timeout=DEADLINE)
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 130
     finally:

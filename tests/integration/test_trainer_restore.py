@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import re
 import signal
-import socket
 from pathlib import Path
 
 import pytest
 
+from tests.support.ports import free_port
 from tests.support.trainer_cluster import (LOCAL, TrainerCluster, final_metrics, mnist_dir,  # noqa: F401
                                            progress, run_module)
 
@@ -28,12 +28,6 @@ def args(job_dir: Path, data_dir: str, steps: int, model: str = "mnist", every: 
     return ["--job-dir", str(job_dir), "--data-dir", data_dir, "--model", model, "--train-steps", str(steps),
             "--batch-size", "16", "--steps-per-execution", "5", "--log-every-steps", "10",
             "--eval-every-steps", "0", "--checkpoint-every-steps", str(every)]
-
-
-def closed_address() -> str:
-    with socket.socket() as sock:
-        sock.bind((LOCAL, 0))
-        return f"{LOCAL}:{sock.getsockname()[1]}"
 
 
 def trainer_lines(stderr: str) -> list[str]:
@@ -56,7 +50,7 @@ def test_a_job_dir_of_another_model_is_refused_by_chief_and_evaluator(mnist_dir,
     assert sorted(p.name for p in (job / "checkpoints").glob("*.index")) == ["ckpt-10.index"]
     assert sorted(p.name for p in (job / "export").iterdir()) == exports
 
-    config = json.dumps({"cluster": {"chief": [closed_address()]}, "task": {"type": "evaluator", "index": 0}})
+    config = json.dumps({"cluster": {"chief": [f"{LOCAL}:{free_port()}"]}, "task": {"type": "evaluator", "index": 0}})
     evaluator = run_module("trainer.task", args(job, mnist_dir, 20, "mnist-cloudml"),
                            {"TF_CONFIG": config, "TRAINER_ORPHAN_SECONDS": "60"}, timeout=WAIT_S)
     assert evaluator.returncode == 2, evaluator.stdout[-2000:] + evaluator.stderr[-2000:]

@@ -6,19 +6,18 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.integration.test_local_backend import REPO, local_env  # noqa: F401
+from tests.support.launcher_process import run_launcher
 from tests.support.taxi_data import taxi_dir  # noqa: F401
+from tests.support.tools import ROOT
 from tests.support.trainer_cluster import TrainerCluster, export_path, progress, run_module
 
 pytestmark = pytest.mark.slow
 WAIT_S = 600
-CONFIG_PS = REPO / "examples" / "taxi" / "config_ps.yaml"
+CONFIG_PS = ROOT / "examples" / "taxi" / "config_ps.yaml"
 _FINAL = re.compile(r"^Final metrics after (\d+) steps: loss ([0-9.]+), accuracy ([0-9.]+), auc ([0-9.]+)$", re.M)
 
 
@@ -69,23 +68,15 @@ def test_multi_worker_mirrored_training(taxi_dir, tmp_path):  # noqa: F811
     assert "(sync mode)" in chief and final(chief)[0] == 40
 
 
-@pytest.fixture
-def env(local_env):  # noqa: F811 - the shared fixture, under a short name
-    return local_env
-
-
-def test_the_seeds_config_ps_submits_to_succeeded(env, taxi_dir):  # noqa: F811
-    submit = [sys.executable, "-m", "launcher", "submit", "--backend", "local", "--name", "taxi-ps",
-              "--config", str(CONFIG_PS), "--", "--model", "taxi", "--data-dir", taxi_dir, "--train-steps", "40",
-              "--batch-size", "32", "--steps-per-execution", "5", "--log-every-steps", "10",
-              "--eval-every-steps", "0", "--checkpoint-every-steps", "0", "--threads", "1", "--poll-seconds", "1"]
-    done = subprocess.run(submit, cwd=REPO, env=env, capture_output=True, text=True, timeout=WAIT_S)
+def test_the_seeds_config_ps_submits_to_succeeded(local_env, taxi_dir):  # noqa: F811
+    done = run_launcher(local_env, "submit", "--backend", "local", "--name", "taxi-ps", "--config", str(CONFIG_PS),
+                        "--", "--model", "taxi", "--data-dir", taxi_dir, "--train-steps", "40", "--batch-size", "32",
+                        "--steps-per-execution", "5", "--log-every-steps", "10", "--eval-every-steps", "0",
+                        "--checkpoint-every-steps", "0", "--threads", "1", "--poll-seconds", "1", timeout=WAIT_S)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    logs = subprocess.run([sys.executable, "-m", "launcher", "logs", "taxi-ps", "--backend", "local", "--replica",
-                           "all"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120).stdout
+    logs = run_launcher(local_env, "logs", "taxi-ps", "--backend", "local", "--replica", "all").stdout
     for replica in ("chief-0", "ps-0", "worker-0", "worker-1", "worker-2", "worker-3"):
         assert f"[{replica}] Starting {replica.replace('-', '/')}" in logs, replica
     assert re.search(r"^\[chief-0\] Final metrics after 40 steps: .*, auc [0-9.]+$", logs, re.M), logs[-3000:]
-    status = subprocess.run([sys.executable, "-m", "launcher", "status", "taxi-ps", "--backend", "local"],
-                            cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    status = run_launcher(local_env, "status", "taxi-ps", "--backend", "local")
     assert status.stdout.splitlines()[0].endswith("Succeeded"), status.stdout

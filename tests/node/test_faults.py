@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import re
 
-from tests.support.controlplane.procs import poll
 from tests.support.launcher_process import launcher_process
 from tests.support.node.jobs import kill_trainer, restarts, training_namespace
+from tests.support.polling import wait_for
 
 STEPS = 200
 RUN_TIMEOUT_S = 900.0
@@ -32,8 +32,8 @@ def test_worker_killed_is_restarted_and_the_job_ends_at_exactly_the_steps(node_c
         with launcher_process(node_cluster, *args) as submit:
             submit.wait_for_line("[chief-0] Train [", RUN_TIMEOUT_S / 3)
             kill_trainer(ns.pod(f"{job}-worker-0"))
-            poll(lambda: restarts(ns.pod(f"{job}-worker-0")) >= 1, 180,
-                 lambda: f"worker-0 not restarted:\n{submit.output}")
+            wait_for(lambda: restarts(ns.pod(f"{job}-worker-0")) >= 1,
+                     lambda: f"worker-0 not restarted:\n{submit.output}", 180)
             exit_code = submit.wait(RUN_TIMEOUT_S)
         assert exit_code == 0, submit.output
         chief_log = node_cluster.kubectl("logs", f"{job}-chief-0", "-n", ns.name).stdout
@@ -49,8 +49,8 @@ def test_chief_killed_restarts_in_its_pod_and_resumes_from_the_checkpoint(node_c
         with launcher_process(node_cluster, *args) as submit:
             _wait_for_a_checkpoint(ns, job, submit)
             kill_trainer(ns.pod(f"{job}-chief-0"))
-            poll(lambda: restarts(ns.pod(f"{job}-chief-0")) >= 1, 180,
-                 lambda: f"chief-0 not restarted:\n{submit.output}")
+            wait_for(lambda: restarts(ns.pod(f"{job}-chief-0")) >= 1,
+                     lambda: f"chief-0 not restarted:\n{submit.output}", 180)
             exit_code = submit.wait(RUN_TIMEOUT_S)
         assert exit_code == 0, submit.output
         _assert_the_chief_resumed(node_cluster, ns, job)  # the restarted one
@@ -84,8 +84,8 @@ def _assert_the_chief_resumed(node_cluster, ns, job: str) -> None:
 
 def _wait_for_a_checkpoint(ns, job: str, submit) -> None:
     """Bounded: until the job dir holds a checkpoint after step 0."""
-    poll(lambda: _checkpoint_step(ns.job_dir(job)) > 0, RUN_TIMEOUT_S / 3,
-         lambda: f"no checkpoint after step 0 in {ns.job_dir(job)}:\n{submit.output}")
+    wait_for(lambda: _checkpoint_step(ns.job_dir(job)) > 0,
+             lambda: f"no checkpoint after step 0 in {ns.job_dir(job)}:\n{submit.output}", RUN_TIMEOUT_S / 3)
 
 
 def _checkpoint_step(job_dir) -> int:

@@ -12,10 +12,10 @@ from pathlib import Path
 import jinja2
 
 from tests.support.dns_query import resolve
-from tests.support.controlplane.procs import poll
 from tests.support.node import TEMPLATES, node_bin_dir
 from tests.support.node.host import KUBELET_SYSCTLS, NAME, in_netns
 from tests.support.node.image import PAUSE_IMAGE
+from tests.support.polling import wait_for
 
 WAIT_S = 120.0
 
@@ -47,8 +47,8 @@ def test_restricted_pod_runs_and_logs(node_cluster, tmp_path):
         manifest = tmp_path / "pod.json"
         manifest.write_text(json.dumps(restricted_pod("version")))
         node_cluster.kubectl("create", "-n", namespace, "-f", str(manifest))
-        phase = poll(lambda: _phase(node_cluster, namespace, "version") in ("Succeeded", "Failed")
-                     and _phase(node_cluster, namespace, "version"), WAIT_S, lambda: "pod did not finish")
+        phase = wait_for(lambda: _phase(node_cluster, namespace, "version") in ("Succeeded", "Failed")
+                     and _phase(node_cluster, namespace, "version"), lambda: "pod did not finish", WAIT_S)
         assert phase == "Succeeded"
         logs = node_cluster.kubectl("logs", "-n", namespace, "version").stdout
         assert "catatonit" in logs.lower(), logs

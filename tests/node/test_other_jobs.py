@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import subprocess
 
-from tests.support.controlplane.procs import poll
 from tests.support.launcher_process import launcher_process, run_launcher
 from tests.support.node.jobs import training_namespace
+from tests.support.polling import wait_for
 from tests.support.tools import ROOT, helm, helm_env
 
 RUN_TIMEOUT_S = 600.0
@@ -36,8 +36,8 @@ def test_helm_install_of_the_chart_trains_to_succeeded(node_cluster, trainer_ima
         install = subprocess.run([helm(), "install", "mnist-helm", str(ROOT / "charts" / "tfjob"), "-n", ns.name,
                                   "-f", str(values)], env=env, capture_output=True, text=True, timeout=120)
         assert install.returncode == 0, install.stderr
-        poll(lambda: {"Succeeded", "Failed"} & set(ns.tfjob_conditions("mnist-helm")), RUN_TIMEOUT_S,
-             lambda: f"helm's TFJob did not finish: {ns.tfjob_conditions('mnist-helm')}")
+        wait_for(lambda: {"Succeeded", "Failed"} & set(ns.tfjob_conditions("mnist-helm")),
+                 lambda: f"helm's TFJob did not finish: {ns.tfjob_conditions('mnist-helm')}", RUN_TIMEOUT_S)
         assert "Succeeded" in ns.tfjob_conditions("mnist-helm")
         subprocess.run([helm(), "uninstall", "mnist-helm", "-n", ns.name], env=env, capture_output=True,
                        timeout=120, check=False)

@@ -15,8 +15,8 @@ import pytest
 
 from tests.support.launcher_process import launcher_process
 from tests.support.node.jobs import TRAINER_UID, container_pids, process_uid, training_namespace
+from tests.support.polling import wait_for
 from tests.support.saved_model import export_accuracy
-from tests.support.controlplane.procs import poll
 
 JOB = "mnist-ps"
 STEPS = 300
@@ -45,8 +45,9 @@ def run(node_cluster, trainer_image) -> Iterator[Run]:
     with training_namespace(node_cluster, "node-ps") as ns:
         args = ns.submit_args(JOB, trainer_image, "--workers", "2", "--ps", "1", trainer=TRAINER_ARGS)
         with launcher_process(node_cluster, *args) as submit:
-            pods = poll(lambda: _all_running(ns), RUN_TIMEOUT_S / 3, lambda: f"4 pods not Running:\n{submit.output}")
-            uids = poll(lambda: _trainer_uids(pods), 120, lambda: "no trainer processes found")
+            pods = wait_for(lambda: _all_running(ns), lambda: f"4 pods not Running:\n{submit.output}",
+                            RUN_TIMEOUT_S / 3)
+            uids = wait_for(lambda: _trainer_uids(pods), lambda: "no trainer processes found", 120)
             with launcher_process(node_cluster, "logs", JOB, "--backend", "k8s", "-n", ns.name,
                                   "--replica", "all", "-f") as follow:
                 exit_code = submit.wait(RUN_TIMEOUT_S)

@@ -15,7 +15,6 @@ import yaml
 
 from launcher.schemas import packaged_path
 
-REPO = Path(__file__).resolve().parents[2]
 CRD = packaged_path("tfjob")
 
 

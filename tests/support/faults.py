@@ -25,8 +25,9 @@ import sys
 import threading
 from pathlib import Path
 
-from tests.integration.test_local_backend import REPO, wait_for
-from tests.integration.test_local_backend_trainer import run_dir, submit_cmd
+from tests.support.local_jobs import run_dir, submit_cmd
+from tests.support.polling import wait_for
+from tests.support.tools import ROOT
 
 JOB_TIMEOUT = 600.0  # one small training job on a busy 2-core machine, restarts included
 _TRAIN = re.compile(r"^Train \[chief/0\] step (\d+) of \d+:", re.M)
@@ -40,7 +41,7 @@ class LocalJob:
 
     def __init__(self, env: dict, name: str, *flags: str):
         self.env, self.name = env, name
-        self.proc = subprocess.Popen(submit_cmd(name, *flags), cwd=REPO, env=env, text=True,
+        self.proc = subprocess.Popen(submit_cmd(name, *flags), cwd=ROOT, env=env, text=True,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         self.run = run_dir(env, name)
         self.output: str | None = None  # once the launcher has exited
@@ -120,7 +121,7 @@ print(json.dumps({p: int(tf.train.load_variable(p, "step/.ATTRIBUTES/VARIABLE_VA
 
 def checkpoint_steps(job_dir: Path) -> dict[int, int]:
     """{number in the checkpoint's name: global step stored in it} for the kept checkpoints."""
-    done = subprocess.run([sys.executable, "-c", _READ_STEPS, str(job_dir / "checkpoints")], cwd=REPO,
+    done = subprocess.run([sys.executable, "-c", _READ_STEPS, str(job_dir / "checkpoints")], cwd=ROOT,
                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import time
 import urllib.error
@@ -32,6 +31,7 @@ from typing import Iterator
 
 import pytest
 
+from tests.support.ports import free_port
 from tests.support.tls_proxy import TlsTerminatingProxy
 
 GOOGLE_HOSTS = ("www.googleapis.com", "storage.googleapis.com")
@@ -76,12 +76,6 @@ def emulator_binary_or_fail() -> Path:
     except EmulatorNotFound as exc:
         message = str(exc)
     pytest.fail(message, pytrace=False)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def split_gs_url(url: str) -> tuple[str, str]:

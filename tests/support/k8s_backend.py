@@ -4,28 +4,19 @@ thread so the test can drive the fake operator and wait, bounded, for what came 
 from __future__ import annotations
 
 import threading
-import time
 from typing import Callable, Iterator
 
 from launcher.render import render
 from launcher.spec import JobSpec, ReplicaSpec
+from tests.support.polling import wait_for
 
 WAIT = 10.0  # seconds any single expectation may take
-POLL = 0.02
-
-
-def poll_until(check: Callable[[], object], what: str, timeout: float = WAIT) -> None:
-    """Poll `check` until it is true; fail naming `what` after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(POLL)
 
 
 def manifest(name: str = "mnist", workers: int = 2, ps: int = 1, chief: int = 1, namespace: str = "default",
              gpus_per_worker: int = 0, **spec) -> dict:
-    replicas = {"Chief": ReplicaSpec(chief), "PS": ReplicaSpec(ps), "Worker": ReplicaSpec(workers, gpus=gpus_per_worker)}
+    replicas = {"Chief": ReplicaSpec(chief), "PS": ReplicaSpec(ps), "Worker": ReplicaSpec(workers,
+                                     gpus=gpus_per_worker)}
     return render(JobSpec(name=name, namespace=namespace, replicas=replicas, **spec))
 
 
@@ -84,7 +75,7 @@ def watch_lifecycle(backend, server, operator, replicas: int) -> tuple[int, int,
     backend.requests.reset()
     seen_before = server.count()
     events = Collector(backend.events(name, "default"))
-    poll_until(lambda: watches_open(server, name), "the watches")
+    wait_for(lambda: watches_open(server, name), "the watches", WAIT)
     operator.run_to_success(name)
     items = events.wait_done(timeout=120)
     return backend.requests.total, server.count() - seen_before, items

@@ -1,8 +1,10 @@
-"""Run `python -m launcher` as a real subprocess against a control plane.
+"""Run `python -m launcher` as a real subprocess, from the checkout, with no stdin.
 
-`run_launcher` waits for it to finish; `launcher_process` keeps it running while the test
-acts on the cluster, collects its output lines (stdout and stderr merged) in a thread,
-and always reaps it.
+`run_launcher` waits for it to finish (bounded); `launcher_process` keeps it running while
+the test acts on the cluster or the job, collects its output lines (stdout and stderr
+merged) in a thread, and always reaps it. Both take where to run first: a control plane or
+node cluster (its `env()`: kubeconfig and PATH) or an environment dict (e.g. `local_env`).
+`LAUNCHER` is the command itself, for the few tests that need their own pipes.
 """
 from __future__ import annotations
 
@@ -10,20 +12,28 @@ import contextlib
 import subprocess
 import sys
 import threading
-from typing import Iterator
+from typing import Iterator, Mapping, Union
 
 from tests.support.controlplane import ControlPlane  # or a NodeCluster: anything with env()
-from tests.support.controlplane.procs import poll
+from tests.support.polling import wait_for
 from tests.support.tools import ROOT
 
 LAUNCHER = (sys.executable, "-m", "launcher")
 RUN_TIMEOUT_S = 120.0
 
 
-def run_launcher(cp: ControlPlane, *args: str, env: dict[str, str] | None = None,
+Target = Union[ControlPlane, Mapping[str, str]]
+
+
+def _environment(target: Target) -> dict[str, str]:
+    return dict(target) if isinstance(target, Mapping) else target.env()
+
+
+def run_launcher(target: Target, *args: str, env: dict[str, str] | None = None,
                  timeout: float = RUN_TIMEOUT_S) -> subprocess.CompletedProcess:
-    return subprocess.run([*LAUNCHER, *args], cwd=ROOT, env={**cp.env(), **(env or {})}, capture_output=True,
-                          text=True, stdin=subprocess.DEVNULL, timeout=timeout, check=False)
+    """`python -m launcher ARGS` to its end; `env` adds to the target's environment."""
+    return subprocess.run([*LAUNCHER, *args], cwd=ROOT, env={**_environment(target), **(env or {})},
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=timeout, check=False)
 
 
 class LauncherProcess:
@@ -53,8 +63,8 @@ class LauncherProcess:
                     raise AssertionError(f"launcher exited ({self.proc.returncode}) without printing "
                                          f"{needle!r}; output:\n{self.output}")
 
-        return poll(found, timeout, lambda: f"no output line with {needle!r} after {timeout:.0f}s; "
-                    f"output:\n{self.output}", alive)
+        return wait_for(found, lambda: f"no output line with {needle!r} after {timeout:.0f}s; "
+                    f"output:\n{self.output}", timeout, check=alive)
 
     def wait(self, timeout: float) -> int:
         """The exit code; fails the test if the launcher is still running after `timeout`."""
@@ -67,8 +77,8 @@ class LauncherProcess:
 
 
 @contextlib.contextmanager
-def launcher_process(cp: ControlPlane, *args: str) -> Iterator[LauncherProcess]:
-    proc = subprocess.Popen([*LAUNCHER, *args], cwd=ROOT, env=cp.env(), stdout=subprocess.PIPE,
+def launcher_process(target: Target, *args: str) -> Iterator[LauncherProcess]:
+    proc = subprocess.Popen([*LAUNCHER, *args], cwd=ROOT, env=_environment(target), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
     try:
         yield LauncherProcess(proc)

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Iterator
 
-from tests.support.gcs import free_port
+from tests.support.ports import free_port
 from tests.support.trainer_cluster import reap
 
 TIMEOUT = 30.0

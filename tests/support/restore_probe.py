@@ -24,7 +24,8 @@ from trainer import checkpoints, flags, models
 from trainer.train import ps as train_ps
 from trainer.train import step as train_step
 from trainer.cluster import Cluster
-from tests.support.trainer_cluster import LOCAL, free_port
+from tests.support.ports import free_port
+from tests.support.trainer_cluster import LOCAL
 
 SERVERS: list[tf.distribute.Server] = []  # kept alive for the life of the process
 

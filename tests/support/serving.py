@@ -2,7 +2,6 @@
 (once per session), launcher subprocesses in their own runs dir, and HTTP helpers.
 
     mnist_job       session fixture: MnistJob(name, export, env) of a short real training job
-    launcher(...)   `python -m launcher ARGS` as a subprocess, bounded
     post(...)       a raw HTTP POST (what curl sends), returning (status, parsed JSON)
     served_model()  context manager: `launcher serve` of a job's export, stopped afterwards
 """
@@ -13,8 +12,6 @@ import http.client
 import json
 import os
 import signal
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -23,7 +20,8 @@ import pytest
 
 from launcher.backends.local.procs import alive
 from tests.support.cli_env import CRD
-from tests.support.trainer_cluster import free_port
+from tests.support.launcher_process import run_launcher
+from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "data" / "mnist"
@@ -47,20 +45,15 @@ def launcher_env(runs: Path) -> dict[str, str]:
     return env
 
 
-def launcher(*args: str, env: dict[str, str], timeout: float = COMMAND_TIMEOUT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "launcher", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
-
-
 @pytest.fixture(scope="session")
 def mnist_job(tmp_path_factory) -> MnistJob:
     """One chief trained TRAIN_STEPS steps on real MNIST through the launcher's local backend."""
     assert list(DATA.glob("test-*.tfrecord")), f"real MNIST must be in {DATA} (scripts/setup writes it)"
     env = launcher_env(tmp_path_factory.mktemp("serving") / "runs")
     name = "mnist-serve"
-    done = launcher("submit", "--backend", "local", "--name", name, "--workers", "0", "--ps", "0",
-                    "--chief", "1", "--", "--data-dir", str(DATA), "--train-steps", str(TRAIN_STEPS),
-                    "--eval-every-steps", "0", "--checkpoint-every-steps", "0", env=env, timeout=TRAIN_TIMEOUT)
+    done = run_launcher(env, "submit", "--backend", "local", "--name", name, "--workers", "0", "--ps", "0", "--chief",
+                        "1", "--", "--data-dir", str(DATA), "--train-steps", str(TRAIN_STEPS), "--eval-every-steps",
+                        "0", "--checkpoint-every-steps", "0", timeout=TRAIN_TIMEOUT)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     export = Path(env["TFJOB_RUNS_DIR"]) / "default" / name / "output" / "export"
     assert [p for p in export.iterdir() if p.name.isdigit()], f"no export in {export}"
@@ -99,12 +92,12 @@ def served_model(job: MnistJob, name: str) -> Iterator[str]:
     port = free_port()
     record = Path(job.env["TFJOB_RUNS_DIR"]) / "_models" / name / "server.json"
     try:
-        done = launcher("serve", name, "--model-dir", str(job.export), "--port", str(port), "--backend", "local",
-                        env=job.env)
+        done = run_launcher(job.env, "serve", name, "--model-dir", str(job.export), "--port", str(port), "--backend",
+                            "local", timeout=COMMAND_TIMEOUT)
         assert done.returncode == 0, done.stdout + done.stderr
         yield f"http://127.0.0.1:{port}"
     finally:
         pid = json.loads(record.read_text())["pid"] if record.exists() else None
-        launcher("models", "delete", name, "--backend", "local", env=job.env)
+        run_launcher(job.env, "models", "delete", name, "--backend", "local", timeout=COMMAND_TIMEOUT)
         if pid is not None and alive(pid):
             os.killpg(pid, signal.SIGKILL)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ from launcher.events import Progress, parse_progress
 from launcher.render import render
 from launcher.spec import JobSpec, ReplicaSpec
 from launcher.tfconfig import replicas, tf_config
+from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCAL = "127.0.0.1"
@@ -65,12 +65,6 @@ def export_path(log: str) -> str | None:
     return match[1] if match else None
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((LOCAL, 0))
-        return sock.getsockname()[1]
-
-
 def trainer_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """Environment for trainer processes: one thread each, no proxy for local gRPC."""
     env = dict(os.environ)
@@ -101,6 +95,7 @@ _EVALUATE_EXPORT = """
 import json, sys
 import numpy as np
 import tensorflow as tf
+
 from trainer import data
 serve = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
 hits = count = 0

@@ -15,18 +15,12 @@ from launcher.helm_values import values_yaml
 from launcher.render import context
 from launcher.schemas import packaged_path
 from launcher.validate import validate
+from tests.support.chart import CHART, helm_tfjob, spec_matrix, write_values
 from tests.support.tools import helm_template, run_helm
-from tests.unit.test_helm_parity import CHART, helm_tfjob, spec_matrix
 
 
 def crd() -> Path:
     return packaged_path("tfjob")
-
-
-def write_values(tmp_path, values: dict, name: str = "values.yaml"):
-    path = tmp_path / name
-    path.write_text(yaml.safe_dump(values), encoding="utf-8")
-    return path
 
 
 def pod_specs(doc: dict):

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.chart import CHART, write_values
 from tests.support.tools import run_helm
-from tests.unit.test_helm_chart import write_values
-from tests.unit.test_helm_parity import CHART
 
 # (case, values overriding the defaults, text helm's error must contain: "- FIELD:" for
 # schema errors, the chart's own message for rules across values)

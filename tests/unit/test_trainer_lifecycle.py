@@ -7,6 +7,7 @@ import socket
 import pytest
 
 from trainer import lifecycle
+from tests.support.ports import free_port
 
 
 @pytest.fixture
@@ -16,12 +17,6 @@ def chief():
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         yield f"127.0.0.1:{sock.getsockname()[1]}"
-
-
-def closed_address() -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{sock.getsockname()[1]}"  # nothing listens once closed
 
 
 def test_marker_written_after_start_ends_the_wait(tmp_path, chief):
@@ -42,7 +37,7 @@ def test_marker_of_an_earlier_run_does_not_count(tmp_path, chief):
 
 
 def test_chief_gone_for_good_without_marker_is_a_failure(tmp_path):
-    watch = lifecycle.Watch(str(tmp_path), closed_address(), poll_seconds=0.01, orphan_seconds=0)
+    watch = lifecycle.Watch(str(tmp_path), f"127.0.0.1:{free_port()}", poll_seconds=0.01, orphan_seconds=0)
     assert watch.wait() == lifecycle.ORPHANED
     assert lifecycle.EXIT_CODES[lifecycle.ORPHANED] == 1
     assert "unreachable" in lifecycle.message(lifecycle.ORPHANED, watch)
@@ -50,7 +45,7 @@ def test_chief_gone_for_good_without_marker_is_a_failure(tmp_path):
 
 def test_chief_gone_after_an_earlier_done_marker_exits_0(tmp_path):
     lifecycle.write_done(str(tmp_path), step=100, export_path=None)
-    watch = lifecycle.Watch(str(tmp_path), closed_address(), poll_seconds=0.01, orphan_seconds=0)
+    watch = lifecycle.Watch(str(tmp_path), f"127.0.0.1:{free_port()}", poll_seconds=0.01, orphan_seconds=0)
     assert watch.wait() == lifecycle.ORPHANED_AFTER_DONE
     assert lifecycle.EXIT_CODES[lifecycle.ORPHANED_AFTER_DONE] == 0
 
@@ -58,5 +53,5 @@ def test_chief_gone_after_an_earlier_done_marker_exits_0(tmp_path):
 def test_reachable_chief_is_never_orphaned(tmp_path, chief):
     watch = lifecycle.Watch(str(tmp_path), chief, poll_seconds=0.01, orphan_seconds=0)
     assert [watch.check() for _ in range(3)] == [None, None, None]
-    assert lifecycle.reachable(chief) and not lifecycle.reachable(closed_address())
+    assert lifecycle.reachable(chief) and not lifecycle.reachable(f"127.0.0.1:{free_port()}")
     assert lifecycle.reachable(None)  # no chief to watch (MultiWorkerMirrored)

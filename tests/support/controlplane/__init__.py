@@ -36,7 +36,7 @@ import yaml
 from tests.support.controlplane.pki import Pki, make_pki, write_kubeconfig
 from tests.support.controlplane.procs import (START_TIMEOUT_S, ControlPlaneError, Processes, has_condition,
                                               http_ok, insecure_tls, wait_until)
-from tests.support.gcs import free_port
+from tests.support.ports import free_port
 from tests.support.tools import ROOT, TFJOB_CRD_FILE, kubectl
 
 BUILD_SCRIPT = ROOT / "scripts" / "controlplane" / "build.sh"

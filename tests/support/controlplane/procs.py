@@ -6,17 +6,16 @@ import os
 import signal
 import ssl
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import Callable
+
+from tests.support.polling import WaitTimeout, wait_for
 
 START_TIMEOUT_S = 90.0  # per readiness wait; the apiserver's first start is the slowest
 STOP_TIMEOUT_S = 15.0
-POLL_S = 0.2
-T = TypeVar("T")
 
 
 class ControlPlaneError(RuntimeError):
@@ -67,28 +66,12 @@ class Processes:
         self.running.clear()
 
 
-def poll(ready: Callable[[], T], timeout: float, on_timeout: Callable[[], str],
-         check: Callable[[], None] = lambda: None) -> T:
-    """Call `ready` every POLL_S until it returns something truthy, and return that; after
-    `timeout` seconds raise TimeoutError(on_timeout()). `check` runs first each round and
-    may raise to stop early."""
-    deadline = time.monotonic() + timeout
-    while True:
-        check()
-        value = ready()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(on_timeout())
-        time.sleep(POLL_S)
-
-
 def wait_until(what: str, ready: Callable[[], object], procs: Processes, log: str,
                timeout: float = START_TIMEOUT_S) -> None:
     """Poll `ready` until true; fail after `timeout` or as soon as a process exits."""
     try:
-        poll(ready, timeout, lambda: f"{what} not ready after {timeout:.0f}s", procs.check_alive)
-    except TimeoutError as exc:
+        wait_for(ready, f"{what} to be ready", timeout, check=procs.check_alive)
+    except WaitTimeout as exc:
         raise ControlPlaneError(f"{exc}; the {log} log ({procs.logs / log}.log) ends:\n"
                                 f"{procs.log_tail(log)}") from None
 

@@ -34,8 +34,9 @@ import yaml
 from tests.support.controlplane import ControlPlane, running_control_plane, schedulable
 from tests.support.controlplane import bin_dir as controlplane_bin_dir
 from tests.support.controlplane import missing_binaries as controlplane_missing
-from tests.support.controlplane.procs import ControlPlaneError, Processes, http_ok, poll, wait_until
-from tests.support.gcs import free_port
+from tests.support.controlplane.procs import ControlPlaneError, Processes, http_ok, wait_until
+from tests.support.polling import wait_for
+from tests.support.ports import free_port
 from tests.support.node.host import (NAME, NODE_IP, POD_SUBNET, Forwarder, NodeHostError, create_cgroup_root,
                                      create_netns, in_netns, missing_feature, private_sysctls, root_dir,
                                      shared_mount, teardown)
@@ -126,8 +127,8 @@ class NodeCluster:
         manifest.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}))
         self.kubectl("apply", "-f", str(manifest))
         try:
-            poll(lambda: self.kubectl_json("get", "pvc", claim, "-n", namespace).get("status", {}).get("phase")
-                 == "Bound", READY_TIMEOUT_S, lambda: f"claim {claim} not Bound to {pv}")
+            wait_for(lambda: self.kubectl_json("get", "pvc", claim, "-n", namespace).get("status", {}).get("phase")
+                 == "Bound", lambda: f"claim {claim} not Bound to {pv}", READY_TIMEOUT_S)
             yield claim
         finally:
             self.kubectl("delete", "pv", pv, "--ignore-not-found", "--wait=false", check=False)

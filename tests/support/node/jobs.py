@@ -14,8 +14,8 @@ from typing import Iterator
 
 import yaml
 
-from tests.support.controlplane.procs import poll
 from tests.support.node import NodeCluster
+from tests.support.polling import wait_for
 from tests.support.tools import ROOT
 
 NAMESPACE_MANIFEST = ROOT / "k8s" / "namespace.yaml"
@@ -101,7 +101,7 @@ def process_uid(pid: int) -> int:
 
 def kill_trainer(pod: dict, timeout: float = 60.0) -> int:
     """SIGKILL the trainer process of a running replica, as an OOM kill would; its pid."""
-    pids = poll(lambda: container_pids(pod), timeout, lambda: f"no trainer process of {pod['metadata']['name']}")
+    pids = wait_for(lambda: container_pids(pod), lambda: f"no trainer process of {pod['metadata']['name']}", timeout)
     os.kill(pids[0], signal.SIGKILL)
     return pids[0]
 
