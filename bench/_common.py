@@ -27,7 +27,8 @@ TRAIN = re.compile(r"^Train \[\S+\] step (\d+) of \d+: .*\(([0-9.]+) s\)", re.M)
 def ensure_data(data_dir: str) -> None:
     """Full real MNIST as TFRecords in `data_dir` (written once by `python -m trainer.data`)."""
     if not list(Path(data_dir).glob("train-*.tfrecord")):
-        subprocess.run([sys.executable, "-m", "trainer.data", "--out", data_dir], cwd=ROOT, check=True, timeout=1800)
+        subprocess.run([sys.executable, "-m", "trainer.data", "--out", data_dir, "--offline"], cwd=ROOT, check=True,
+                       timeout=1800)
 
 
 def machine() -> str:

