@@ -14,9 +14,9 @@ import pytest
 from launcher.api import TrainingClient
 from launcher.backends.base import AlreadyExists
 from launcher.spec import JobSpec, ReplicaSpec, SpecError
+from tests.support.local_jobs import REPLICA
 
 REPO = Path(__file__).resolve().parents[2]
-REPLICA = REPO / "tests" / "support" / "standin_replica.py"
 
 
 @pytest.fixture

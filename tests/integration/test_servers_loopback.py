@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -18,7 +17,8 @@ from launcher.backends.local import LocalBackend
 from launcher.render import render
 from launcher.spec import JobSpec, ReplicaSpec
 from tests.support import netns
-from tests.support.launcher_process import LAUNCHER
+from tests.support.launcher_process import launcher_process
+from tests.support.local_jobs import REPLICA
 from tests.support.ports import free_port
 from tests.support.tools import ROOT
 
@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(netns.unavailable() is not None, reason=str(netns.unavailable())),
               pytest.mark.skipif(__import__("importlib").util.find_spec("tensorboard") is None,
                                  reason="TensorBoard is not installed")]
-REPLICA = ROOT / "tests" / "support" / "standin_replica.py"
+BOARD_START_S = 180.0  # TensorBoard's start on a busy 2-core machine
 
 
 @contextmanager
@@ -42,21 +42,13 @@ def tensorboard(tmp_path: Path, *flags: str):
                                       trainer_args=(json.dumps({"*": ["exit0"]}),))))
     port = free_port()
     env = {**os.environ, "TFJOB_RUNS_DIR": str(runs), "PYTHONPATH": str(ROOT), "KUBECONFIG": str(tmp_path / "none")}
-    proc = subprocess.Popen([*LAUNCHER, "tensorboard", "board", "--backend", "local",
-                             "--port", str(port), *flags], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
     try:
-        first = proc.stdout.readline()  # blocks until the launcher prints the URL (or exits)
-        assert first.startswith("TensorBoard for board"), first + (proc.stderr.read() if proc.poll() is not None else "")
-        yield port
+        with launcher_process(env, "tensorboard", "board", "--backend", "local", "--port", str(port), *flags) as board:
+            board.wait_for_line("TensorBoard for board", BOARD_START_S)
+            yield port
+            board.proc.send_signal(signal.SIGINT)  # as a user stops it; the helper's teardown is the bound
+            board.wait(30)
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
         backend.stop("board", "default")
 
 

@@ -14,12 +14,12 @@ import pytest
 from launcher.backends.local import LocalBackend
 from launcher.render import render
 from launcher.spec import JobSpec, ReplicaSpec
-from tests.support.launcher_process import LAUNCHER
+from tests.support.launcher_process import launcher_process
+from tests.support.local_jobs import REPLICA
 from tests.support.polling import wait_for
 from tests.support.ports import free_port
 from tests.support.tools import ROOT
 
-REPLICA = ROOT / "tests" / "support" / "standin_replica.py"
 DEADLINE = 180.0
 
 
@@ -46,25 +46,19 @@ def test_tensorboard_serves_the_job_dir_of_a_job(tmp_path):
     backend.submit(render(spec))
     write_events(job_dir / "train")
     port = free_port()
-    proc = subprocess.Popen([*LAUNCHER, "tensorboard", "board", "--backend", "local",
-                             "--port", str(port)], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
     try:
-        first = proc.stdout.readline()  # blocks until the launcher prints the URL (or exits)
-        assert first.startswith(f"TensorBoard for board ({job_dir}): http://127.0.0.1:{port}"), \
-            first + proc.stderr.read() if proc.poll() is not None else first
-        def runs_seen() -> list:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/runs", timeout=10) as answer:
-                return json.loads(answer.read())
+        with launcher_process(env, "tensorboard", "board", "--backend", "local", "--port", str(port)) as board:
+            board.wait_for_line(f"TensorBoard for board ({job_dir}): http://127.0.0.1:{port}", DEADLINE)
 
-        # TensorBoard loads event files in the background: poll, bounded
-        wait_for(lambda: "train" in runs_seen(), "TensorBoard to list the train run", timeout=DEADLINE)
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=30) == 130
+            def runs_seen() -> list:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/runs", timeout=10) as answer:
+                    return json.loads(answer.read())
+
+            # TensorBoard loads event files in the background: poll, bounded
+            wait_for(lambda: "train" in runs_seen(), "TensorBoard to list the train run", DEADLINE)
+            board.proc.send_signal(signal.SIGINT)
+            assert board.wait(30) == 130, board.output
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
         backend.stop("board", "default")
     with pytest.raises(OSError):  # TensorBoard went with the launcher
         urllib.request.urlopen(f"http://127.0.0.1:{port}/data/runs", timeout=5)

@@ -9,6 +9,8 @@ node cluster (its `env()`: kubeconfig and PATH) or an environment dict (e.g. `lo
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -20,6 +22,7 @@ from tests.support.tools import ROOT
 
 LAUNCHER = (sys.executable, "-m", "launcher")
 RUN_TIMEOUT_S = 120.0
+STOP_TIMEOUT_S = 10.0
 
 
 Target = Union[ControlPlane, Mapping[str, str]]
@@ -78,16 +81,19 @@ class LauncherProcess:
 
 @contextlib.contextmanager
 def launcher_process(target: Target, *args: str) -> Iterator[LauncherProcess]:
+    """The launcher in a session of its own; at the end it and whatever it started (TensorBoard,
+    a model server) are stopped: SIGTERM to the process group, SIGKILL after STOP_TIMEOUT_S."""
     proc = subprocess.Popen([*LAUNCHER, *args], cwd=ROOT, env=_environment(target), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True, start_new_session=True)
     try:
         yield LauncherProcess(proc)
     finally:
         if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=STOP_TIMEOUT_S)
+        with contextlib.suppress(ProcessLookupError):  # the launcher if it did not stop, and any child left
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=STOP_TIMEOUT_S)
         proc.stdout.close()
