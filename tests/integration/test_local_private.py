@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import os
 import stat
-import time
 from pathlib import Path
 
 from launcher.backends.local import LocalBackend
 from launcher.render import render
 from launcher.spec import JobSpec, ReplicaSpec
+from tests.support.polling import wait_for
 
 WRITE = ("import os, sys; os.makedirs(sys.argv[1], exist_ok=True); "
          "open(os.path.join(sys.argv[1], 'ckpt'), 'w').write('weights'); print('hello')")
@@ -35,10 +35,7 @@ def test_every_directory_and_file_of_a_job_is_private(tmp_path):
     old = os.umask(0o022)
     try:
         backend.submit(render(spec))
-        deadline = time.monotonic() + 60
-        while backend.status("private", "default").phase not in ("Succeeded", "Failed"):
-            assert time.monotonic() < deadline, "job did not finish in 60 s"
-            time.sleep(0.1)
+        wait_for(lambda: backend.status("private", "default").phase in ("Succeeded", "Failed"), "the job to finish", 60)
     finally:
         os.umask(old)
         backend.stop("private", "default")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from launcher.backends.base import BackendError
 from launcher.backends.local import LocalBackend
 from launcher.render import render
 from launcher.spec import JobSpec, ReplicaSpec, SecretEnv
+from tests.support.polling import wait_for
 
 CHECK = ("import hashlib, os, sys; v = os.environ.get('HF_TOKEN', ''); "
          "print('token present:', bool(v)); sys.exit(0 if hashlib.sha256(v.encode()).hexdigest() == sys.argv[1] else 3)")
@@ -30,11 +30,8 @@ def job(value: str) -> dict:
 def run(backend: LocalBackend, tfjob: dict) -> str:
     try:
         backend.submit(tfjob)
-        deadline = time.monotonic() + 60
-        while (phase := backend.status("with-secret", "default").phase) not in ("Succeeded", "Failed"):
-            assert time.monotonic() < deadline, "the job did not finish in 60 s"
-            time.sleep(0.1)
-        return phase
+        return wait_for(lambda: (phase := backend.status("with-secret", "default").phase) in ("Succeeded", "Failed")
+                        and phase, "the job to finish", 60)
     finally:
         backend.stop("with-secret", "default")
 

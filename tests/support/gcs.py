@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from typing import Iterator
 
 import pytest
 
+from tests.support.polling import WaitTimeout, wait_for
 from tests.support.ports import free_port
 from tests.support.tls_proxy import TlsTerminatingProxy
 
@@ -105,7 +105,7 @@ class FakeGcsServerProcess:
             try:
                 self._wait_ready()
                 return self
-            except RuntimeError:
+            except (RuntimeError, WaitTimeout):  # exited (its port taken meanwhile) or never served
                 self.stop()
                 if attempt == START_ATTEMPTS:
                     raise
@@ -122,20 +122,18 @@ class FakeGcsServerProcess:
                 start_new_session=True)
 
     def _wait_ready(self) -> None:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while time.monotonic() < deadline:
+        def alive() -> None:
             if self.process.poll() is not None:
-                raise RuntimeError(
-                    f"fake-gcs-server exited with {self.process.returncode}: {self.log_tail()}")
+                raise RuntimeError(f"fake-gcs-server exited with {self.process.returncode}: {self.log_tail()}")
+
+        def serving() -> bool:
             try:
                 with urllib.request.urlopen(f"{self.url}/storage/v1/b", timeout=2) as resp:
-                    if resp.status == 200:
-                        return
+                    return resp.status == 200
             except (urllib.error.URLError, OSError):
-                pass
-            time.sleep(0.05)  # poll interval, bounded by the deadline above
-        raise RuntimeError(
-            f"fake-gcs-server not ready on {self.url} after {READY_TIMEOUT_S}s: {self.log_tail()}")
+                return False
+
+        wait_for(serving, lambda: f"fake-gcs-server on {self.url}: {self.log_tail()}", READY_TIMEOUT_S, check=alive)
 
     def log_tail(self, lines: int = 20) -> str:
         try:

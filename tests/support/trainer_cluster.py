@@ -16,7 +16,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from launcher.events import Progress, parse_progress
 from launcher.render import render
 from launcher.spec import JobSpec, ReplicaSpec
 from launcher.tfconfig import replicas, tf_config
+from tests.support.polling import wait_for
 from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -191,26 +191,28 @@ class TrainerCluster:
 
     def wait_for_line(self, name: str, text: str, timeout: float) -> None:
         """Until `text` appears in the log of `name` (bounded; fails early if it exits)."""
-        deadline = time.monotonic() + timeout
-        while text not in self.log(name):
+        def alive() -> None:
             if self.replicas[name].process.poll() is not None and text not in self.log(name):
                 raise AssertionError(f"{name} exited before printing {text!r}\n{self.tails()}")
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{name} did not print {text!r} in {timeout:g} s\n{self.tails()}")
-            time.sleep(0.2)
+
+        wait_for(lambda: text in self.log(name), lambda: f"{name} to print {text!r}\n{self.tails()}", timeout,
+                 check=alive, interval=0.2)
 
     def wait(self, timeout: float, names: list[str] | None = None) -> dict[str, int]:
         """Exit codes of `names` (default: all); TimeoutError naming who still runs."""
         names = names or list(self.replicas)
-        deadline = time.monotonic() + timeout
-        while True:
-            codes = {n: self.replicas[n].process.poll() for n in names}
-            if all(code is not None for code in codes.values()):
-                return codes
-            if time.monotonic() > deadline:
-                running = [n for n, code in codes.items() if code is None]
-                raise TimeoutError(f"still running after {timeout:g} s: {running}\n{self.tails()}")
-            time.sleep(0.2)
+
+        def codes() -> dict[str, int | None]:
+            return {n: self.replicas[n].process.poll() for n in names}
+
+        def running() -> str:
+            return f"{[n for n, code in codes().items() if code is None]} to exit\n{self.tails()}"
+
+        def finished() -> dict[str, int] | None:
+            now = codes()
+            return now if all(code is not None for code in now.values()) else None
+
+        return wait_for(finished, running, timeout, interval=0.2)
 
     def log(self, name: str) -> str:
         return self.replicas[name].log_path.read_text(errors="replace")
