@@ -28,7 +28,7 @@ import time
 from typing import Iterator
 
 from .backends import get_backend
-from .backends.base import Backend, CRDUnavailable, JobStatus, JobSummary
+from .backends.base import Backend, CRDUnavailable, JobStatus, JobSummary, LogOptions
 from .events import Event, JobCondition, LogLine, TERMINAL
 from .spec import JobSpec
 
@@ -90,10 +90,15 @@ class TrainingClient:
         return self.backend.events(name, namespace)
 
     def get_job_logs(self, name: str, namespace: str = "default", replica: str | None = None,
-                     follow: bool = False) -> Iterator[LogLine]:
+                     follow: bool = False, tail: int | None = None) -> Iterator[LogLine]:
         """Log lines of one replica ("chief-0", "worker-1") or of all (None); `follow` waits for
-        Pending replicas and follows across restarts until the job ends."""
-        return self.backend.logs(name, namespace, replica, follow=follow)
+        Pending replicas and follows across restarts until the job ends. `tail`: only the last
+        N lines of each replica's log (with `follow`: of what is there, then every new line),
+        as `launcher logs --tail N`."""
+        if tail is not None and (isinstance(tail, bool) or not isinstance(tail, int) or tail < 0):
+            raise ValueError(f"tail: {tail!r} is not a line count; give an int >= 0, or None for every line")
+        options = LogOptions(tail_lines=tail) if tail is not None else None
+        return self.backend.logs(name, namespace, replica, follow=follow, options=options)
 
     def wait_for_job(self, name: str, namespace: str = "default", timeout: float | None = None,
                      conditions: tuple[str, ...] = TERMINAL) -> JobStatus:

@@ -49,7 +49,15 @@ def test_create_wait_logs_and_delete(client, tmp_path):
     assert status.phase == "Succeeded"
     assert [job.name for job in client.list_jobs()] == ["api-job"]
     lines = list(client.get_job_logs("api-job", replica="chief-0"))
-    assert lines and all(line.replica == "chief-0" for line in lines)
+    assert len(lines) >= 2 and all(line.replica == "chief-0" for line in lines), lines
+    assert list(client.get_job_logs("api-job", replica="chief-0", tail=1)) == lines[-1:]
+    everyone = list(client.get_job_logs("api-job"))
+    last_two = list(client.get_job_logs("api-job", tail=2))
+    for rid in ("chief-0", "ps-0", "worker-0"):  # the last lines of each replica, not of all
+        assert [x for x in last_two if x.replica == rid] == [x for x in everyone if x.replica == rid][-2:], rid
+    assert list(client.get_job_logs("api-job", tail=0)) == []
+    with pytest.raises(ValueError, match="tail: -1 is not a line count"):
+        client.get_job_logs("api-job", tail=-1)
     client.delete_job("api-job")
     assert client.list_jobs() == []
 
