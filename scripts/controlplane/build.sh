@@ -73,6 +73,14 @@ log "bin dir: $bin ($(go version), go build -p $jobs, nice 19)"
 build_kubernetes
 go_install training-operator.v1 "github.com/kubeflow/training-operator/cmd/training-operator.v1@$TRAINING_OPERATOR_VERSION"
 go_install kwok "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+# the module launcher/schemas takes KServe's InferenceService CRD from (scripts/crds/update.py):
+# in the Go module cache, tests/unit/test_schemas.py compares the packaged copy with it
+kserve_module="github.com/kserve/kserve@$KSERVE_VERSION"
+if [[ -d "$(go env GOMODCACHE)/$kserve_module" ]]; then
+  log "$kserve_module: in the Go module cache"
+else
+  timed "download $kserve_module" go mod download "$kserve_module"
+fi
 log "all binaries present after $((SECONDS - start))s"
 ls -l "$bin"
 echo "$bin"

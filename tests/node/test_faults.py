@@ -2,6 +2,8 @@
 
 - a worker's trainer process killed (SIGKILL, as by the OOM killer): the kubelet restarts
   the container (restartPolicy OnFailure) and the job still ends at exactly --train-steps;
+  the live view shows the restart, and `launcher logs -f --replica worker-0` follows the
+  worker across it into the new container;
 - the chief's trainer process killed: the kubelet restarts it in its pod and it resumes
   from the job dir's latest checkpoint ("Restored ... at step N"), ending at exactly
   --train-steps;
@@ -29,13 +31,19 @@ def test_worker_killed_is_restarted_and_the_job_ends_at_exactly_the_steps(node_c
     job = "mnist-worker"
     with training_namespace(node_cluster, "node-worker") as ns:
         args = ns.submit_args(job, trainer_image, "--workers", "2", "--ps", "1", trainer=TRAINER_ARGS)
-        with launcher_process(node_cluster, *args) as submit:
+        follow_args = ("logs", job, "--backend", "k8s", "-n", ns.name, "--replica", "worker-0", "-f")
+        with launcher_process(node_cluster, *args) as submit, launcher_process(node_cluster, *follow_args) as follow:
             submit.wait_for_line("[chief-0] Train [", RUN_TIMEOUT_S / 3)
+            follow.wait_for_line("Starting worker/0", 60)  # the first container's output
             kill_trainer(ns.pod(f"{job}-worker-0"))
             wait_for(lambda: restarts(ns.pod(f"{job}-worker-0")) >= 1,
                      lambda: f"worker-0 not restarted:\n{submit.output}", 180)
             exit_code = submit.wait(RUN_TIMEOUT_S)
+            follow_code = follow.wait(120)  # `logs -f` ends with the job
         assert exit_code == 0, submit.output
+        # the live view saw the restart; `logs -f` followed worker-0 across it, into the new container
+        assert re.search(r"^\[worker-0\] \w+ \(restarts 1", submit.output, re.M), submit.output
+        assert follow_code == 0 and follow.output.count("Starting worker/0") == 2, follow.output[-3000:]
         chief_log = node_cluster.kubectl("logs", f"{job}-chief-0", "-n", ns.name).stdout
         # (the restart was seen by the poll above: once the job succeeds, the operator's
         # cleanPodPolicy deletes the still-running worker pods, so it cannot be re-read here)
