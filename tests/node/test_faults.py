@@ -32,14 +32,15 @@ def test_worker_killed_is_restarted_and_the_job_ends_at_exactly_the_steps(node_c
     with training_namespace(node_cluster, "node-worker") as ns:
         args = ns.submit_args(job, trainer_image, "--workers", "2", "--ps", "1", trainer=TRAINER_ARGS)
         follow_args = ("logs", job, "--backend", "k8s", "-n", ns.name, "--replica", "worker-0", "-f")
-        with launcher_process(node_cluster, *args) as submit, launcher_process(node_cluster, *follow_args) as follow:
+        with launcher_process(node_cluster, *args) as submit:
             submit.wait_for_line("[chief-0] Train [", RUN_TIMEOUT_S / 3)
-            follow.wait_for_line("Starting worker/0", 60)  # the first container's output
-            kill_trainer(ns.pod(f"{job}-worker-0"))
-            wait_for(lambda: restarts(ns.pod(f"{job}-worker-0")) >= 1,
-                     lambda: f"worker-0 not restarted:\n{submit.output}", 180)
-            exit_code = submit.wait(RUN_TIMEOUT_S)
-            follow_code = follow.wait(120)  # `logs -f` ends with the job
+            with launcher_process(node_cluster, *follow_args) as follow:
+                follow.wait_for_line("Starting worker/0", 60)  # the first container's output
+                kill_trainer(ns.pod(f"{job}-worker-0"))
+                wait_for(lambda: restarts(ns.pod(f"{job}-worker-0")) >= 1,
+                         lambda: f"worker-0 not restarted:\n{submit.output}", 180)
+                exit_code = submit.wait(RUN_TIMEOUT_S)
+                follow_code = follow.wait(120)  # `logs -f` ends with the job
         assert exit_code == 0, submit.output
         # the live view saw the restart; `logs -f` followed worker-0 across it, into the new container
         assert re.search(r"^\[worker-0\] \w+ \(restarts 1", submit.output, re.M), submit.output

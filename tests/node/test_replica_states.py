@@ -25,7 +25,7 @@ REFUSAL = "must be > 0, got -5"
 def test_a_chief_exiting_2_under_exit_code_fails_the_job_and_submit_says_why(node_cluster, trainer_image):
     job = "bad-exitcode"
     with training_namespace(node_cluster, "node-failed") as ns:
-        args = ns.submit_args(job, trainer_image, "--workers", "0", "--ps", "0", "--restart-policy", "ExitCode",
+        args = ns.submit_args(job, trainer_image, "--chief", "1", "--workers", "0", "--ps", "0", "--restart-policy", "ExitCode",
                               trainer=REFUSED)
         with launcher_process(node_cluster, *args) as submit:
             code = submit.wait(RUN_TIMEOUT_S)
@@ -39,7 +39,7 @@ def test_a_chief_exiting_2_under_exit_code_fails_the_job_and_submit_says_why(nod
 def test_a_chief_exiting_2_under_on_failure_crash_loops_and_status_shows_it(node_cluster, trainer_image):
     job = "bad-onfailure"
     with training_namespace(node_cluster, "node-crashloop") as ns:
-        args = ns.submit_args(job, trainer_image, "--workers", "0", "--ps", "0", "--restart-policy", "OnFailure",
+        args = ns.submit_args(job, trainer_image, "--chief", "1", "--workers", "0", "--ps", "0", "--restart-policy", "OnFailure",
                               trainer=REFUSED)
         submitted = run_launcher(node_cluster, *args[:args.index("--")], "--detach", *args[args.index("--"):])
         assert submitted.returncode == 0, submitted.stdout + submitted.stderr

@@ -53,6 +53,16 @@ def test_an_unschedulable_pod_says_why():
     assert replica_phase(pod(phase="Pending", **scheduled)).message == "Unschedulable: 0/2 nodes are available"
 
 
+def test_a_crash_looping_replica_shows_the_last_exit_code():
+    waiting = container({"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 10s restarting"}}, 1, cid="",
+                        last={"exitCode": 2, "containerID": "containerd://old"})
+    crashed = replica_phase(pod(**waiting))
+    assert (crashed.exit_code, crashed.restarts) == (2, 1 + 3)  # restarts of both containers (the sidecar: 3)
+    assert crashed.message == "CrashLoopBackOff: back-off 10s restarting"
+    running_again = container({"running": {}}, 1, cid="containerd://new", last={"exitCode": 2})
+    assert replica_phase(pod(**running_again)).exit_code is None  # running: no exit code to show
+
+
 def test_the_log_instance_follows_the_kubelets_rules():
     assert log_instance(pod(phase="Pending")) is None
     assert log_instance(pod(**container({"waiting": {"reason": "ContainerCreating"}}, cid=""))) is None

@@ -34,6 +34,7 @@ def test_exit_codes_a_row_shows_and_when_the_pod_must_be_read():
     assert exit_code(one("ExitCode:3", ended="Failed")) == 3 and not needs_pod(one("ExitCode:3", ended="Failed"))
     assert exit_code(one("Error", ended="Failed")) is None and needs_pod(one("Error", ended="Failed"))
     assert needs_pod(one("OOMKilled")) and not needs_pod(one("Running"))
+    assert needs_pod(one("CrashLoopBackOff", restarts="2 (5s ago)"))  # the last exit code is in the pod only
 
 
 def test_a_row_becomes_a_replica_of_its_job_by_the_operators_pod_name():

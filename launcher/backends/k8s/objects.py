@@ -129,6 +129,8 @@ def replica_phase(pod: dict) -> ReplicaPhase | None:
     cstatus = container_status(pod)
     state = cstatus.get("state") or {}
     terminated = state.get("terminated") or {}
+    if not terminated and state.get("waiting"):  # CrashLoopBackOff and the like: why the last one ended
+        terminated = (cstatus.get("lastState") or {}).get("terminated") or {}
     return ReplicaPhase(
         replica=short_replica(rtype, index),
         type=rtype,

@@ -104,9 +104,10 @@ def exit_code(row: PodRow) -> int | None:
 
 
 def needs_pod(row: PodRow) -> bool:
-    """A container ended unsuccessfully and the row does not say with which code."""
+    """A container ended unsuccessfully (or waits to restart after it did: CrashLoopBackOff)
+    and the row does not say with which code."""
     return exit_code(row) is None and (row.ended == "Failed" or row.status in _FAILED_EXIT
-                                       or row.status.startswith("Signal:"))
+                                       or row.status == "CrashLoopBackOff" or row.status.startswith("Signal:"))
 
 
 def replica_phase(row: PodRow, job: str, gpus: dict[str, int] | None = None,
