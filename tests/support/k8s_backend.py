@@ -69,13 +69,28 @@ def watches_open(server, job: str = "mnist") -> bool:
 
 def watch_lifecycle(backend, server, operator, replicas: int) -> tuple[int, int, list]:
     """Watch a job of `replicas` (1 chief, 1 ps, the rest workers) from submit to Succeeded,
-    the fake operator running it; (requests the backend made, requests the server saw, events)."""
+    the fake operator running it; (requests the backend made, requests the server saw, events).
+    Before the operator sets Succeeded, the backend has read every pod change so far: the job's
+    end comes by the TFJob watch and closes the watches, and on a loaded machine the pod watch's
+    thread could otherwise still be behind on its stream."""
     name = f"scale-{replicas}"
     backend.submit(manifest(name=name, workers=replicas - 2))
     backend.requests.reset()
     seen_before = server.count()
     events = Collector(backend.events(name, "default"))
     wait_for(lambda: watches_open(server, name), "the watches", WAIT)
-    operator.run_to_success(name)
+
+    def pod_changes() -> int:
+        return backend.api.received.snapshot().get("pod", {}).get("changes", 0)
+
+    before = pod_changes()
+
+    def pod_watch_caught_up() -> None:
+        made = sum(1 for c in server.history
+                   if c.resource == "pods" and c.object["metadata"]["name"].startswith(f"{name}-"))
+        wait_for(lambda: pod_changes() - before >= made,
+                 lambda: f"{made} pod changes read from the pod watch: {backend.api.received.snapshot()}", WAIT)
+
+    operator.run_to_success(name, pod_watch_caught_up)
     items = events.wait_done(timeout=120)
     return backend.requests.total, server.count() - seen_before, items

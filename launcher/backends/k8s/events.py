@@ -83,8 +83,9 @@ class ReplicaTracker:
             pod = self._fetch(row)
             self._fetched[key] = replica_phase(pod) if pod else None
         full = self._fetched[key]
-        if full is None:
-            return phase
+        if full is None or (row.status == "CrashLoopBackOff"
+                            and (full.restarts != row.restarts or not full.message.startswith("CrashLoopBackOff"))):
+            return phase  # the pod moved on since the row (restarted, or ended): its exit code is not this row's
         return ReplicaPhase(**{**phase.__dict__, "exit_code": full.exit_code, "message": full.message or phase.message})
 
     def apply(self, kind: str, row: PodRow) -> list[ReplicaPhase]:

@@ -15,6 +15,7 @@ import copy
 import json
 import os
 import uuid
+from typing import Callable
 
 from ..apiserver import FakeApiServer
 from ..apiserver.rules import now
@@ -324,9 +325,10 @@ class FakeOperator:
         self.server.update("tfjobs", self.namespace, job, change)
 
     # ---- a whole lifecycle (bench) ------------------------------------------------------
-    def run_to_success(self, job: str) -> None:
+    def run_to_success(self, job: str, before_success: Callable[[], None] | None = None) -> None:
         """Created -> every replica Running -> Running -> workers and chief exit 0 ->
-        Succeeded -> remaining (ps) pods deleted (cleanPodPolicy Running)."""
+        Succeeded -> remaining (ps) pods deleted (cleanPodPolicy Running). `before_success`
+        runs just before the Succeeded condition is set."""
         pods = self.create_pods(job)
         for pod in pods:
             self.schedule(pod)
@@ -337,6 +339,8 @@ class FakeOperator:
         for pod in finishing:
             self.log(pod, f"{pod} done")
             self.exit(pod, 0)
+        if before_success is not None:
+            before_success()
         self.set_condition(job, "Succeeded")
         for pod in pods:
             if pod not in finishing:
