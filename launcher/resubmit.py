@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .events import Event, JobCondition, ReplicaPhase
+from .events import Event, JobCondition, ReplicaPhase, short_replica
 
 # UpdateJobStatus's message: "TFJob ns/name has failed because 1 Chief replica(s) failed."
 _FAILED_TYPE = re.compile(r"because \d+ (\w+) replica\(s\) failed")
@@ -63,9 +63,11 @@ class FirstFault:
         return self._first if named and named[1] == self._first.type else None
 
 
-def deleted_in(failed: JobCondition, replicas: tuple[ReplicaPhase, ...]) -> Deletion | None:
+def deleted_in(failed: JobCondition, replicas: tuple[ReplicaPhase, ...],
+               expected: dict[str, int] | None = None) -> Deletion | None:
     """When the watch ended before the deleted pod's change arrived: a replica of the type
-    the Failed condition names that is still Terminating, and none of that type Failed.
+    the Failed condition names that is still Terminating, or already gone (fewer pods of
+    that type than `expected`, the job's count per type), and none of that type Failed.
     (Under cleanPodPolicy All the operator also deletes a replica that failed on its own,
     so the caller asks this only for the other policies.)"""
     named = _FAILED_TYPE.search(failed.message)
@@ -75,4 +77,8 @@ def deleted_in(failed: JobCondition, replicas: tuple[ReplicaPhase, ...]) -> Dele
     if any(r.phase == "Failed" for r in of_type):
         return None
     deleted = [r for r in of_type if r.message == DELETED]
-    return Deletion(deleted[0].replica, deleted[0].type) if deleted else None
+    if deleted:
+        return Deletion(deleted[0].replica, deleted[0].type)
+    present = {r.index for r in of_type}
+    gone = [index for index in range((expected or {}).get(named[1], 0)) if index not in present]
+    return Deletion(short_replica(named[1], gone[0]), named[1]) if gone else None

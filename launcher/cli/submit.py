@@ -311,7 +311,8 @@ def follow(backend, spec: JobSpec, hints: Hints, resubmit=None, wide: bool = Fal
         if terminal == "Failed" and failed is not None and resubmit is not None:
             deletion = fault.deletion(failed)
             if deletion is None and spec.run_policy.clean_pod_policy != "All":
-                deletion = deleted_in(failed, backend.status(spec.name, spec.namespace).replicas)
+                expected = {role: spec.count(role) for role in spec.replicas}
+                deletion = deleted_in(failed, backend.status(spec.name, spec.namespace).replicas, expected)
             if deletion is not None and resubmit(deletion):
                 continue
         if terminal not in ("Succeeded", "Failed"):

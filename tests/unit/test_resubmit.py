@@ -68,6 +68,12 @@ def test_status_after_the_watch_ended_tells_a_deletion_from_a_failure():
     assert deleted_in(CHIEF_FAILED, (replica_phase("chief-0", "Failed", exit_code=1), terminating("ps-0"))) is None
     assert deleted_in(WORKER_FAILED, (terminating("chief-0"),)) is None
     assert deleted_in(BACKOFF, (terminating("chief-0"),)) is None
+    # the deleted pod already gone when status is asked (its trainer saved and exited at SIGTERM)
+    counts = {"Chief": 1, "PS": 1, "Worker": 1}
+    assert deleted_in(CHIEF_FAILED, tuple(RUNNING[1:]), counts) == Deletion("chief-0", "Chief")
+    assert deleted_in(CHIEF_FAILED, tuple(RUNNING), counts) is None  # every chief there, none deleted
+    assert deleted_in(WORKER_FAILED, tuple(RUNNING[:2]), counts) == Deletion("worker-0", "Worker")
+    assert deleted_in(CHIEF_FAILED, tuple(RUNNING[1:])) is None  # no counts: a missing pod proves nothing
 
 
 def deleted_run():
