@@ -114,6 +114,27 @@ def test_a_failed_chief_ends_with_failed(job, fake_operator):
     assert latest(items, "chief-0").phase == "Failed"
 
 
+def test_a_pod_the_server_cannot_read_keeps_the_stream_and_its_exit_code_comes_at_the_relist(job, fake_apiserver,
+                                                                                           fake_operator):
+    create_pods(fake_operator, job)
+    fake_apiserver.unavailable.add(("pods", "get"))  # the GET for the exit code fails (a restarting server)
+    fake_operator.start("mnist-chief-0")
+    fake_operator.exit("mnist-chief-0", 2)
+    job.wait_for(lambda it: getattr(latest(it, "chief-0"), "phase", None) == "Failed", "the chief's failure")
+    assert latest(job.items, "chief-0").exit_code is None and fake_apiserver.count("pods", "get") == 1
+    fake_apiserver.unavailable.clear()
+    fake_apiserver.drop_watches(hold=True)  # a restart: streams cut, a change meanwhile, the history gone
+    fake_operator.start("mnist-worker-0")
+    fake_apiserver.compact()
+    fake_apiserver.release_watches()  # the relist reads the pod again
+    job.wait_for(lambda it: getattr(latest(it, "chief-0"), "exit_code", None) == 2, "the exit code after the relist")
+    fake_operator.set_condition("mnist", "Failed",
+                                message="TFJob default/mnist has failed because 1 Chief replica(s) failed.")
+    items = job.wait_done()
+    assert items[-1].type == "Failed" and [e.exit_code for e in items if getattr(e, "replica", "") == "chief-0"
+                                           and e.phase == "Failed"] == [None, 2]
+
+
 def test_a_watch_dropped_mid_stream_resumes_from_the_last_version(job, fake_apiserver, fake_operator):
     create_pods(fake_operator, job)
     last = {res: max(c.version for c in fake_apiserver.history if c.resource == res) for res in ("pods", "tfjobs")}

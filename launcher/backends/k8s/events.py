@@ -8,19 +8,27 @@ Pods are followed as Table rows (`table.py`): a few hundred bytes per change wha
 the job's size. Two things a row does not carry come from elsewhere, never for all pods:
 the exit code of a container that failed (one GET of that pod, once per failure) and why
 a Pending pod is not scheduled (the scheduler's FailedScheduling events, a third watch).
+A GET that fails (API server restarting, 5xx, forbidden) never ends the stream: the row is
+shown as it is and its pod read again at the row's next change or relist.
 """
 from __future__ import annotations
 
 from typing import Callable, Iterator
 
+from kubernetes.client.exceptions import ApiException
+
 from ...events import Event, JobCondition, ReplicaPhase
 from . import table
-from .client import KubeApi
+from .client import TRANSPORT_ERRORS, KubeApi
 from .objects import job_conditions, replica_phase
 from .table import PodRow
 from .watch import JobFeed, Synced, WatchEvent, job_from
 
 Fetch = Callable[[PodRow], "dict | None"]  # one pod object, for what its row does not say
+
+
+class PodUnreadable(Exception):
+    """A Fetch could not read the pod this time (it may next time)."""
 
 
 class ConditionTracker:
@@ -80,7 +88,10 @@ class ReplicaTracker:
             return phase
         key = (row.name, row.restarts, row.status)
         if key not in self._fetched:  # once per failure: the exit code is in the pod only
-            pod = self._fetch(row)
+            try:
+                pod = self._fetch(row)
+            except PodUnreadable:
+                return phase  # without its exit code for now; read again with the next row or relist
             self._fetched[key] = replica_phase(pod) if pod else None
         full = self._fetched[key]
         if full is None or (row.status == "CrashLoopBackOff"
@@ -128,7 +139,18 @@ class ReplicaTracker:
 
 
 def pod_fetcher(api: KubeApi, namespace: str) -> Fetch:
-    return lambda row: api.get_pod(row.name, namespace)
+    """Reads a row's pod; None when it is gone or RBAC forbids reading pods (no exit codes
+    then, as `kubectl get pods` shows), PodUnreadable when the server could not answer."""
+    def fetch(row: PodRow) -> dict | None:
+        try:
+            return api.get_pod(row.name, namespace)
+        except ApiException as exc:
+            if exc.status in (401, 403):
+                return None
+            raise PodUnreadable(row.name) from exc
+        except TRANSPORT_ERRORS as exc:
+            raise PodUnreadable(row.name) from exc
+    return fetch
 
 
 def job_events(api: KubeApi, name: str, namespace: str) -> Iterator[Event]:

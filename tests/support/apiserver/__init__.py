@@ -108,6 +108,7 @@ class FakeApiServer:
         self.namespaces = set(namespaces)
         self.resources = {"pods", "services", "events", "tfjobs", "networkpolicies"}  # discard "tfjobs" for a cluster without the CRD
         self.forbidden: set[str] = set()  # resources RBAC does not let the client read (403)
+        self.unavailable: set[tuple[str, str]] = set()  # (resource, verb) answered 503, as by a server restarting
         self.cond = threading.Condition()
         self.version = 1
         self.objects: dict[tuple[str, str, str], dict] = {}
@@ -281,6 +282,8 @@ class FakeApiServer:
             verb = verb_of(method, kind, query)
             with self.cond:
                 self.requests.append(Request(method, resource, verb, query))
+            if (resource, verb) in self.unavailable:
+                raise ApiError(503, "ServiceUnavailable", "the server is currently unable to handle the request")
             handler = getattr(self, f"_{verb}", None)
             if handler is None or verb not in _READ_ONLY.get(resource, (verb,)):
                 raise ApiError(405, "MethodNotAllowed", f"the server does not allow this method on {resource}")
