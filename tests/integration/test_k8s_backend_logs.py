@@ -6,7 +6,7 @@ real control plane in tests/e2e/test_k8s_backend.py."""
 from __future__ import annotations
 
 from launcher.events import LogLine
-from tests.support.k8s_backend import WAIT, Collector, manifest
+from tests.support.k8s_backend import WAIT, Collector, manifest, watches_open
 from tests.support.polling import wait_for
 
 
@@ -123,3 +123,28 @@ def test_tail_keeps_the_last_lines_and_with_follow_then_follows(k8s_backend, fak
     assert lines_of(follow.wait_done(), "worker-0") == ["two", "three", "four", "again 1", "again 2", "again 3"]
     asked = [r.query.get("tailLines") for r in fake_apiserver.requests if r.verb == "log"]
     assert asked[:2] == ["2", "2"] and set(asked[2:]) == {None}
+
+
+def follow_everything(backend, server, operator, replicas: int) -> tuple[list, float]:
+    """`logs --replica all -f` through a lifecycle of `replicas`: (log lines, bytes received
+    per pod change on the pod watch)."""
+    name = f"scale-{replicas}"
+    backend.submit(manifest(name=name, workers=replicas - 2))
+    backend.api.received.reset()
+    lines = Collector(backend.logs(name, "default", follow=True))
+    wait_for(lambda: watches_open(server, name), "the watches", WAIT)
+    operator.run_to_success(name)
+    items = lines.wait_done(timeout=120)
+    pods = backend.api.received.snapshot()["pod"]
+    return items, pods["watch_bytes"] / pods["changes"]
+
+
+def test_following_every_replica_receives_pod_rows_whose_size_does_not_grow_with_the_job(k8s_backend, fake_apiserver,
+                                                                                        fake_operator, caplog):
+    small_items, small = follow_everything(k8s_backend, fake_apiserver, fake_operator, 12)
+    large_items, large = follow_everything(k8s_backend, fake_apiserver, fake_operator, 200)
+    assert len(large_items) == 199 and "scale-200-worker-197 done" in lines_of(large_items, "worker-197")
+    assert len(small_items) == 11  # chief and workers say "done"; the ps is stopped
+    assert large < 400 and large < small + 64  # a row per change, not the pod (TF_CONFIG grows with the job)
+    # more streams than the connection pool keeps: their connections are closed without a warning each
+    assert not [r for r in caplog.records if "pool is full" in r.getMessage()]

@@ -13,7 +13,7 @@ import jinja2
 
 from tests.support.dns_query import resolve
 from tests.support.node import TEMPLATES, node_bin_dir
-from tests.support.node.host import KUBELET_SYSCTLS, NAME, in_netns
+from tests.support.node.host import NAME, in_netns
 from tests.support.node.image import PAUSE_IMAGE
 from tests.support.polling import wait_for
 

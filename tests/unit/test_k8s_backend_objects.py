@@ -10,7 +10,7 @@ from kubernetes.client.exceptions import ApiException
 from launcher.backends.base import BackendError
 from launcher.backends.k8s.client import request_kind, server_message
 from launcher.backends.k8s.events import ConditionTracker, ReplicaTracker
-from launcher.backends.k8s.objects import log_instance, parse_replica, pod_selector, replica_phase
+from launcher.backends.k8s.objects import parse_replica, pod_selector, replica_phase
 from launcher.backends.k8s.table import PodRow
 
 
@@ -61,16 +61,6 @@ def test_a_crash_looping_replica_shows_the_last_exit_code():
     assert crashed.message == "CrashLoopBackOff: back-off 10s restarting"
     running_again = container({"running": {}}, 1, cid="containerd://new", last={"exitCode": 2})
     assert replica_phase(pod(**running_again)).exit_code is None  # running: no exit code to show
-
-
-def test_the_log_instance_follows_the_kubelets_rules():
-    assert log_instance(pod(phase="Pending")) is None
-    assert log_instance(pod(**container({"waiting": {"reason": "ContainerCreating"}}, cid=""))) is None
-    assert log_instance(pod(**container({"running": {}}, cid="containerd://new"))) == "containerd://new"
-    waiting = container({"waiting": {"reason": "CrashLoopBackOff"}}, 1, cid="",
-                        last={"exitCode": 1, "containerID": "containerd://old"})
-    assert log_instance(pod(**waiting)) == "containerd://old"
-    assert log_instance(pod(**container({"running": {}}, 4, cid=""))) == "u1#4"  # a runtime without IDs
 
 
 def test_replica_ids_and_selectors():

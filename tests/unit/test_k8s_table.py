@@ -2,7 +2,7 @@
 The rows here are as kube-apiserver 1.36 sends them (includeObject=None)."""
 from __future__ import annotations
 
-from launcher.backends.k8s.table import exit_code, needs_pod, phase, replica_gpus, replica_phase, rows
+from launcher.backends.k8s.table import exit_code, log_instance, needs_pod, phase, replica_gpus, replica_phase, rows
 
 COLUMNS = [{"name": n} for n in ("Name", "Ready", "Status", "Restarts", "Age", "IP", "Node", "Nominated Node",
                                  "Readiness Gates")]
@@ -35,6 +35,19 @@ def test_exit_codes_a_row_shows_and_when_the_pod_must_be_read():
     assert exit_code(one("Error", ended="Failed")) is None and needs_pod(one("Error", ended="Failed"))
     assert needs_pod(one("OOMKilled")) and not needs_pod(one("Running"))
     assert needs_pod(one("CrashLoopBackOff", restarts="2 (5s ago)"))  # the last exit code is in the pod only
+
+
+def test_a_row_says_which_container_instance_the_kubelets_log_serves():
+    assert log_instance(one("Pending", node="<none>")) is None
+    assert log_instance(one("ContainerCreating")) is None  # none has run yet
+    assert log_instance(one("Running")) == 0
+    assert log_instance(one("Error")) == 0 and log_instance(one("ExitCode:3", ended="Failed")) == 0
+    # waiting to restart after the first container ended: the log is still the ended one's
+    assert log_instance(one("CrashLoopBackOff", restarts="1 (5s ago)")) == 0
+    assert log_instance(one("Running", restarts="1 (2s ago)")) == 1  # the restarted container
+    assert log_instance(one("Completed", restarts="1 (9s ago)", ended="Succeeded")) == 1
+    assert log_instance(one("Terminating", node="<none>")) is None  # deleted before it was scheduled
+    assert log_instance(one("Terminating")) == 0
 
 
 def test_a_row_becomes_a_replica_of_its_job_by_the_operators_pod_name():

@@ -203,6 +203,18 @@ class CountingApiClient(client.ApiClient):
         return super().call_api(method, url, *args, **kwargs)
 
 
+class _FullPool(logging.Filter):
+    """Drops urllib3's "Connection pool is full, discarding connection": `logs -f` holds a
+    connection per replica, more than the pool keeps, and each ended stream's connection is
+    closed as it should be; a warning line per replica would only be noise."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Connection pool is full")
+
+
+_FULL_POOL = _FullPool()
+
+
 def load_configuration(kubeconfig: str | None = None, context: str | None = None) -> client.Configuration:
     """Kubeconfig (explicit path, $KUBECONFIG, ~/.kube/config; exec plugins such as
     gke-gcloud-auth-plugin included) or, when none exists, the in-cluster service account."""
@@ -214,6 +226,9 @@ def load_configuration(kubeconfig: str | None = None, context: str | None = None
     root = logging.getLogger()
     if _EXEC_RECORDS not in root.filters:
         root.addFilter(_EXEC_RECORDS)  # stays: the client runs the plugin again to refresh
+    pool_log = logging.getLogger("urllib3.connectionpool")
+    if _FULL_POOL not in pool_log.filters:
+        pool_log.addFilter(_FULL_POOL)
     del _EXEC_RECORDS.failures[:]
     if explicit or exists:
         check_kubeconfig(path, kubeconfig, context)
@@ -414,11 +429,6 @@ class KubeApi:
             _request_timeout=self.timeout)
 
     # ---- pods ---------------------------------------------------------------------
-    def pods(self, namespace: str, **params) -> urllib3.BaseHTTPResponse:
-        """List or (watch=True) watch pods; the raw response."""
-        params.setdefault("_request_timeout", self.timeout)
-        return self.core.list_namespaced_pod(namespace, _preload_content=False, **params)
-
     def pod_rows(self, namespace: str, _request_timeout=None, **params) -> urllib3.BaseHTTPResponse:
         """List or (watch=True) watch pods as Table rows without their objects
         (includeObject=None): the server's summary of each pod, not the pod (`table.py`).

@@ -160,7 +160,7 @@ def job_events(api: KubeApi, name: str, namespace: str) -> Iterator[Event]:
     job_synced = pods_synced = False
     held: list = []  # pod and scheduling items that came before the TFJob (its GPUs per type)
     final: list[JobCondition] = []  # the terminal condition (and any after it), held back
-    with JobFeed(api, name, namespace, rows=True) as feed:
+    with JobFeed(api, name, namespace, scheduling=True) as feed:
         while not (final and pods_synced and feed.queue.empty()):
             item = feed.get()
             if isinstance(item, (Synced, WatchEvent)) and item.kind == "tfjob":

@@ -1,13 +1,19 @@
 """Pod logs of a TFJob: what exists now (`read_logs`), or followed (`follow_logs`).
 
-Following runs the job's two watches (`JobFeed`) and one log stream per container
-instance: a Pending pod gets its stream when the pod watch shows its container started,
-a restarted container (same pod, or a pod the operator recreated) gets a new stream for
-the new instance, and the whole thing ends when the TFJob is terminal and the streams are
-drained (replicas still running then, such as ps, get `drain_seconds` more).
+Pods are read as Table rows (`table.py`), as for the live view: a few hundred bytes per pod
+change, not the pod objects whose TF_CONFIG grows with the job. A row's Status and
+Restarts say which container instance the kubelet's log serves (`table.log_instance`); the
+container is the operator's `tensorflow`.
+
+Following runs the job's watches (`JobFeed`) and one log stream per container instance: a
+Pending pod gets its stream when the pod watch shows its container started, a restarted
+container (same pod, or a pod the operator recreated) gets a new stream for the new
+instance, and the whole thing ends when the TFJob is terminal and the streams are drained
+(replicas still running then, such as ps, get `drain_seconds` more).
 """
 from __future__ import annotations
 
+import json
 import threading
 import time
 from dataclasses import dataclass
@@ -18,10 +24,10 @@ from kubernetes.client.exceptions import ApiException
 from ...events import LogLine, short_replica
 from ...tfconfig import replicas as job_replicas
 from ..base import BackendError
-from .client import (CONNECT_TIMEOUT, TRANSPORT_ERRORS, KubeApi, abort, finish, iter_lines, one_line, read_json,
-                         server_message)
-from .objects import (container_name, is_terminal, log_instance, pod_selector, replica_of,
-                          replica_order, replica_phase)
+from . import table
+from .client import CONNECT_TIMEOUT, TRANSPORT_ERRORS, KubeApi, abort, finish, iter_lines, one_line, server_message
+from .objects import CONTAINER, is_terminal, pod_selector, replica_order
+from .table import PodRow
 from .watch import JobFeed, Synced, WatchEvent, job_from
 
 DRAIN_SECONDS = 5.0
@@ -41,24 +47,29 @@ def read_logs(api: KubeApi, name: str, namespace: str, replica: tuple[str, int] 
               tail_lines: int | None = None) -> Iterator[LogLine]:
     """The current log of each started replica, replica by replica (Pending ones skipped);
     only its last `tail_lines` lines when given (the kubelet's tailLines)."""
-    with api.errors(f"listing pods of tfjob {name}"):
-        pods = read_json(api.pods(namespace, label_selector=pod_selector(name, replica)))["items"]
-    if not pods and replica is None:  # tell "no such job" from "no pods yet"
+    found = _rows(api, name, namespace, replica)
+    if not found and replica is None:  # tell "no such job" from "no pods yet"
         api.get_tfjob(name, namespace)
-    pods = [pod for pod in pods if replica_phase(pod)]
-    for pod in sorted(pods, key=lambda p: replica_order(replica_phase(p))):
-        if log_instance(pod) is None:
-            continue
-        yield from _read_one(api, pod, tail_lines)
+    started = [(phase, row) for row in found if (phase := table.replica_phase(row, name))
+               and table.log_instance(row) is not None]
+    for phase, row in sorted(started, key=lambda found: replica_order(found[0])):
+        yield from _read_one(api, row.name, namespace, phase.replica, tail_lines)
 
 
-def _read_one(api: KubeApi, pod: dict, tail_lines: int | None = None) -> Iterator[LogLine]:
-    meta = pod["metadata"]
-    replica = short_replica(*replica_of(pod))
-    with api.errors(f"reading the log of {meta['name']}"):
+def _rows(api: KubeApi, name: str, namespace: str, replica: tuple[str, int] | None) -> list[PodRow]:
+    """One list of the job's pods (or one replica's) as rows."""
+    with api.errors(f"listing pods of tfjob {name}"):
+        response = api.pod_rows(namespace, label_selector=pod_selector(name, replica))
         try:
-            response = api.pod_log(meta["name"], meta["namespace"], container_name(pod), follow=False,
-                                   tail_lines=tail_lines)
+            return table.rows(json.loads(response.data))[0]
+        finally:
+            response.release_conn()
+
+
+def _read_one(api: KubeApi, pod: str, namespace: str, replica: str, tail_lines: int | None = None) -> Iterator[LogLine]:
+    with api.errors(f"reading the log of {pod}"):
+        try:
+            response = api.pod_log(pod, namespace, CONTAINER, follow=False, tail_lines=tail_lines)
         except ApiException as exc:
             if exc.status == _WAITING:  # the container went back to waiting since the list
                 return
@@ -81,34 +92,34 @@ class StreamEnded:
 class LogStream(threading.Thread):
     """Follows one container instance's log into the feed's queue."""
 
-    def __init__(self, api: KubeApi, pod: dict, instance: str, feed: JobFeed, tail_lines: int | None = None):
-        super().__init__(name=f"log-{pod['metadata']['name']}", daemon=True)
-        self._api, self._pod, self.instance, self._feed = api, pod, instance, feed
-        self._tail = tail_lines
+    def __init__(self, api: KubeApi, pod: str, namespace: str, replica: str, instance: str, feed: JobFeed,
+                 tail_lines: int | None = None):
+        super().__init__(name=f"log-{pod}", daemon=True)
+        self._api, self._pod, self._namespace, self._replica = api, pod, namespace, replica
+        self.instance, self._feed, self._tail = instance, feed, tail_lines
         self._response = None
         self._closed = False
 
     def run(self) -> None:
-        meta, opened = self._pod["metadata"], False
-        replica = short_replica(*replica_of(self._pod))
+        opened = False
         try:
-            self._response = self._api.pod_log(meta["name"], meta["namespace"], container_name(self._pod),
-                                               follow=True, tail_lines=self._tail)
+            self._response = self._api.pod_log(self._pod, self._namespace, CONTAINER, follow=True,
+                                               tail_lines=self._tail)
             opened = True
             if not self._closed:
                 for line in iter_lines(self._response):
-                    self._feed.put(LogLine(replica, line))
+                    self._feed.put(LogLine(self._replica, line))
         except ApiException as exc:
             if exc.status != _WAITING and exc.status != 404:
-                self._feed.put(BackendError(f"reading the log of {meta['name']}: {server_message(exc)}"))
+                self._feed.put(BackendError(f"reading the log of {self._pod}: {server_message(exc)}"))
         except TRANSPORT_ERRORS:
             pass  # closed by `close`, or the container's stream ended abruptly
         except Exception as exc:  # never leave the consumer waiting for this stream
-            self._feed.put(BackendError(f"reading the log of {meta['name']}: {one_line(exc)}"))
+            self._feed.put(BackendError(f"reading the log of {self._pod}: {one_line(exc)}"))
         finally:
             if self._response is not None:
                 finish(self._response)
-            self._feed.put(StreamEnded(meta["name"], self.instance, opened))
+            self._feed.put(StreamEnded(self._pod, self.instance, opened))
 
     def close(self) -> None:
         self._closed = True
@@ -118,41 +129,52 @@ class LogStream(threading.Thread):
 class _Follower:
     """`tail_lines` (kubectl's logs -f --tail N) applies to the container instances the
     first pod list shows: their last N lines, then what they write. An instance that starts
-    later (a restart, a pod that was Pending) is new, so every line of it is shown."""
+    later (a restart, a pod that was Pending) is new, so every line of it is shown.
 
-    def __init__(self, api: KubeApi, feed: JobFeed, tail_lines: int | None = None):
-        self.api, self.feed = api, feed
-        self.pods: dict[str, dict] = {}
+    An instance is (pod name, which pod of that name, the container's restarts): a pod the
+    operator deletes and creates again under the same name starts over at 0 restarts."""
+
+    def __init__(self, api: KubeApi, feed: JobFeed, job: str, namespace: str, tail_lines: int | None = None):
+        self.api, self.feed, self.job, self.namespace = api, feed, job, namespace
+        self.rows: dict[str, PodRow] = {}
+        self.incarnation: dict[str, int] = {}  # pod name -> how many pods of that name went away
         self.streams: dict[str, LogStream] = {}
         self.read: set[str] = set()  # container instances read or being read
         self.closing = False
         self.tail_lines = tail_lines  # None once the first list has been followed
 
-    def seen(self, pod: dict, deleted: bool = False) -> None:
-        name = pod["metadata"]["name"]
+    def seen(self, row: PodRow, deleted: bool = False) -> None:
         if deleted:
-            self.pods.pop(name, None)
+            self.gone(row.name)
             return
-        self.pods[name] = pod
-        self.start(name)
+        self.rows[row.name] = row
+        self.start(row.name)
+
+    def gone(self, name: str) -> None:
+        if self.rows.pop(name, None) is not None:
+            self.incarnation[name] = self.incarnation.get(name, 0) + 1
 
     def start(self, name: str) -> None:
-        pod = self.pods.get(name)
-        if self.closing or pod is None or name in self.streams or replica_of(pod) is None:
+        row = self.rows.get(name)
+        if self.closing or row is None or name in self.streams:
             return
-        instance = log_instance(pod)
-        if instance is None or instance in self.read:
+        phase, number = table.replica_phase(row, self.job), table.log_instance(row)
+        if phase is None or number is None:
+            return
+        instance = f"{name}#{self.incarnation.get(name, 0)}#{number}"
+        if instance in self.read:
             return
         self.read.add(instance)
-        self.streams[name] = LogStream(self.api, pod, instance, self.feed, self.tail_lines)
+        self.streams[name] = LogStream(self.api, name, self.namespace, phase.replica, instance, self.feed,
+                                       self.tail_lines)
         self.streams[name].start()
 
-    def synced(self, pods: tuple[dict, ...]) -> None:
+    def synced(self, rows: tuple[PodRow, ...]) -> None:
         """A (re)list of the pods: follow what is new, forget what is gone."""
-        for gone in set(self.pods) - {p["metadata"]["name"] for p in pods}:
-            self.pods.pop(gone)
-        for pod in pods:
-            self.seen(pod)
+        for gone in set(self.rows) - {row.name for row in rows}:
+            self.gone(gone)
+        for row in rows:
+            self.seen(row)
         self.tail_lines = None
 
     def ended(self, item: StreamEnded) -> None:
@@ -171,7 +193,7 @@ class _Follower:
 def follow_logs(api: KubeApi, name: str, namespace: str, replica: tuple[str, int] | None = None,
                 drain_seconds: float = DRAIN_SECONDS, tail_lines: int | None = None) -> Iterator[LogLine]:
     with JobFeed(api, name, namespace, replica) as feed:
-        follower = _Follower(api, feed, tail_lines)
+        follower = _Follower(api, feed, name, namespace, tail_lines)
         job_synced = pods_synced = False
         deadline = None  # set when the job is terminal
         try:
@@ -201,5 +223,8 @@ def follow_logs(api: KubeApi, name: str, namespace: str, replica: tuple[str, int
                     job_synced = True
                     if deadline is None and is_terminal(job):
                         deadline = time.monotonic() + drain_seconds
+                        # the pod watch may be behind the TFJob's: the pods as they are now
+                        # (one list), so that no container that ran is left unread
+                        follower.synced(tuple(_rows(api, name, namespace, replica)))
         finally:
             follower.close()

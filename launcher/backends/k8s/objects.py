@@ -1,7 +1,6 @@
 """Reading TFJob and pod objects (JSON dicts) as training-operator v1.9 writes them.
 
-Pure functions, no I/O: conditions, one ReplicaPhase per pod, which container instance
-a pod's log currently belongs to, and the label selectors the operator's labels allow.
+Pure functions, no I/O: conditions, one ReplicaPhase per pod, and the label selectors the operator's labels allow.
 """
 from __future__ import annotations
 
@@ -143,20 +142,6 @@ def replica_phase(pod: dict) -> ReplicaPhase | None:
         exit_code=terminated.get("exitCode"),
         message=_message(pod, state),
     )
-
-
-def log_instance(pod: dict) -> str | None:
-    """Which container instance `GET .../log` serves now (the kubelet's rules), or None
-    while there is none to read (Pending, ContainerCreating)."""
-    cstatus = container_status(pod)
-    state = cstatus.get("state") or {}
-    last = (cstatus.get("lastState") or {}).get("terminated") or {}
-    fallback = f"{pod.get('metadata', {}).get('uid', '')}#{cstatus.get('restartCount', 0)}"
-    if state.get("running") is not None:
-        return cstatus.get("containerID") or fallback
-    if state.get("terminated") is not None:
-        return state["terminated"].get("containerID") or last.get("containerID") or fallback
-    return last.get("containerID") or None
 
 
 def owner_reference(obj: dict) -> dict:

@@ -103,6 +103,18 @@ def exit_code(row: PodRow) -> int | None:
     return int(match[1]) if match else None
 
 
+def log_instance(row: PodRow) -> int | None:
+    """Which container instance of the pod `GET .../log` serves now (the kubelet's rules),
+    numbered by the restarts before it: the running or ended container (the row's restarts),
+    while a container waits to restart the one that ended before it (restarts - 1), None
+    while none has run (Pending, ContainerCreating)."""
+    served_now = row.ended or row.status.startswith(("ExitCode:", "Signal:")) or (
+        row.status in _RAN and row.status != "CrashLoopBackOff" and (row.node or row.status != "Terminating"))
+    if served_now:
+        return row.restarts
+    return row.restarts - 1 if row.restarts else None
+
+
 def needs_pod(row: PodRow) -> bool:
     """A container ended unsuccessfully (or waits to restart after it did: CrashLoopBackOff)
     and the row does not say with which code."""

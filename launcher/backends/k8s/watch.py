@@ -8,8 +8,7 @@ never issues a request per object: the number of requests depends on stream drop
 time, not on how many pods there are.
 
 `JobFeed` runs the watches of one job (the TFJob by field selector, its pods by label
-selector, as Table rows unless the consumer needs whole pods, and with rows the scheduler's
-FailedScheduling events) into one queue, and closes the streams when the consumer is done.
+selector, as Table rows, and if asked the scheduler's FailedScheduling events) into one queue, and closes the streams when the consumer is done.
 Every byte received is counted in `KubeApi.received`, per kind, lists and watches apart.
 """
 from __future__ import annotations
@@ -196,22 +195,22 @@ class ListWatch(threading.Thread):
 
 class JobFeed:
     """One TFJob watch (metadata.name=NAME) and one pod watch (operator labels) -> one queue.
-    With `rows`, pods come as `table.PodRow`s and a third watch brings the scheduler's
-    FailedScheduling events of the namespace (kind "event"); without, whole pod objects.
+    Pods come as `table.PodRow`s; with `scheduling`, a third watch brings the scheduler's
+    FailedScheduling events of the namespace (kind "event").
 
     Use as a context manager; other producers (log streams) may `put` into the same queue.
     """
 
     def __init__(self, api: KubeApi, name: str, namespace: str, replica: tuple[str, int] | None = None,
-                 rows: bool = False):
+                 scheduling: bool = False):
         self.queue: queue.Queue = queue.Queue()
         self._halt = threading.Event()
         job_call = _bind(api.tfjobs, namespace, field_selector=f"metadata.name={name}")
-        pod_call = _bind(api.pod_rows if rows else api.pods, namespace, label_selector=pod_selector(name, replica))
+        pod_call = _bind(api.pod_rows, namespace, label_selector=pod_selector(name, replica))
         watch = lambda kind, call, decode=None: ListWatch(kind, call, self.queue, self._halt, api.host,  # noqa: E731
                                                          api.received, decode)
-        self._watches = [watch("tfjob", job_call), watch("pod", pod_call, Rows() if rows else None)]
-        if rows:
+        self._watches = [watch("tfjob", job_call), watch("pod", pod_call, Rows())]
+        if scheduling:
             self._watches.append(ListWatch("event", _bind(api.scheduling_events, namespace), self.queue, self._halt,
                                            api.host, api.received, optional=True))  # RBAC may not allow events
 

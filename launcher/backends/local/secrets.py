@@ -10,7 +10,6 @@ starts and exists only in that replica's environment.
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 SECRETS_ENV = "TFJOB_LOCAL_SECRETS_DIR"
