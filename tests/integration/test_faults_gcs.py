@@ -24,7 +24,7 @@ from tests.support.faults import LocalJob
 from tests.support.local_jobs import trainer_args
 from tests.support.tls_proxy import Fault
 from tests.support.tools import ROOT
-from tests.support.trainer_cluster import final_metrics, mnist_dir  # noqa: F401 (fixture)
+from tests.support.trainer_cluster import final_metrics
 
 pytestmark = pytest.mark.slow
 SINGLE = ("--workers", "1", "--ps", "0")  # one replica: a single-process trainer (cheap)

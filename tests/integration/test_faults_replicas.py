@@ -18,7 +18,7 @@ from tests.support.local_jobs import trainer_args
 from tests.support.polling import wait_for
 from tests.support.faults import (JOB_TIMEOUT, LocalJob, checkpoint_steps, latest_checkpoint, restored, runs,
                                   train_steps)
-from tests.support.trainer_cluster import final_metrics, mnist_dir  # noqa: F401 (fixture)
+from tests.support.trainer_cluster import final_metrics
 
 pytestmark = pytest.mark.slow
 STEPS = 80

@@ -19,12 +19,13 @@ import pytest
 import urllib3
 import yaml
 
-from tests.support.cli_env import cli_env, schema_cache  # noqa: F401 (fixtures: the real CRD)
 from tests.support.faults import TcpRelay
 from tests.support.k8s_backend import Collector, watches_open
 from tests.support.launcher_process import LAUNCHER
 from tests.support.polling import wait_for
 from tests.support.tools import ROOT
+
+pytestmark = pytest.mark.usefixtures("cli_env")  # the packaged TFJob CRD, a per-session schema cache
 
 WAIT = 60.0
 PODS = ("mnist-chief-0", "mnist-ps-0", "mnist-worker-0", "mnist-worker-1")

@@ -17,11 +17,12 @@ import pytest
 
 from launcher.serving.gcs import expand
 from launcher.serving.predictions import read_instances
-from tests.support.cli_env import cli, cli_env, schema_cache  # noqa: F401 - fixtures
 from tests.support.gcs_denied import DeniedGcs
 from tests.support.launcher_process import run_launcher
 from tests.support.ports import free_port
-from tests.support.serving import COMMAND_TIMEOUT, DATA, ROOT, mnist_job, served_model  # noqa: F401 - fixture
+from tests.support.serving import COMMAND_TIMEOUT, DATA, ROOT, served_model
+
+pytestmark = pytest.mark.usefixtures("cli_env")  # the packaged TFJob CRD, a per-session schema cache
 
 BUCKET = "batch-predict"
 COUNT = 300

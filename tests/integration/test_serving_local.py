@@ -19,8 +19,7 @@ import pytest
 from launcher.backends.local.procs import alive
 from tests.support.launcher_process import LAUNCHER, run_launcher
 from tests.support.polling import wait_for
-from tests.support.serving import (COMMAND_TIMEOUT, DATA, ROOT, MnistJob, get, mnist_job,  # noqa: F401
-                                   post)
+from tests.support.serving import COMMAND_TIMEOUT, DATA, ROOT, MnistJob, get, post
 from tests.support.ports import free_port
 from tests.support.trainer_cluster import reap
 

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.trainer_cluster import (TEST_SLICE, TrainerCluster, evaluate_export, export_path,  # noqa: F401
-                                           final_metrics, mnist_dir, progress, run_module)
+from tests.support.trainer_cluster import (TEST_SLICE, TrainerCluster, evaluate_export, export_path, final_metrics, progress, run_module)
 
 pytestmark = pytest.mark.slow
 WAIT_S = 540

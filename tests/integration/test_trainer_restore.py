@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.ports import free_port
-from tests.support.trainer_cluster import (LOCAL, TrainerCluster, final_metrics, mnist_dir,  # noqa: F401
-                                           progress, run_module)
+from tests.support.trainer_cluster import LOCAL, TrainerCluster, final_metrics, progress, run_module
 
 pytestmark = pytest.mark.slow
 WAIT_S = 540

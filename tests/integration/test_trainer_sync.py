@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.trainer_cluster import (TrainerCluster, export_path, final_metrics, mnist_dir,  # noqa: F401
-                                           progress, summaries)
+from tests.support.trainer_cluster import TrainerCluster, export_path, final_metrics, progress, summaries
 
 pytestmark = pytest.mark.slow
 WAIT_S = 540

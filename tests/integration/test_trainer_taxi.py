@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from tests.support.launcher_process import run_launcher
-from tests.support.taxi_data import taxi_dir  # noqa: F401
 from tests.support.tools import ROOT
 from tests.support.trainer_cluster import TrainerCluster, export_path, progress, run_module
 

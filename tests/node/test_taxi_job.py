@@ -16,7 +16,6 @@ import shutil
 
 from tests.support.launcher_process import run_launcher
 from tests.support.node.jobs import training_namespace
-from tests.support.taxi_data import taxi_dir  # noqa: F401
 from tests.support.tools import ROOT
 from tests.support.trainer_cluster import run_module
 

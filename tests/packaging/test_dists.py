@@ -11,7 +11,7 @@ import zipfile
 import pytest
 
 from launcher import schemas
-from tests.support.packaging import Dists, dists  # noqa: F401 (fixture)
+from tests.support.packaging import Dists
 
 pytestmark = pytest.mark.packaging
 PACKAGE_DATA = ["launcher/templates/tfjob.yaml.j2", "launcher/templates/networkpolicy.yaml.j2"] + [

@@ -11,8 +11,7 @@ import pytest
 import yaml
 
 from launcher.validate import validate
-from tests.support.packaging import ROOT, Dists, Venv, dists, new_venv  # noqa: F401 (fixture)
-from tests.support.trainer_cluster import mnist_dir  # noqa: F401 (fixture)
+from tests.support.packaging import Dists, Venv, new_venv
 
 pytestmark = pytest.mark.packaging
 VERSION = "0.1.0"

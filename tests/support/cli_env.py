@@ -1,6 +1,7 @@
-"""Fixtures for launcher CLI tests; import them into a test module to use them.
+"""Fixtures for launcher CLI tests (registered in tests/conftest.py).
 
-`cli_env` (autouse where imported) unsets $TFJOB_CRD, so the launcher validates with the
+`cli_env` (a module asks for it with `pytestmark = pytest.mark.usefixtures("cli_env")`,
+so that every test in it has it) unsets $TFJOB_CRD, so the launcher validates with the
 TFJob CRD packaged with it (`CRD`, training-operator's own file), and points it at a
 per-session schema cache. `cli` runs `python -m launcher` in-process and returns the
 exit code, stdout and stderr.
@@ -41,7 +42,7 @@ def schema_cache(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("xdg-cache")
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture
 def cli_env(monkeypatch, schema_cache):
     monkeypatch.delenv("TFJOB_CRD", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(schema_cache))

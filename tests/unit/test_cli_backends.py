@@ -7,7 +7,8 @@ import pytest
 
 from launcher import backends
 from launcher.spec import SpecError
-from tests.support.cli_env import cli, cli_env, schema_cache  # noqa: F401 (fixtures: CLI, CRD + cache env)
+
+pytestmark = pytest.mark.usefixtures("cli_env")  # the packaged TFJob CRD, a per-session schema cache
 
 CONFIG = "apiVersion: v1\nkind: Config\ncurrent-context: {context}\ncontexts: []\nclusters: []\nusers: []\n"
 

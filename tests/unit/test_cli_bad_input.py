@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.cli_env import cli, cli_env, schema_cache  # noqa: F401 (fixtures)
 from tests.support.fakes.backend import FakeBackend
+
+pytestmark = pytest.mark.usefixtures("cli_env")  # the packaged TFJob CRD, a per-session schema cache
 
 INJECT = "x\nkind: Pod\nmetadata: {name: evil}\n---\napiVersion: v1"
 

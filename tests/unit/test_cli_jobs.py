@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.cli_env import cli, cli_env, schema_cache  # noqa: F401 (fixtures)
 from tests.support.fakes.backend import FakeBackend, lifecycle, replica_phase
+
+pytestmark = pytest.mark.usefixtures("cli_env")  # the packaged TFJob CRD, a per-session schema cache
 
 LOGS = {"chief-0": ["chief line"], "ps-0": ["ps line"], "worker-0": ["worker line 1", "worker line 2"]}
 

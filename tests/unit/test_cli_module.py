@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 
-from tests.support.cli_env import cli, cli_env, schema_cache  # noqa: F401 (fixtures)
+import pytest
+
 from tests.support.fakes.backend import FakeBackend
+
+pytestmark = pytest.mark.usefixtures("cli_env")  # the packaged TFJob CRD, a per-session schema cache
 
 
 def container(manifest: dict, rtype: str = "Worker") -> dict:

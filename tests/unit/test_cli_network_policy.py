@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import yaml
 
+import pytest
+
 from launcher.render import render_network_policy
 from launcher.spec import JobSpec, ReplicaSpec
-from tests.support.cli_env import cli, cli_env, schema_cache  # noqa: F401 (fixtures)
 from tests.support.fakes.backend import FakeBackend
+
+pytestmark = pytest.mark.usefixtures("cli_env")  # the packaged TFJob CRD, a per-session schema cache
 
 TRICKY = JobSpec(name="x-y", namespace="ml-team", replicas={"Worker": ReplicaSpec(1)},
                  labels={"example.com/team": "on"})  # YAML 1.1 boolean-looking value stays a string

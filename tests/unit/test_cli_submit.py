@@ -7,8 +7,9 @@ import pytest
 from launcher.backends.base import BackendError
 from launcher.cli import main
 from launcher.events import JobCondition
-from tests.support.cli_env import cli, cli_env, schema_cache  # noqa: F401 (fixtures)
 from tests.support.fakes.backend import FakeBackend, lifecycle, replica_phase
+
+pytestmark = pytest.mark.usefixtures("cli_env")  # the packaged TFJob CRD, a per-session schema cache
 
 CHIEF_LOGS = {"chief-0": [
     "starting",

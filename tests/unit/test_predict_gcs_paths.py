@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from launcher.serving.gcs import matching, prefix, regex
-from tests.support.cli_env import cli, cli_env, schema_cache  # noqa: F401 - fixtures
+
+pytestmark = pytest.mark.usefixtures("cli_env")  # the packaged TFJob CRD, a per-session schema cache
 
 NAMES = ["requests/", "requests/part-0.json", "requests/part-1.json", "requests/part-10.json",
          "requests/part-1.txt", "requests/old/part-2.json", "requests/old/", "requests-2/part-0.json",

@@ -11,7 +11,9 @@ import pytest
 import yaml
 
 from launcher.validate import validate
-from tests.support.cli_env import CRD, cli, cli_env, schema_cache  # noqa: F401 (fixtures)
+from tests.support.cli_env import CRD
+
+pytestmark = pytest.mark.usefixtures("cli_env")  # the packaged TFJob CRD, a per-session schema cache
 
 GOLDEN = Path(__file__).parent / "golden"
 

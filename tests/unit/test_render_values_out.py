@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import yaml
 
+import pytest
+
 from launcher.cli import build_parser
 from launcher.cli.args import build_spec
 from launcher.helm_values import values_for
-from tests.support.cli_env import cli, cli_env, schema_cache  # noqa: F401 (fixtures)
+
+pytestmark = pytest.mark.usefixtures("cli_env")  # the packaged TFJob CRD, a per-session schema cache
 
 ARGV = ["--name", "mnist", "--workers", "3", "--gpus-per-worker", "1", "--accelerator", "nvidia-tesla-t4",
         "--env", "A=1", "--", "--steps", "10"]

@@ -7,8 +7,9 @@ import pytest
 
 from launcher.events import JobCondition
 from launcher.resubmit import Deletion, FirstFault, deleted_in
-from tests.support.cli_env import cli, cli_env, schema_cache  # noqa: F401 (fixtures)
 from tests.support.fakes.backend import FakeBackend, lifecycle, replica_phase
+
+pytestmark = pytest.mark.usefixtures("cli_env")  # the packaged TFJob CRD, a per-session schema cache
 
 RUNNING = [replica_phase(r, "Running", node="node-1") for r in ("chief-0", "ps-0", "worker-0")]
 CHIEF_FAILED = JobCondition("Failed", reason="TFJobFailed",

@@ -9,7 +9,8 @@ import yaml
 from launcher.helm_values import values_for
 from launcher.render import render
 from launcher.spec import JobSpec, ReplicaSpec, SecretEnv, SpecError
-from tests.support.cli_env import cli, cli_env, schema_cache  # noqa: F401 (fixtures)
+
+pytestmark = pytest.mark.usefixtures("cli_env")  # the packaged TFJob CRD, a per-session schema cache
 
 
 def env_of(tfjob: dict) -> list[dict]:

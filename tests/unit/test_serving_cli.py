@@ -10,7 +10,8 @@ import pytest
 
 from launcher.serving.cli import job_export
 from launcher.serving.predictions import choose_signature, table
-from tests.support.cli_env import cli, cli_env, schema_cache  # noqa: F401 - fixtures
+
+pytestmark = pytest.mark.usefixtures("cli_env")  # the packaged TFJob CRD, a per-session schema cache
 
 
 @pytest.fixture

@@ -7,7 +7,8 @@ import yaml
 
 from launcher.serving import k8s
 from launcher.validate import SchemaError
-from tests.support.cli_env import cli, cli_env, schema_cache  # noqa: F401 - fixtures
+
+pytestmark = pytest.mark.usefixtures("cli_env")  # the packaged TFJob CRD, a per-session schema cache
 
 EXPORT = "gs://bucket/runs/mnist-1/export"
 

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.support.taxi_data import taxi_dir  # noqa: F401
 from trainer.models.taxi import features, prepare, source
 
 BIG_TIPPERS = 3374  # trips of data.csv with tips > 20% of the fare

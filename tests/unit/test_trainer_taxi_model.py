@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.support.taxi_data import taxi_dir  # noqa: F401
 from trainer import data, export, models, predict
 from trainer.models.taxi import features
 

@@ -8,7 +8,9 @@ import pytest
 from launcher import validate as v
 from launcher.render import render
 from launcher.spec import JobSpec, ReplicaSpec
-from tests.support.cli_env import CRD, cli_env, schema_cache  # noqa: F401 (fixtures)
+from tests.support.cli_env import CRD
+
+pytestmark = pytest.mark.usefixtures("cli_env")  # the packaged TFJob CRD, a per-session schema cache
 
 WORKER = ("spec", "tfReplicaSpecs", "Worker")
 CONTAINER = (*WORKER, "template", "spec", "containers", 0)
