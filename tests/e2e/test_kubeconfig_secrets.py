@@ -1,12 +1,17 @@
 """Issue 22, against the real kube-apiserver: 401 (a token it does not know, or one an
 exec credential plugin mints, or a client certificate its CA did not sign), 403 (a real
 service-account token without RBAC rights): every k8s command
-fails with one error line that names the problem and prints none of the credentials."""
+fails with one error line that names the problem and prints none of the credentials. And
+what is accepted: a service account's token from an exec credential plugin, the kubeconfig
+found through $KUBECONFIG."""
 from __future__ import annotations
+
+import sys
 
 import pytest
 import yaml
 
+from tests.support.k8s_backend import manifest
 from tests.support.launcher_process import run_launcher
 from tests.support.kubeconfig_secrets import Secrets, kubeconfig, users
 
@@ -44,3 +49,37 @@ def test_forbidden_service_account(control_plane, tmp_path):
         secrets = Secrets(token=token)
         config = kubeconfig(tmp_path / "config", control_plane.server, {"token": token}, ca=ca_of(control_plane))
         run_all(control_plane, secrets, config, ("forbidden", "Forbidden"))
+
+
+def exec_user(token: str) -> dict:
+    """A kubeconfig user whose exec credential plugin (a Python one-liner) prints `token`."""
+    credential = ('import json; print(json.dumps({"apiVersion": "client.authentication.k8s.io/v1beta1", '
+                  f'"kind": "ExecCredential", "status": {{"token": "{token}"}}}}))')
+    return {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": sys.executable,
+                     "args": ["-c", credential], "interactiveMode": "Never"}}
+
+
+def test_an_exec_credential_plugin_and_kubeconfig_from_the_environment_are_accepted(control_plane, tmp_path,
+                                                                                     monkeypatch):
+    """A service account allowed to create and list TFJobs in its namespace, its token
+    minted by an exec plugin (as gke-gcloud-auth-plugin does); the kubeconfig found through
+    $KUBECONFIG."""
+    from launcher.backends.k8s import KubernetesBackend
+
+    cp = control_plane
+    with cp.namespace("exec") as ns:
+        cp.kubectl("create", "serviceaccount", "submitter", "-n", ns)
+        cp.kubectl("create", "role", "tfjobs", "-n", ns, "--verb=create,get,list,watch",
+                   "--resource=tfjobs.kubeflow.org")
+        cp.kubectl("create", "rolebinding", "submitter", "-n", ns, "--role=tfjobs", f"--serviceaccount={ns}:submitter")
+        token = cp.kubectl("create", "token", "submitter", "-n", ns).stdout.strip()
+        config = kubeconfig(tmp_path / "config", cp.server, exec_user(token), ca=ca_of(cp))
+        for var in ("no_proxy", "NO_PROXY"):
+            monkeypatch.setenv(var, cp.env()[var])
+        monkeypatch.setenv("KUBECONFIG", str(config))
+        backend = KubernetesBackend()  # no --kubeconfig: $KUBECONFIG
+        try:
+            backend.submit(manifest(namespace=ns))
+            assert [job.name for job in backend.list(ns)] == ["mnist"]
+        finally:
+            backend.close()

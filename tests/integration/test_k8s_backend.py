@@ -1,12 +1,12 @@
 """KubernetesBackend over HTTP against the FAKE API server (tests/support/apiserver/): what
 needs the double: a status with crashed, failed and unschedulable replicas written step by
 step, a garbage collector held back (delete --wait), a cluster without the TFJob CRD,
-kubeconfig and credential handling, an unreachable server. Submit, replace, dry run,
+kubeconfig errors without a server, an unreachable server. Submit, replace, dry run,
 refusals, status, list, delete and manifest run against the real control plane in
-tests/e2e/test_k8s_backend.py."""
+tests/e2e/test_k8s_backend.py; credentials, accepted (an exec plugin's token, $KUBECONFIG)
+and refused, in tests/e2e/test_kubeconfig_secrets.py."""
 from __future__ import annotations
 
-import sys
 import threading
 
 import pytest
@@ -106,15 +106,6 @@ def test_no_kubeconfig_and_no_cluster_points_at_the_local_backend(tmp_path, monk
     assert "not in a cluster" in str(err.value) and "--backend local" in str(err.value)
 
 
-def test_kubeconfig_comes_from_the_environment(fake_apiserver, fake_kubeconfig, monkeypatch):
-    monkeypatch.setenv("KUBECONFIG", str(fake_kubeconfig))
-    backend = KubernetesBackend()
-    try:
-        assert backend.list(None) == []
-    finally:
-        backend.close()
-
-
 def test_an_unreachable_server_points_at_the_local_backend(fake_apiserver, tmp_path):
     kubeconfig = fake_apiserver.write_kubeconfig(tmp_path / "kubeconfig")
     fake_apiserver.stop()  # nothing listens on that port any more
@@ -127,28 +118,6 @@ def test_an_unreachable_server_points_at_the_local_backend(fake_apiserver, tmp_p
     message = str(err.value)
     assert message.startswith(f"cannot reach the Kubernetes API server at {fake_apiserver.url}")
     assert "--backend local" in message and "\n" not in message
-
-
-def test_an_exec_credential_plugin_supplies_the_token(fake_apiserver, tmp_path):
-    credential = ('import json; print(json.dumps({"apiVersion": "client.authentication.k8s.io/v1beta1", '
-                  f'"kind": "ExecCredential", "status": {{"token": "{fake_apiserver.token}"}}}}))')
-    user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": sys.executable,
-                     "args": ["-c", credential], "interactiveMode": "Never"}}
-    backend = KubernetesBackend(kubeconfig=str(fake_apiserver.write_kubeconfig(tmp_path / "kc", user)))
-    try:
-        backend.submit(manifest())
-        assert [j.name for j in backend.list("default")] == ["mnist"]
-    finally:
-        backend.close()
-
-
-def test_refused_credentials_are_reported(fake_apiserver, tmp_path):
-    backend = KubernetesBackend(kubeconfig=str(fake_apiserver.write_kubeconfig(tmp_path / "kc", {"token": "wrong"})))
-    try:
-        with pytest.raises(BackendError, match="Unauthorized"):
-            backend.list(None)
-    finally:
-        backend.close()
 
 
 # ---- the cluster's CRD ---------------------------------------------------------------------------
