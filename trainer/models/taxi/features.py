@@ -35,9 +35,10 @@ DEFAULTS = {**{name: 0.0 for name in FLOATS}, **{name: 0 for name in INTS}, **{n
 REQUIRED = ("trip_miles", "trip_seconds", "fare", "payment_type")
 LABEL = "big_tipper"  # prepare.label: tips > 20% of the fare, as the TFX taxi pipeline
 
-# Bucket boundaries of the wide part (ours: miles and minutes where Chicago fares and tips change).
-MILES_BOUNDARIES = (0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 12.0, 20.0)
-SECONDS_BOUNDARIES = (180.0, 300.0, 600.0, 900.0, 1200.0, 1800.0, 2700.0, 3600.0)
+# Bucket boundaries of the wide part: the AI Platform structured (Chicago taxi) sample's
+# (GoogleCloudPlatform/ai-platform-samples, training/tensorflow/structured/base/trainer/featurizer.py).
+MILES_BOUNDARIES = (5.0, 10.0, 15.0, 20.0, 25.0, 30.0, 35.0, 40.0, 45.0, 50.0)
+SECONDS_BOUNDARIES = (900.0, 1800.0, 2700.0, 3600.0)
 PAYMENT_VOCABULARY = 15  # at most this many payment types get their own id (then 1 OOV id)
 SIZES = {  # model input -> number of ids
     "payment_type": PAYMENT_VOCABULARY + 1,
