@@ -15,6 +15,7 @@ figure, the jobs side by side:
 - CPU seconds (user + system) of this process per job and peak RSS (ru_maxrss): the
   launcher in-process plus this bench.
 
+Each job's figures are printed as soon as it is done, then all jobs side by side at the end.
 A job that makes no progress for --stall s (no replica changed in the launcher's view;
 the default leaves room for training-operator deleting the previous job's pods first)
 stops the run with the TFJob's last condition and training-operator's last error instead
@@ -188,8 +189,8 @@ def lag_line(runs: list[JobRun], control: dict, server: dict) -> str:
     worst = max((lags(run.view.seen, server) or [(0.0, None)])[-1][0] for run in runs)
     kubectl_lags = [lag for lag, _ in lags(control, server)]
     verdict = "met" if worst < LAG_TARGET_S else "MISSED"
-    return (f"largest lag from a pod phase / TFJob condition change on the server (apiserver audit "
-            f"stageTimestamp) to the launcher's view: " + "; ".join(map(text, runs))
+    return ("largest lag from a pod phase / TFJob condition change on the server (apiserver audit "
+            "stageTimestamp) to the launcher's view: " + "; ".join(map(text, runs))
             + f" [target < {LAG_TARGET_S:.0f} s: {verdict}]; control, kubectl get pods -w (jobs up to "
             f"{CONTROL_MAX} replicas): largest {(kubectl_lags or [float('nan')])[-1] * 1000:.0f} ms, "
             f"{spread(kubectl_lags)}")
@@ -201,7 +202,7 @@ def requests_line(runs: list[JobRun]) -> str:
         return f"{sum(run.requests.values())} for {run.replicas} replicas ({detail})"
 
     flat = len({sum(run.requests.values()) for run in runs}) == 1
-    return (f"API requests over submit -> Succeeded: " + "; ".join(map(text, runs))
+    return ("API requests over submit -> Succeeded: " + "; ".join(map(text, runs))
             + f" [independent of replica count: {'yes' if flat else 'NO'}]")
 
 
@@ -266,6 +267,11 @@ def measure(args: argparse.Namespace, workdir: Path) -> list[str]:
                 if view is not None:
                     control.update(view.seen)
                 print(f"  done: {runs[-1].name} ({machine()})", file=sys.stderr, flush=True)
+                # this job's figures now: a later job that stalls or is interrupted cannot take them along
+                mine = server_changes(audit_log, namespace, (runs[-1].name,))
+                for line in (time_line(runs[-1:], mine), lag_line(runs[-1:], view.seen if view else {}, mine),
+                             requests_line(runs[-1:]), bytes_line(runs[-1:]), cost_line(before, runs[-1:])):
+                    print(f"  {runs[-1].name}: {line}", flush=True)
             server = server_changes(audit_log, namespace, tuple(run.name for run in runs))
             return [f"launcher at scale on the real control plane + KWOK ({len(nodes)} extra 110-pod nodes), jobs "
                     + ", ".join(f"1 chief + {w} workers + {p} ps" for w, p in args.jobs)
