@@ -1,7 +1,9 @@
 """`status`, `logs`, `list` and `delete`: commands on existing jobs, any backend."""
 from __future__ import annotations
 
+import queue
 import sys
+import time
 
 from ..backends import resolve_kind
 from ..backends.base import BackendError, LogOptions, NotFound
@@ -24,6 +26,7 @@ def _print(line: str = "") -> None:
 
 
 RESOURCE = "tfjob.kubeflow.org"
+TENSORBOARD_START_S = 60.0  # from starting TensorBoard to its "serving at URL" line
 
 
 def _dump(data, output: str) -> None:
@@ -195,6 +198,7 @@ def tensorboard(args, factory) -> int:
     on the job's --job-dir, until Ctrl-C."""
     import importlib.util
     import subprocess
+    import threading
 
     check_name(args.name)
     if not 0 <= args.port <= 65535:
@@ -210,18 +214,25 @@ def tensorboard(args, factory) -> int:
     proc = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", job_dir,
                              "--host", args.host, "--port", str(args.port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        for line in proc.stderr:  # TensorBoard says where it serves, then stays quiet
-            if "http://" in line and " at " in line:
-                url = line[line.index("http://"):].split()[0]
-                _print(f"TensorBoard for {args.name} ({job_dir}): {url}  (Ctrl-C stops it)")
-                break
-        else:
-            proc.wait()
-            raise BackendError(f"TensorBoard exited with {proc.returncode} before serving {job_dir}")
-        import threading
+    lines: queue.Queue = queue.Queue()  # TensorBoard's stderr, read by a thread: the wait for its URL is bounded
+    serving = threading.Event()
 
-        threading.Thread(target=proc.stderr.read, name="tensorboard-stderr", daemon=True).start()  # never fills
+    def pump() -> None:  # after the URL, what TensorBoard says is read and dropped: its pipe never fills
+        for line in proc.stderr:
+            if not serving.is_set():
+                lines.put(line)
+
+    threading.Thread(target=pump, name="tensorboard-stderr", daemon=True).start()
+    try:
+        url, said = _tensorboard_url(proc, lines)
+        serving.set()
+        if url is None:
+            last = " | ".join(line.strip() for line in said[-3:] if line.strip()) or "nothing"
+            if proc.poll() is None:
+                raise BackendError(f"TensorBoard did not say where it serves {job_dir} within "
+                                   f"{TENSORBOARD_START_S:.0f} s (it said: {last}); stopped it")
+            raise BackendError(f"TensorBoard exited with {proc.returncode} before serving {job_dir} (it said: {last})")
+        _print(f"TensorBoard for {args.name} ({job_dir}): {url}  (Ctrl-C stops it)")
         return EXIT_OK if proc.wait() in (0, -2) else EXIT_FAILED
     finally:
         if proc.poll() is None:
@@ -231,6 +242,24 @@ def tensorboard(args, factory) -> int:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def _tensorboard_url(proc, lines: "queue.Queue[str]") -> tuple[str | None, list[str]]:
+    """(the URL TensorBoard says it serves at, or None if it exited or said nothing of the
+    kind within TENSORBOARD_START_S; what it said meanwhile)."""
+    said: list[str] = []
+    deadline = time.monotonic() + TENSORBOARD_START_S
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            line = lines.get(timeout=min(left, 0.5))
+        except queue.Empty:
+            if proc.poll() is not None and lines.empty():
+                break
+            continue
+        said.append(line)
+        if "http://" in line and " at " in line:  # "TensorBoard 2.x at http://HOST:PORT/ (Press CTRL+C to quit)"
+            return line[line.index("http://"):].split()[0], said
+    return None, said
 
 
 COMMANDS = {"status": status, "logs": logs, "list": list_jobs, "delete": delete, "tensorboard": tensorboard}

@@ -78,3 +78,33 @@ def test_a_job_without_job_dir_is_one_line(tmp_path, monkeypatch):
         assert main(["tensorboard", "nodir", "--backend", "local"]) == 2
     finally:
         backend.stop("nodir", "default")
+
+
+def test_waiting_for_tensorboard_to_serve_is_bounded(tmp_path, monkeypatch, capsys):
+    """A TensorBoard that does not say where it serves in time is stopped with one line;
+    here the real one, given 0.05 s (it takes seconds to start)."""
+    from launcher.cli import jobs, main
+
+    monkeypatch.setenv("TFJOB_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setattr(jobs, "TENSORBOARD_START_S", 0.05)
+    backend = LocalBackend()
+    state = tmp_path / "state"
+    state.mkdir()
+    spec = JobSpec(name="slow", replicas={"Worker": ReplicaSpec(1)}, job_dir=str(tmp_path / "job"),
+                   env={"STATE_DIR": str(state)}, command=("python", str(REPLICA)),
+                   trainer_args=(json.dumps({"*": ["exit0"]}),))
+    backend.submit(render(spec))
+    before = set(tensorboards())
+    try:
+        assert main(["tensorboard", "slow", "--backend", "local", "--port", str(free_port())]) == 1
+    finally:
+        backend.stop("slow", "default")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "TensorBoard did not say where it serves" in err[0] and "within 0 s" in err[0], err
+    assert set(tensorboards()) <= before  # it was stopped
+
+
+def tensorboards() -> list[int]:
+    """PIDs of running `python -m tensorboard.main` processes."""
+    found = subprocess.run(["pgrep", "-f", "tensorboard.main"], capture_output=True, text=True, check=False)
+    return [int(pid) for pid in found.stdout.split()]
