@@ -12,6 +12,9 @@ and fails the job on 1-127; OnFailure restarts any non-zero code).
          A MultiWorkerMirrored peer was lost (its collectives fail, or TensorFlow's health
          check aborts them): every worker exits so that all restart together and resume
          from the latest checkpoint, the same for all of them.
+         A call to a worker failed inside TensorFlow's RPC layer with InternalError (seen in
+         CI: "Unable to parse request", a request TensorFlow garbled while copying a result
+         to the chief): ClusterCoordinator stops after it; the restarted chief resumes.
     1    permanent. Storage refused a request (403 Forbidden, 404, 400, ...): restarting
          cannot help; the job should fail with this line as its message.
 
@@ -28,6 +31,7 @@ EXIT_RETRYABLE = 128
 _PS_TASK = re.compile(r"/job:ps/replica:\d+/task:(\d+)")
 _PEER_TASK = re.compile(r"/job:(worker|chief)/replica:\d+/task:(\d+)")
 _FROM_PS = "GRPC error information from remote target /job:ps"
+_FROM_WORKER = re.compile(r"GRPC error information from remote target /job:worker/replica:\d+/task:(\d+)")
 _PS_RESTARTED = ("unknown device", "unable to find the relevant tensor remote_handle")
 _GS_PATH = re.compile(r"gs://[^\s'\",;\]]+")
 _HTTP_CODE = re.compile(r"HTTP response code (\d+)")
@@ -48,7 +52,7 @@ def explain(error: BaseException, job_dir: str) -> Failure | None:
     error = getattr(error, "original_exception", None) or error  # ClosureInputError, ClosureAbortedError
     if tf is None or not isinstance(error, tf.errors.OpError):
         return None
-    return lost_ps(error, tf) or storage(error, job_dir, tf) or lost_peer(error, tf)
+    return lost_ps(error, tf) or storage(error, job_dir, tf) or lost_peer(error, tf) or failed_call(error, tf)
 
 
 def summary(error: BaseException, limit: int = 200) -> str:
@@ -86,6 +90,17 @@ def lost_peer(error: BaseException, tf) -> Failure | None:
     return Failure(EXIT_RETRYABLE,
                    f"lost peer {', '.join(peers)} ({type(error).__name__}: {summary(error)}); exiting "
                    f"{EXIT_RETRYABLE} (retryable): restarted, the workers resume from the latest checkpoint")
+
+
+def failed_call(error: BaseException, tf) -> Failure | None:
+    """An InternalError from a worker's side of an RPC (see the module doc): retryable."""
+    tasks = sorted(set(_FROM_WORKER.findall(str(error))), key=int)
+    if not tasks or not isinstance(error, tf.errors.InternalError):
+        return None
+    names = ", ".join(f"worker/{task}" for task in tasks)
+    return Failure(EXIT_RETRYABLE,
+                   f"a call on {names} failed ({type(error).__name__}: {summary(error)}); exiting "
+                   f"{EXIT_RETRYABLE} (retryable): the restarted chief resumes from the latest checkpoint")
 
 
 def storage_path(text: str, job_dir: str) -> str | None:

@@ -202,7 +202,11 @@ def run(session: Session, launch, in_flight: int, count: bool = False) -> tuple[
                 finished, _ = futures.wait(pending, timeout=WAKE_S, return_when=futures.FIRST_COMPLETED)
                 for future in finished:
                     n = pending.pop(future)
-                    loss, accuracy, *extra = future.result()
+                    result = future.result()
+                    if result is None:  # the call failed; ClusterCoordinator holds its error for the
+                        scheduled -= n  # next schedule, which raises it (or, recovered, runs these steps)
+                        continue
+                    loss, accuracy, *extra = result
                     session.progress.add(n, float(loss), float(accuracy),
                                          **dict(zip(session.train_metrics, map(float, extra))))
                     done += n

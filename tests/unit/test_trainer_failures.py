@@ -45,3 +45,17 @@ def test_a_lost_mirrored_peer_is_retryable():
                "The error could be from a previous operation. Restart your program to reset. [Op:CollectiveReduceV2]")
     failure = failures.explain(tf.errors.UnavailableError(None, None, message), JOB_DIR)
     assert failure.code == 128 and failure.line.startswith("lost peer worker/1 (UnavailableError: Collective ops")
+
+
+def test_an_internal_error_on_a_workers_side_of_a_call_is_retryable():
+    """The text of a CI run: TensorFlow garbled a request while copying a result to the chief."""
+    message = ("2 root error(s) found.\n  (0) INTERNAL: {{function_node __wrapped__Identity_device_/job:chief/replica:0/"
+               "task:0/device:CPU:0}} Unable to parse request\nAdditional GRPC error information from remote target "
+               "/job:worker/replica:0/task:0/device:CPU:0 while calling /tensorflow.eager.EagerService/"
+               "RunComponentFunction:\n:UNKNOWN:Error received from peer  {grpc_message:\"Unable to parse request\", "
+               "grpc_status:13}\n  (1) CANCELLED: RecvFromRemoteAsync is cancelled.\n0 successful operations.")
+    failure = failures.explain(tf.errors.InternalError(None, None, message), JOB_DIR)
+    assert failure.code == 128 and failure.line.startswith("a call on worker/0 failed (InternalError: Unable to parse")
+    assert "\n" not in failure.line
+    local = tf.errors.InternalError(None, None, "Blas GEMM launch failed")  # no worker's RPC: not explained
+    assert failures.explain(local, JOB_DIR) is None

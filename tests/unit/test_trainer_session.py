@@ -31,15 +31,16 @@ def state(tmp_path):
 
 
 class Handle:
-    """TEST DOUBLE of a coordinator RemoteValue: fetch() blocks until `ready` is set."""
+    """TEST DOUBLE of a coordinator RemoteValue: fetch() blocks until `ready` is set; a
+    failed call's gives None (ClusterCoordinator keeps the error for the next schedule)."""
 
-    def __init__(self, ready: threading.Event):
-        self.ready = ready
+    def __init__(self, ready: threading.Event, failed: bool = False):
+        self.ready, self.failed = ready, failed
 
     def fetch(self):
         if not self.ready.wait(timeout=60):
             raise TimeoutError("never released")
-        return 0.5, 0.9
+        return None if self.failed else (0.5, 0.9)
 
 
 def finished() -> threading.Event:
@@ -65,6 +66,30 @@ def test_results_are_taken_as_they_complete_while_one_call_is_slow(state):
     step, _ = session.run(state, launch, in_flight=2, count=True)
     assert step == 100 and sum(launched) == 100
     assert done_at_release == [40]  # calls 2-5 were counted while call 1 was still out
+
+
+def test_a_failed_call_is_not_counted_and_its_steps_are_scheduled_again(state):
+    launched: list[int] = []
+
+    def launch(n: int) -> Handle:
+        launched.append(n)
+        return Handle(finished(), failed=len(launched) == 3)
+
+    step, _ = session.run(state, launch, in_flight=2, count=True)
+    assert step == 100 and sum(launched) == 110  # the third call's 10 steps ran again
+
+
+def test_a_failed_calls_error_raised_by_the_next_schedule_ends_the_run(state):
+    launched: list[int] = []
+
+    def launch(n: int) -> Handle:
+        if len(launched) == 3:  # ClusterCoordinator.schedule raising the failed closure's error
+            raise tf.errors.InternalError(None, None, "Unable to parse request")
+        launched.append(n)
+        return Handle(finished(), failed=len(launched) == 2)
+
+    with pytest.raises(tf.errors.InternalError):
+        session.run(state, launch, in_flight=2, count=True)
 
 
 def test_periodic_evaluation_is_left_to_a_live_side_car_evaluator(state, capsys):
