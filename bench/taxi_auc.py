@@ -138,7 +138,8 @@ def main() -> int:
     single, ps = results["single"], results["ps"]
     print(f"taxi AUC on the eval split (3,000 trips) after {args.examples} examples, batch {args.batch_size}: "
           f"PS 1 ps + 4 workers {ps['auc']:.4f} ({ps['examples_s']:.0f} examples/s), one process "
-          f"{single['auc']:.4f} ({rate:.0f} examples/s, timed over {rate_examples} examples), difference {ps['auc'] - single['auc']:+.4f}; "
+          f"{single['auc']:.4f} ({rate:.0f} examples/s, timed over {rate_examples} examples), "
+          f"difference {ps['auc'] - single['auc']:+.4f}; "
           f"logistic regression baseline {baseline:.4f}; {machine()}")
     return 0
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.trainer_cluster import (TEST_SLICE, TrainerCluster, evaluate_export, export_path, final_metrics, progress, run_module)
+from tests.support.trainer_cluster import (TEST_SLICE, TrainerCluster, evaluate_export, export_path, final_metrics,
+                                           progress, run_module)
 
 pytestmark = pytest.mark.slow
 WAIT_S = 540

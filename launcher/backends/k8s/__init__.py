@@ -33,7 +33,6 @@ from .logs import DRAIN_SECONDS, check_replica, follow_logs, read_logs
 from .objects import (created, job_conditions, owner_reference, parse_replica, pod_selector, queue_of, replica_order,
                       suspended)
 from .table import replica_gpus
-from .table import rows as table_rows
 
 DELETE_TIMEOUT = 300.0  # seconds `delete(wait=True)` waits for the TFJob to disappear
 DELETE_POLL = 0.5
@@ -112,7 +111,7 @@ class KubernetesBackend(Backend):
         tracker = ReplicaTracker(name, pod_fetcher(self.api, namespace))
         tracker.gpus = replica_gpus(tfjob)
         with self.api.errors(f"listing pods of tfjob {name}"):
-            pods, _ = table_rows(read_json(self.api.pod_rows(namespace, label_selector=pod_selector(name))))
+            pods = self.api.list_pod_rows(namespace, pod_selector(name))
             if any(not row.node for row in pods):  # why they wait: the scheduler's events, if RBAC allows
                 tracker.unschedulable_from(self.api.scheduling_messages(namespace))
             phases = sorted(filter(None, map(tracker.phase_of, pods)), key=replica_order)

@@ -34,6 +34,7 @@ from kubernetes.client.exceptions import ApiException
 
 from ...spec import SpecError
 from ..base import AlreadyExists, BackendError, CRDUnavailable, NotFound
+from . import table
 
 GROUP, VERSION, PLURAL = "kubeflow.org", "v1", "tfjobs"
 CONNECT_TIMEOUT = 10  # seconds to open a connection
@@ -443,6 +444,10 @@ class KubeApi:
             response.read()
             raise ApiException.from_response(http_resp=response, body=None, data=None)
         return response.response
+
+    def list_pod_rows(self, namespace: str, label_selector: str) -> list[table.PodRow]:
+        """The pods of a label selector as they are now, one list, as rows."""
+        return table.rows(read_json(self.pod_rows(namespace, label_selector=label_selector)))[0]
 
     def get_pod(self, name: str, namespace: str) -> dict | None:
         """One pod object (None when it is gone)."""

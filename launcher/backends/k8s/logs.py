@@ -13,7 +13,6 @@ instance, and the whole thing ends when the TFJob is terminal and the streams ar
 """
 from __future__ import annotations
 
-import json
 import threading
 import time
 from dataclasses import dataclass
@@ -59,11 +58,7 @@ def read_logs(api: KubeApi, name: str, namespace: str, replica: tuple[str, int] 
 def _rows(api: KubeApi, name: str, namespace: str, replica: tuple[str, int] | None) -> list[PodRow]:
     """One list of the job's pods (or one replica's) as rows."""
     with api.errors(f"listing pods of tfjob {name}"):
-        response = api.pod_rows(namespace, label_selector=pod_selector(name, replica))
-        try:
-            return table.rows(json.loads(response.data))[0]
-        finally:
-            response.release_conn()
+        return api.list_pod_rows(namespace, pod_selector(name, replica))
 
 
 def _read_one(api: KubeApi, pod: str, namespace: str, replica: str, tail_lines: int | None = None) -> Iterator[LogLine]:

@@ -1,6 +1,7 @@
 """Reading TFJob and pod objects (JSON dicts) as training-operator v1.9 writes them.
 
-Pure functions, no I/O: conditions, one ReplicaPhase per pod, and the label selectors the operator's labels allow.
+Pure functions, no I/O: conditions, one ReplicaPhase per pod, and the label selectors
+the operator's labels allow.
 """
 from __future__ import annotations
 

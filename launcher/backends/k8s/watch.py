@@ -8,7 +8,8 @@ never issues a request per object: the number of requests depends on stream drop
 time, not on how many pods there are.
 
 `JobFeed` runs the watches of one job (the TFJob by field selector, its pods by label
-selector, as Table rows, and if asked the scheduler's FailedScheduling events) into one queue, and closes the streams when the consumer is done.
+selector, as Table rows, and if asked the scheduler's FailedScheduling events) into one
+queue, and closes the streams when the consumer is done.
 Every byte received is counted in `KubeApi.received`, per kind, lists and watches apart.
 """
 from __future__ import annotations
