@@ -18,12 +18,11 @@ import shutil
 from tests.support.launcher_process import run_launcher
 from tests.support.node.jobs import training_namespace
 from tests.support.tools import ROOT
-from tests.support.trainer_cluster import run_module
+from tests.support.taxi_data import predict_raw_trips
 
 JOB = "taxi-ps"
 STEPS = 120
 RUN_TIMEOUT_S = 900.0
-EVAL_TRIPS = 3000  # the whole eval split, as the chief evaluates it
 CONFIG_PS = ROOT / "examples" / "taxi" / "config_ps.yaml"
 TRAINER_ARGS = ("--model", "taxi", "--train-steps", str(STEPS), "--batch-size", "64", "--steps-per-execution", "5",
                 "--log-every-steps", "20", "--eval-every-steps", "0", "--checkpoint-every-steps", "0",
@@ -55,26 +54,10 @@ def test_the_seeds_config_ps_trains_taxi_to_succeeded_and_the_export_predicts_ra
         exports = sorted((ns.job_dir(JOB) / "export").iterdir())
         assert exports, f"no export in {ns.job_dir(JOB)}:\n{log[-3000:]}"
 
-        trips = tmp_path / "eval-trips.json"
-        made = run_module("trainer.make_request", ["--model", "taxi", "--data-dir", taxi_dir,
-                                                   "--count", str(EVAL_TRIPS), "--out", str(trips)])
-        assert made.returncode == 0, made.stderr[-2000:]
-        labels = made.stdout.rsplit("(true labels: ", 1)[1].rstrip(")\n").split()
-        short = {"trip_miles": 1.1, "trip_seconds": 420, "fare": 6.25}
-        with trips.open("a") as request:
-            request.write(json.dumps(dict(short, payment_type="Credit Card", company="Flash Cab")) + "\n"
-                          + json.dumps(dict(short, payment_type="Cash")) + "\n")
-        predicted = run_module("trainer.predict", ["--model-dir", str(exports[-1]), "--json-instances", str(trips)])
-    assert predicted.returncode == 0, predicted.stderr[-2000:]
-    rows = [line.split(maxsplit=2) for line in predicted.stdout.splitlines()[1:]]
-    assert len(rows) == EVAL_TRIPS + 2 and len(labels) == EVAL_TRIPS, predicted.stdout[-2000:]
-    assert [row[0] for row in rows] == [str(int(float(row[1]) > 0.5)) for row in rows], predicted.stdout[-2000:]
-    # The export is the model the chief evaluated: raw trips through trainer.predict score the chief's
-    # final accuracy on the whole eval split (about 0.89 after 120 steps; always 0 scores 0.767).
-    accuracy = sum(row[0] == label for row, label in zip(rows, labels)) / EVAL_TRIPS
+        accuracy, card, cash = predict_raw_trips(exports[-1], taxi_dir, tmp_path)
+    # The export is the model the chief evaluated (about 0.89 after 120 steps; always 0 scores 0.767);
+    # the short trip paid by card scores above the same paid cash (by how much varies from run to run
+    # after 120 asynchronous steps: 0.13-0.83 in six runs).
     final = float(re.search(rf"Final metrics after {STEPS} steps: loss \S+, accuracy (\S+?),", log).group(1))
     assert abs(accuracy - final) < 0.001 and accuracy > 0.85, (accuracy, final)
-    # Cash tips are not recorded (0.04% of cash trips tipped); the same short trip paid by card scores higher.
-    # (How much higher varies from run to run after 120 asynchronous steps: 0.13-0.83 in six runs.)
-    card, cash = (float(row[1]) for row in rows[-2:])
-    assert cash < 0.05 and card > cash, predicted.stdout[-300:]
+    assert cash < 0.05 and card > cash, (card, cash)

@@ -2,6 +2,8 @@
 per machine) written once per session by `python -m trainer.data --dataset taxi`."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.support.trainer_cluster import run_module
@@ -14,3 +16,31 @@ def taxi_dir(tmp_path_factory) -> str:
     assert done.returncode == 0, done.stderr[-2000:]
     assert f"Wrote 12002 train and 3000 eval trips to {out}" in done.stdout
     return out
+
+
+EVAL_TRIPS = 3000  # the whole eval split, as the chief evaluates it
+SHORT_TRIP = {"trip_miles": 1.1, "trip_seconds": 420, "fare": 6.25}  # card trips of $5-7.50: 77% big tippers
+
+
+def predict_raw_trips(export_dir, data_dir: str, tmp_path) -> tuple[float, float, float]:
+    """(accuracy on every eval trip, card probability, cash probability): the export at
+    `export_dir` asked, through `python -m trainer.predict` on raw trip fields as a user
+    writes them (`trainer.make_request`), about the whole eval split plus one short trip
+    paid by card and the same paid cash. The accuracy of the model the chief evaluated
+    equals its final figure; cash tips are not recorded (0.04% of cash trips tipped)."""
+    trips = tmp_path / "eval-trips.json"
+    made = run_module("trainer.make_request", ["--model", "taxi", "--data-dir", str(data_dir),
+                                               "--count", str(EVAL_TRIPS), "--out", str(trips)])
+    assert made.returncode == 0, made.stderr[-2000:]
+    labels = made.stdout.rsplit("(true labels: ", 1)[1].rstrip(")\n").split()
+    with trips.open("a") as request:
+        request.write(json.dumps(dict(SHORT_TRIP, payment_type="Credit Card", company="Flash Cab")) + "\n"
+                      + json.dumps(dict(SHORT_TRIP, payment_type="Cash")) + "\n")
+    done = run_module("trainer.predict", ["--model-dir", str(export_dir), "--json-instances", str(trips)])
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [line.split(maxsplit=2) for line in done.stdout.splitlines()[1:]]
+    assert len(rows) == EVAL_TRIPS + 2 and len(labels) == EVAL_TRIPS, done.stdout[-2000:]
+    assert [row[0] for row in rows] == [str(int(float(row[1]) > 0.5)) for row in rows], done.stdout[-2000:]
+    accuracy = sum(row[0] == label for row, label in zip(rows, labels)) / EVAL_TRIPS
+    card, cash = (float(row[1]) for row in rows[-2:])
+    return accuracy, card, cash
