@@ -135,8 +135,7 @@ def follow_everything(backend, server, operator, replicas: int) -> tuple[list, f
     wait_for(lambda: watches_open(server, name), "the watches", WAIT)
     operator.run_to_success(name)
     items = lines.wait_done(timeout=120)
-    pods = backend.api.received.snapshot()["pod"]
-    return items, pods["watch_bytes"] / pods["changes"]
+    return items, backend.api.received.watch_bytes_per_change("pod")
 
 
 def test_following_every_replica_receives_pod_rows_whose_size_does_not_grow_with_the_job(k8s_backend, fake_apiserver,

@@ -224,10 +224,9 @@ def pod_watch_bytes_per_change(backend, server, operator, replicas: int) -> tupl
     backend.api.received.reset()
     items = watch_lifecycle(backend, server, operator, replicas)[2]
     assert items[-1].type == "Succeeded"
-    pods = backend.api.received.snapshot()["pod"]
     one_pod = max(len(json.dumps(o)) for (res, _, name), o in server.objects.items()
                   if res == "pods" and name.startswith(f"scale-{replicas}-"))
-    return pods["watch_bytes"] / pods["changes"], one_pod
+    return backend.api.received.watch_bytes_per_change("pod"), one_pod
 
 
 def test_the_pod_watch_payload_does_not_grow_with_the_number_of_replicas(k8s_backend, fake_apiserver,

@@ -181,6 +181,15 @@ class Received:
         with self._lock:
             self._counts.clear()
 
+    def watch_bytes_per_change(self, kind: str) -> float:
+        return watch_bytes_per_change(self.snapshot().get(kind, {}))
+
+
+def watch_bytes_per_change(counts: dict[str, int]) -> float:
+    """Bytes received on the watch stream per change, from one kind's `Received.snapshot()`
+    (NaN: no change received, which no comparison passes)."""
+    return counts["watch_bytes"] / counts["changes"] if counts.get("changes") else float("nan")
+
 
 class NoReadTimeoutRetry(urllib3.Retry):
     """urllib3's retries, except after a read timeout: a server that accepted the request
