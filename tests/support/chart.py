@@ -75,15 +75,16 @@ def spec_matrix() -> dict[str, JobSpec]:
     }
 
 
-def without_generated_labels(tfjob: dict) -> dict:
-    """Drop the labels only Helm (or only the launcher) can set the way it does."""
+def without_generated_labels(doc: dict) -> dict:
+    """Drop the labels only Helm (or only the launcher) can set the way it does, from a
+    TFJob (also its pod templates) or a NetworkPolicy."""
     def strip(labels: dict) -> dict:
         return {k: v for k, v in labels.items() if k not in GENERATED_LABELS}
 
-    tfjob["metadata"]["labels"] = strip(tfjob["metadata"]["labels"])
-    for replica in tfjob["spec"]["tfReplicaSpecs"].values():
+    doc["metadata"]["labels"] = strip(doc["metadata"]["labels"])
+    for replica in doc.get("spec", {}).get("tfReplicaSpecs", {}).values():
         replica["template"]["metadata"]["labels"] = strip(replica["template"]["metadata"]["labels"])
-    return tfjob
+    return doc
 
 
 def helm_docs(spec: JobSpec, tmp_path) -> dict[str, dict]:
@@ -97,12 +98,6 @@ def helm_docs(spec: JobSpec, tmp_path) -> dict[str, dict]:
 
 def helm_tfjob(spec: JobSpec, tmp_path) -> dict:
     return helm_docs(spec, tmp_path)["TFJob"]
-
-
-def without_generated_policy_labels(policy: dict) -> dict:
-    policy["metadata"]["labels"] = {k: v for k, v in policy["metadata"]["labels"].items()
-                                    if k not in GENERATED_LABELS}
-    return policy
 
 
 def write_values(tmp_path, values: dict, name: str = "values.yaml"):

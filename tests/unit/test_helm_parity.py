@@ -7,8 +7,7 @@ import pytest
 
 from launcher.render import render, render_network_policy
 from launcher.spec import JobSpec, ReplicaSpec
-from tests.support.chart import (TRICKY, helm_docs, helm_tfjob, spec_matrix, without_generated_labels,
-                                 without_generated_policy_labels)
+from tests.support.chart import TRICKY, helm_docs, helm_tfjob, spec_matrix, without_generated_labels
 
 @pytest.mark.parametrize("case", list(spec_matrix()))
 def test_chart_renders_the_launchers_tfjob(case, tmp_path):
@@ -28,7 +27,7 @@ def test_chart_renders_the_launchers_network_policy(case, tmp_path):
         assert "NetworkPolicy" not in docs
         return
     assert launcher["spec"]["podSelector"] == {"matchLabels": {"training.kubeflow.org/job-name": spec.name}}
-    assert without_generated_policy_labels(docs["NetworkPolicy"]) == without_generated_policy_labels(launcher)
+    assert without_generated_labels(docs["NetworkPolicy"]) == without_generated_labels(launcher)
 
 
 def test_tricky_strings_arrive_unchanged(tmp_path):
