@@ -62,6 +62,8 @@ def server_changes(log: Path, namespace: str, jobs: tuple[str, ...]) -> dict[Key
     first: dict[Key, float] = {}
     with open(log) as lines:
         for line in lines:
+            if not line.endswith("\n"):
+                break  # the event the server is writing now (a large one takes more than one write)
             event = json.loads(line)
             if (event.get("objectRef") or {}).get("namespace") != namespace:
                 continue
