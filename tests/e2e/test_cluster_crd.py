@@ -53,12 +53,14 @@ def test_the_real_apiserver_accepts_the_new_fields(control_plane):
                               "--volume", "runs:/mnt/runs", "--volume", "data:/mnt/data:ro",
                               "--node-selector", "ps:pool=cpu", "--queue-name", "team-a",
                               "--priority-class", "high", "--success-policy", "AllWorkers",
-                              "--gang", "--gang-timeout-seconds", "300")
+                              "--gang", "--gang-timeout-seconds", "300", "--gang-queue", "research",
+                              "--gang-min-available", "3")
         assert result.returncode == 0, result.stdout + result.stderr
         assert "cannot read CRD" not in result.stderr  # validated with the cluster's own CRD
         stored = yaml.safe_load(result.stdout)
         assert stored["spec"]["successPolicy"] == "AllWorkers" and stored["spec"]["runPolicy"]["suspend"] is True
-        assert stored["spec"]["runPolicy"]["schedulingPolicy"] == {"minAvailable": 4, "priorityClass": "high",
+        assert stored["spec"]["runPolicy"]["schedulingPolicy"] == {"minAvailable": 3, "queue": "research",
+                                                                   "priorityClass": "high",
                                                                    "scheduleTimeoutSeconds": 300}
         ps = stored["spec"]["tfReplicaSpecs"]["PS"]["template"]
         assert ps["spec"]["nodeSelector"] == {"pool": "cpu"} and ps["spec"]["priorityClassName"] == "high"
