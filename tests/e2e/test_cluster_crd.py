@@ -83,14 +83,7 @@ def test_without_permission_to_read_crds_the_packaged_copy_is_used_with_a_note(c
                               "--resource=tfjobs.kubeflow.org,pods,pods/log")
         control_plane.kubectl("create", "rolebinding", "submitter", "-n", namespace, "--role=tfjobs",
                               f"--serviceaccount={namespace}:submitter")
-        token = control_plane.kubectl("create", "token", "submitter", "-n", namespace).stdout.strip()
-        config = yaml.safe_load(control_plane.kubeconfig.read_text())
-        config["users"] = [{"name": "submitter", "user": {"token": token}}]
-        config["contexts"] = [{"name": "submitter", "context": {"cluster": config["clusters"][0]["name"],
-                                                                 "user": "submitter", "namespace": namespace}}]
-        config["current-context"] = "submitter"
-        kubeconfig = tmp_path / "submitter"
-        kubeconfig.write_text(yaml.safe_dump(config))
+        kubeconfig = control_plane.kubeconfig_as(namespace, "submitter", tmp_path / "submitter")
 
         result = run_launcher(control_plane, "submit", "--kubeconfig", str(kubeconfig), "-n", namespace,
                               "--name", "rbac", "--workers", "1", "--dry-run=server")

@@ -126,6 +126,19 @@ class ControlPlane:
             self.kubectl("delete", "namespace", name, f"--timeout={START_TIMEOUT_S:.0f}s",
                          f"--wait={str(wait).lower()}")
 
+    def kubeconfig_as(self, namespace: str, account: str, path: Path) -> Path:
+        """A kubeconfig at `path` for this control plane as service account `account` of
+        `namespace` (a token from the TokenRequest API), its context's namespace `namespace`:
+        to act with only the rights the test's Role gives."""
+        token = self.kubectl("create", "token", account, "-n", namespace).stdout.strip()
+        config = yaml.safe_load(self.kubeconfig.read_text())
+        config["users"] = [{"name": account, "user": {"token": token}}]
+        config["contexts"] = [{"name": account, "context": {"cluster": config["clusters"][0]["name"],
+                                                             "user": account, "namespace": namespace}}]
+        config["current-context"] = account
+        path.write_text(yaml.safe_dump(config))
+        return path
+
     def finish_pod(self, namespace: str, pod: str, exit_code: int) -> None:
         """Make a Running TFJob replica exit with `exit_code` (KWOK stage tfjob-pod-exit)."""
         self.kubectl("annotate", "pod", pod, "-n", namespace, "--overwrite",
