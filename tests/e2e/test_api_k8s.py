@@ -25,9 +25,7 @@ REPLICAS = {"chief-0", "ps-0", "worker-0"}
 def client(control_plane) -> Iterator[tuple[TrainingClient, str]]:
     """(TrainingClient on the control plane's kubeconfig, a fresh namespace)."""
     cp = control_plane
-    with pytest.MonkeyPatch.context() as env, cp.namespace("e2e-api", wait=False) as namespace:
-        for var in ("no_proxy", "NO_PROXY"):  # the client reads the proxy variables itself
-            env.setenv(var, cp.env()[var])
+    with cp.in_process() as env, cp.namespace("e2e-api", wait=False) as namespace:
         env.delenv("TFJOB_CRD", raising=False)  # the cluster's CRD
         with TrainingClient(backend="k8s", kubeconfig=str(cp.kubeconfig)) as training:
             yield training, namespace

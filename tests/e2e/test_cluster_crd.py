@@ -78,11 +78,8 @@ def test_without_permission_to_read_crds_the_packaged_copy_is_used_with_a_note(c
     from tests.support.launcher_process import run_launcher
 
     with control_plane.namespace("e2e-rbac") as namespace:
-        control_plane.kubectl("create", "serviceaccount", "submitter", "-n", namespace)
-        control_plane.kubectl("create", "role", "tfjobs", "-n", namespace, "--verb=get,list,watch,create,delete",
-                              "--resource=tfjobs.kubeflow.org,pods,pods/log")
-        control_plane.kubectl("create", "rolebinding", "submitter", "-n", namespace, "--role=tfjobs",
-                              f"--serviceaccount={namespace}:submitter")
+        control_plane.service_account(namespace, "submitter", "get,list,watch,create,delete",
+                                      "tfjobs.kubeflow.org,pods,pods/log")
         kubeconfig = control_plane.kubeconfig_as(namespace, "submitter", tmp_path / "submitter")
 
         result = run_launcher(control_plane, "submit", "--kubeconfig", str(kubeconfig), "-n", namespace,

@@ -30,9 +30,7 @@ def cluster(control_plane) -> Iterator[tuple[object, str]]:
     from launcher.backends.k8s import KubernetesBackend  # the Kubernetes client loads only here
 
     cp = control_plane
-    with pytest.MonkeyPatch.context() as env, cp.namespace("backend", wait=False) as namespace:
-        for var in ("no_proxy", "NO_PROXY"):  # the client reads the proxy variables itself
-            env.setenv(var, cp.env()[var])
+    with cp.in_process(), cp.namespace("backend", wait=False) as namespace:
         backend = KubernetesBackend(kubeconfig=str(cp.kubeconfig))
         try:
             yield backend, namespace

@@ -62,10 +62,7 @@ def test_a_refused_policy_deletes_the_tfjob_again(control_plane, tmp_path):
     forbids the policy; submit deletes the TFJob again and says so in one line, exit 1."""
     cp = control_plane
     with cp.namespace("e2e-netpol-refused") as ns:
-        cp.kubectl("create", "serviceaccount", "submitter", "-n", ns)
-        cp.kubectl("create", "role", "tfjobs", "-n", ns, "--verb=get,list,watch,create,delete",
-                   "--resource=tfjobs.kubeflow.org")
-        cp.kubectl("create", "rolebinding", "submitter", "-n", ns, "--role=tfjobs", f"--serviceaccount={ns}:submitter")
+        cp.service_account(ns, "submitter", "get,list,watch,create,delete", "tfjobs.kubeflow.org")
         env = {"KUBECONFIG": str(cp.kubeconfig_as(ns, "submitter", tmp_path / "submitter"))}
         done = run_launcher(cp, "submit", "--backend", "k8s", "-n", ns, "--name", JOB, "--workers", "1", "--ps", "0",
                             "--detach", env=env)
