@@ -13,11 +13,13 @@ get_job_logs), on the launcher's own JobSpec, backends and typed events:
     client.create_job(spec)                              # render, validate, submit
     for line in client.get_job_logs("mnist-ps", follow=True):
         print(line.replica, line.line)
-    status = client.wait_for_job("mnist-ps", timeout=600)
-    print(status.phase)                                  # Succeeded / Failed
+    status = client.wait_for_job_conditions("mnist-ps", wait_timeout=600)
+    print(status.phase)                                  # Succeeded (RuntimeError if Failed)
 
 Errors are the CLI's: `SpecError` (bad input: nothing was submitted), `BackendError`
-(and its `NotFound`, `AlreadyExists`), `TimeoutError` from `wait_for_job`.
+(and its `NotFound`, `AlreadyExists`); `TimeoutError` from the waits, and from
+`wait_for_job_conditions`, as in the Kubeflow SDK, `RuntimeError` for a job that Failed
+when Failed was not expected and `ValueError` for a condition a TFJob does not have.
 """
 from __future__ import annotations
 
@@ -25,14 +27,17 @@ import dataclasses
 import queue
 import threading
 import time
-from typing import Iterator
+from typing import Callable, Iterable, Iterator
 
 from .backends import get_backend
 from .backends.base import Backend, CRDUnavailable, JobStatus, JobSummary, LogOptions
 from .events import Event, JobCondition, LogLine, TERMINAL
 from .spec import JobSpec
 
-__all__ = ["TrainingClient"]
+__all__ = ["TrainingClient", "JOB_CONDITIONS"]
+
+# The TFJob conditions training-operator v1.9 sets (kubeflow.org/v1 JobConditionType)
+JOB_CONDITIONS = frozenset({"Created", "Running", "Restarting", "Succeeded", "Suspended", "Failed"})
 
 
 class TrainingClient:
@@ -104,7 +109,39 @@ class TrainingClient:
                      conditions: tuple[str, ...] = TERMINAL) -> JobStatus:
         """Block until the job has one of `conditions` (default: Succeeded or Failed); returns
         its status then. TimeoutError after `timeout` seconds (the job keeps running)."""
+        return self._wait(name, namespace, timeout, tuple(conditions))
+
+    def wait_for_job_conditions(self, name: str, namespace: str = "default",
+                                expected_conditions: Iterable[str] = frozenset({"Succeeded"}),
+                                wait_timeout: float | None = 600,
+                                callback: Callable[[JobStatus], None] | None = None) -> JobStatus:
+        """The Kubeflow SDK's wait: block until the job has one of `expected_conditions`
+        (default: Succeeded) and return its status then. RuntimeError when it Failed and Failed
+        was not expected; TimeoutError after `wait_timeout` seconds (None: no limit; the job
+        keeps running); ValueError for a condition not in JOB_CONDITIONS. `callback` gets the
+        job's status first and after each condition transition (the SDK calls it per poll; the
+        launcher watches instead of polling)."""
+        expected = tuple(sorted(set(expected_conditions)))
+        unknown = set(expected) - JOB_CONDITIONS
+        if not expected or unknown:
+            raise ValueError(f"expected_conditions: {sorted(unknown) or 'none given'}; use some of "
+                             f"{', '.join(sorted(JOB_CONDITIONS))}")
+        stop = expected if "Failed" in expected else (*expected, "Failed")
+        status = self._wait(name, namespace, wait_timeout, stop, callback)
+        if not _reached(status, expected):
+            failed = next(c for c in status.conditions if c.type == "Failed" and c.status == "True")
+            detail = ": ".join(part for part in (failed.reason, failed.message) if part)
+            raise RuntimeError(f"tfjob {name} in {namespace} Failed" + (f" ({detail})" if detail else "")
+                               + f" before {' or '.join(expected)}")
+        return status
+
+    def _wait(self, name: str, namespace: str, timeout: float | None, conditions: tuple[str, ...],
+              callback: Callable[[JobStatus], None] | None = None) -> JobStatus:
+        """The job's status once it has one of `conditions`, from the first look or from its
+        event stream (read by a thread, so the wait is bounded by `timeout`)."""
         status = self.get_job(name, namespace)
+        if callback is not None:
+            callback(status)
         if _reached(status, conditions):
             return status
         seen: queue.Queue = queue.Queue()
@@ -113,23 +150,32 @@ class TrainingClient:
         def pump() -> None:
             try:
                 for event in stream:
-                    if isinstance(event, JobCondition) and event.status == "True" and event.type in conditions:
-                        seen.put(event)
-                        return
-                seen.put(None)
+                    if isinstance(event, JobCondition):
+                        reached = event.status == "True" and event.type in conditions
+                        seen.put(("reached" if reached else "changed", event))
+                        if reached:
+                            return
+                seen.put(("ended", None))
             except BaseException as exc:  # handed to the caller
-                seen.put(exc)
+                seen.put(("error", exc))
 
         threading.Thread(target=pump, name=f"wait-{name}", daemon=True).start()
         deadline = None if timeout is None else time.monotonic() + timeout
-        try:
-            item = seen.get(timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
-        except queue.Empty:  # the pump thread (a daemon) ends with the job's event stream
-            raise TimeoutError(f"tfjob {name} in {namespace} has none of {', '.join(conditions)} "
-                               f"after {timeout} s; it keeps running") from None
-        if isinstance(item, BaseException):
-            raise item
-        return self.get_job(name, namespace)
+        while True:
+            try:
+                kind, item = seen.get(timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
+            except queue.Empty:  # the pump thread (a daemon) ends with the job's event stream
+                raise TimeoutError(f"tfjob {name} in {namespace} has none of {', '.join(conditions)} "
+                                   f"after {timeout} s; it keeps running") from None
+            if kind == "error":
+                raise item
+            if kind == "changed" and callback is None:
+                continue
+            status = self.get_job(name, namespace)
+            if callback is not None:
+                callback(status)
+            if kind != "changed":
+                return status
 
     # ---- delete --------------------------------------------------------------------------
     def delete_job(self, name: str, namespace: str = "default", wait: bool = False):

@@ -70,8 +70,9 @@ def values_for(spec: JobSpec) -> dict:
         "queueName": spec.queue_name or "",
         "priorityClassName": spec.priority_class or "",
         "istioSidecar": spec.istio_sidecar,
-        "gang": {"enabled": spec.gang, **({"timeoutSeconds": spec.gang_timeout_seconds}
-                                          if spec.gang_timeout_seconds else {})},
+        "gang": {"enabled": spec.gang, "queue": spec.gang_queue or "",
+                 **{key: value for key, value in (("minAvailable", spec.gang_min_available),
+                                                  ("timeoutSeconds", spec.gang_timeout_seconds)) if value}},
         "networkPolicy": {"enabled": spec.network_policy},
         "podSecurityContext": ctx["pod_security_context"],
         "securityContext": ctx["container_security_context"],

@@ -220,6 +220,8 @@ class JobSpec:
     istio_sidecar: bool = False          # False: pods opt out of Istio sidecar injection
     gang: bool = False                   # gang scheduling: every replica or none (Volcano / scheduler-plugins)
     gang_timeout_seconds: int | None = None
+    gang_queue: str | None = None        # the gang scheduler's queue (Volcano Queue); None: its default
+    gang_min_available: int | None = None  # replicas that must start together; None: every replica
     network_policy: bool = True  # a NetworkPolicy: the TF port admits the job's own pods only
     secret_env: tuple[SecretEnv, ...] = ()  # env vars from Secrets (after `env`)
     module_name: str | None = None   # gcloud's --module-name: the container runs `python -m MODULE`
@@ -273,17 +275,30 @@ class JobSpec:
                                 "letters, digits and '-' (kubectl get localqueues)")
             if QUEUE_LABEL in self.labels:
                 raise SpecError("--label", f"{QUEUE_LABEL} is set by --queue-name; drop the label")
-        if self.gang_timeout_seconds is not None:
-            if not self.gang:
-                raise SpecError("--gang-timeout-seconds", "only with --gang; add --gang or drop it")
-            if not isinstance(self.gang_timeout_seconds, int) or not 1 <= self.gang_timeout_seconds < 2**31:
-                raise SpecError("--gang-timeout-seconds", f"{self.gang_timeout_seconds!r} is invalid; use seconds >= 1")
+        self._check_gang()
         if self.priority_class is not None and (len(self.priority_class) > 253
                                                 or not _DNS_SUBDOMAIN.fullmatch(self.priority_class)):
             raise SpecError("--priority-class", f"{self.priority_class!r} is not a PriorityClass name; use a lowercase "
                             "DNS name (kubectl get priorityclasses)")
         if self.service_account is not None and not _DNS_SUBDOMAIN.fullmatch(self.service_account):
             raise SpecError("--service-account", f"{self.service_account!r} is not a valid name; use lowercase DNS name")
+
+    def _check_gang(self) -> None:
+        for flag, value in (("--gang-timeout-seconds", self.gang_timeout_seconds), ("--gang-queue", self.gang_queue),
+                            ("--gang-min-available", self.gang_min_available)):
+            if value is not None and not self.gang:
+                raise SpecError(flag, "only with --gang; add --gang or drop it")
+        if self.gang_timeout_seconds is not None:
+            if not isinstance(self.gang_timeout_seconds, int) or not 1 <= self.gang_timeout_seconds < 2**31:
+                raise SpecError("--gang-timeout-seconds", f"{self.gang_timeout_seconds!r} is invalid; use seconds >= 1")
+        if self.gang_queue is not None and (len(self.gang_queue) > 253 or not _DNS_SUBDOMAIN.fullmatch(self.gang_queue)):
+            raise SpecError("--gang-queue", f"{self.gang_queue!r} is not a queue name; use a lowercase DNS name "
+                            "(kubectl get queues.scheduling.volcano.sh)")
+        if self.gang_min_available is not None:
+            total = self.total_replicas()
+            if not isinstance(self.gang_min_available, int) or not 1 <= self.gang_min_available <= total:
+                raise SpecError("--gang-min-available", f"{self.gang_min_available!r} is invalid; use 1 to {total} "
+                                f"(the job's replicas), or leave it out for all {total}")
 
     def _check_names(self) -> None:
         if not _DNS1035.fullmatch(self.name or ""):
@@ -460,15 +475,21 @@ class JobSpec:
         return {**self.all_labels(), **queue}
 
     def scheduling_policy(self) -> dict | None:
-        """runPolicy.schedulingPolicy for gang scheduling: all replicas start together or none."""
+        """runPolicy.schedulingPolicy for gang scheduling: all replicas (or --gang-min-available of them)
+        start together or none."""
         if not self.gang:
             return None
-        policy: dict = {"minAvailable": sum(spec.count for spec in self.replicas.values())}
+        policy: dict = {"minAvailable": self.gang_min_available or self.total_replicas()}
+        if self.gang_queue:
+            policy["queue"] = self.gang_queue
         if self.priority_class:
             policy["priorityClass"] = self.priority_class
         if self.gang_timeout_seconds:
             policy["scheduleTimeoutSeconds"] = self.gang_timeout_seconds
         return policy
+
+    def total_replicas(self) -> int:
+        return sum(spec.count for spec in self.replicas.values())
 
     def pod_annotations(self) -> dict[str, str]:
         """Istio's sidecar would outlive the trainer and keep a finished TFJob Running: opt out."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import re
 import sys
 import time
 from collections import Counter
@@ -18,8 +19,11 @@ from typing import Callable, Iterable, TextIO
 from .events import Event, JobCondition, LogLine, Progress, ReplicaPhase, TrainingResult
 
 MAX_ROWS = 16  # more replicas than this are summarised per replica type
-COLUMNS = ("REPLICA", "PHASE", "RESTARTS", "NODE", "AGE", "GPU")
-WIDE_COLUMNS = COLUMNS + ("EXIT CODE", "MESSAGE")  # -o wide: why a replica waits or ended
+# REASON: why a replica waits or ended, in a word (kubectl's STATUS column: Unschedulable,
+# ImagePullBackOff, CrashLoopBackOff, OOMKilled, Completed); -o wide adds the whole message
+COLUMNS = ("REPLICA", "PHASE", "REASON", "RESTARTS", "NODE", "AGE", "GPU")
+WIDE_COLUMNS = COLUMNS + ("EXIT CODE", "MESSAGE")
+_REASON = re.compile(r"([A-Z][A-Za-z]*)(?::|$)")
 
 
 def duration(seconds: float) -> str:
@@ -140,20 +144,30 @@ def describe_result(result: TrainingResult) -> str:
     return "; " + "; ".join(parts) if parts else ""
 
 
+def reason(message: str) -> str:
+    """The REASON column: the reason a replica's message starts with ("ImagePullBackOff:
+    Back-off pulling image ..." -> "ImagePullBackOff"), else the whole message (the local
+    backend's "exited with code 1")."""
+    match = _REASON.match(message)
+    return match[1] if match else message
+
+
 def replica_rows(replicas: Iterable[ReplicaPhase], now: _dt.datetime | None = None,
                  wide: bool = False) -> list[tuple[str, ...]]:
     """Rows for COLUMNS (WIDE_COLUMNS when `wide`): one per replica, or one per replica
-    type for big jobs."""
+    type for big jobs (phases and reasons counted)."""
     replicas = list(replicas)
     if len(replicas) <= MAX_ROWS:
-        return [(r.replica, r.phase, str(r.restarts), r.node, age(r.started, now), str(r.gpus or ""),
-                 *((("" if r.exit_code is None else str(r.exit_code)), r.message) if wide else ()))
+        return [(r.replica, r.phase, reason(r.message), str(r.restarts), r.node, age(r.started, now),
+                 str(r.gpus or ""), *((("" if r.exit_code is None else str(r.exit_code)), r.message) if wide else ()))
                 for r in replicas]
     rows = []
     for rtype in dict.fromkeys(r.type for r in replicas):
         group = [r for r in replicas if r.type == rtype]
         phases = Counter(r.phase for r in group)
+        reasons = Counter(reason(r.message) for r in group if r.message)
         rows.append((f"{rtype.lower()} x{len(group)}", ", ".join(f"{n} {p}" for p, n in phases.items()),
+                     ", ".join(f"{n} {why}" for why, n in reasons.items()),
                      str(sum(r.restarts for r in group)), "", "", str(sum(r.gpus for r in group) or ""),
                      *(("", "") if wide else ())))
     return rows

@@ -106,7 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("-w", "--watch", action="store_true", help="follow until the job ends")
     status.add_argument("-o", "--output", choices=OUTPUTS, help="yaml, json (the status as data), name, or wide "
                         "(the replica table with each replica's EXIT CODE and MESSAGE: why it waits or ended, e.g. "
-                        "Unschedulable: ..., CrashLoopBackOff; also with -w); default: conditions and a replica table")
+                        "Unschedulable: ..., ImagePullBackOff: ..., CrashLoopBackOff; also with -w); default: "
+                        "conditions and a replica table whose REASON column says why in a word")
     logs = commands.add_parser("logs", help="log lines of one replica or all")
     logs.add_argument("name")
     logs.add_argument("--replica", help="chief-0 (or gcloud's master-0), ps-0, worker-1, ... or all "

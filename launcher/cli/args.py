@@ -108,6 +108,10 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
                        "(runPolicy.schedulingPolicy; needs the operator's gang scheduler, Volcano or scheduler-plugins)")
     sched.add_argument("--gang-timeout-seconds", type=non_negative_int, metavar="S",
                        help="with --gang: give up scheduling the gang after S seconds")
+    sched.add_argument("--gang-min-available", type=non_negative_int, metavar="N",
+                       help="with --gang: start when N replicas can (1 to the job's replica count; default all)")
+    sched.add_argument("--gang-queue", metavar="QUEUE",
+                       help="with --gang: the gang scheduler's queue (a Volcano Queue; default its 'default' queue)")
     sched.add_argument("--istio-sidecar", action="store_true", help="keep Istio's sidecar injection (by default the "
                        "pods opt out: a sidecar keeps a finished TFJob Running)")
 
@@ -388,6 +392,8 @@ def _job_spec(args, settings: Settings, replicas, every_selector, role_selectors
         istio_sidecar=args.istio_sidecar,
         gang=args.gang,
         gang_timeout_seconds=args.gang_timeout_seconds,
+        gang_queue=args.gang_queue,
+        gang_min_available=args.gang_min_available,
         network_policy=not getattr(args, "no_network_policy", False),
         secret_env=secret_envs(args.secret_env),
         module_name=_pick(args.module_name, settings.module_name),

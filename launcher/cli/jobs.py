@@ -211,7 +211,12 @@ def tensorboard(args, factory) -> int:
     if not job_dir:
         raise SpecError("NAME", f"tfjob {args.name} has no --job-dir, so there is nothing for TensorBoard to show; "
                         "submit with --job-dir")
-    proc = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", job_dir,
+    # gs://: TensorFlow's own GCS filesystem reads the events, with the trainer's credentials
+    # (ADC, a service-account key, the metadata server). TensorBoard's default fast loader
+    # (RustBoard) has a GCS client of its own that takes none of those (tensorflow/tensorboard
+    # issues 5819, 5850, 5934): it shows an empty board.
+    loader = ["--load_fast=false"] if job_dir.startswith("gs://") else []
+    proc = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", job_dir, *loader,
                              "--host", args.host, "--port", str(args.port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     lines: queue.Queue = queue.Queue()  # TensorBoard's stderr, read by a thread: the wait for its URL is bounded

@@ -53,12 +53,14 @@ def test_the_real_apiserver_accepts_the_new_fields(control_plane):
                               "--volume", "runs:/mnt/runs", "--volume", "data:/mnt/data:ro",
                               "--node-selector", "ps:pool=cpu", "--queue-name", "team-a",
                               "--priority-class", "high", "--success-policy", "AllWorkers",
-                              "--gang", "--gang-timeout-seconds", "300")
+                              "--gang", "--gang-timeout-seconds", "300", "--gang-queue", "research",
+                              "--gang-min-available", "3")
         assert result.returncode == 0, result.stdout + result.stderr
         assert "cannot read CRD" not in result.stderr  # validated with the cluster's own CRD
         stored = yaml.safe_load(result.stdout)
         assert stored["spec"]["successPolicy"] == "AllWorkers" and stored["spec"]["runPolicy"]["suspend"] is True
-        assert stored["spec"]["runPolicy"]["schedulingPolicy"] == {"minAvailable": 4, "priorityClass": "high",
+        assert stored["spec"]["runPolicy"]["schedulingPolicy"] == {"minAvailable": 3, "queue": "research",
+                                                                   "priorityClass": "high",
                                                                    "scheduleTimeoutSeconds": 300}
         ps = stored["spec"]["tfReplicaSpecs"]["PS"]["template"]
         assert ps["spec"]["nodeSelector"] == {"pool": "cpu"} and ps["spec"]["priorityClassName"] == "high"
@@ -76,19 +78,9 @@ def test_without_permission_to_read_crds_the_packaged_copy_is_used_with_a_note(c
     from tests.support.launcher_process import run_launcher
 
     with control_plane.namespace("e2e-rbac") as namespace:
-        control_plane.kubectl("create", "serviceaccount", "submitter", "-n", namespace)
-        control_plane.kubectl("create", "role", "tfjobs", "-n", namespace, "--verb=get,list,watch,create,delete",
-                              "--resource=tfjobs.kubeflow.org,pods,pods/log")
-        control_plane.kubectl("create", "rolebinding", "submitter", "-n", namespace, "--role=tfjobs",
-                              f"--serviceaccount={namespace}:submitter")
-        token = control_plane.kubectl("create", "token", "submitter", "-n", namespace).stdout.strip()
-        config = yaml.safe_load(control_plane.kubeconfig.read_text())
-        config["users"] = [{"name": "submitter", "user": {"token": token}}]
-        config["contexts"] = [{"name": "submitter", "context": {"cluster": config["clusters"][0]["name"],
-                                                                 "user": "submitter", "namespace": namespace}}]
-        config["current-context"] = "submitter"
-        kubeconfig = tmp_path / "submitter"
-        kubeconfig.write_text(yaml.safe_dump(config))
+        control_plane.service_account(namespace, "submitter", "get,list,watch,create,delete",
+                                      "tfjobs.kubeflow.org,pods,pods/log")
+        kubeconfig = control_plane.kubeconfig_as(namespace, "submitter", tmp_path / "submitter")
 
         result = run_launcher(control_plane, "submit", "--kubeconfig", str(kubeconfig), "-n", namespace,
                               "--name", "rbac", "--workers", "1", "--dry-run=server")

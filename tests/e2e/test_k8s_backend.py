@@ -1,9 +1,12 @@
 """KubernetesBackend (in-process) against the real control plane: submit, replace, server
-dry run, refusals, status, list, delete, the cluster's CRD and the events' watch, as the
-real apiserver, training-operator and garbage collector do them. Moved here from the FAKE
-API server's tests (tests/integration/test_k8s_backend*.py), which keep what needs the
-double: dropped watches, 410 Gone, a restart, a garbage collector held back, container
-states written step by step, a cluster without the CRD, credentials, an unreachable server."""
+dry run, refusals, status (also of a replica the real scheduler cannot place and of one
+that exited 1), list, delete, the cluster's CRD, the events' watch and the logs of the
+replicas that started, as the real apiserver, scheduler, training-operator and garbage
+collector do them. Moved here from the FAKE API server's tests
+(tests/integration/test_k8s_backend*.py), which keep what needs the double: dropped
+watches, 410 Gone, a restart, a garbage collector held back, container states written step
+by step (a restarted container, ContainerCreating), a cluster without the CRD, credentials,
+an unreachable server."""
 from __future__ import annotations
 
 import copy
@@ -12,8 +15,9 @@ from typing import Iterator
 import pytest
 
 from launcher.backends.base import AlreadyExists, BackendError, NotFound
-from launcher.events import JobCondition, ReplicaPhase
-from tests.e2e.tfjobs import owned, tfjob, wait_pods
+from launcher.events import JobCondition, LogLine, ReplicaPhase
+from launcher.spec import RunPolicy
+from tests.e2e.tfjobs import log_text, owned, tfjob, wait_pods
 from tests.support.k8s_backend import Collector, manifest
 from tests.support.polling import wait_for
 
@@ -26,9 +30,7 @@ def cluster(control_plane) -> Iterator[tuple[object, str]]:
     from launcher.backends.k8s import KubernetesBackend  # the Kubernetes client loads only here
 
     cp = control_plane
-    with pytest.MonkeyPatch.context() as env, cp.namespace("backend", wait=False) as namespace:
-        for var in ("no_proxy", "NO_PROXY"):  # the client reads the proxy variables itself
-            env.setenv(var, cp.env()[var])
+    with cp.in_process(), cp.namespace("backend", wait=False) as namespace:
         backend = KubernetesBackend(kubeconfig=str(cp.kubeconfig))
         try:
             yield backend, namespace
@@ -148,6 +150,40 @@ def test_status_has_the_conditions_and_one_row_per_replica(cluster, control_plan
     assert status.created and status.backend == "k8s"
 
 
+def test_status_says_why_a_replica_waits_and_with_which_code_one_failed(cluster, control_plane):
+    """Workers asking for more GPUs than the GPU node has (4): the real scheduler's
+    FailedScheduling message; the ps exits 1 under ExitCode: its exit code, read from its
+    pod (the row says only Error); the operator fails the job (cleanPodPolicy None keeps
+    every pod)."""
+    backend, namespace = cluster
+    cp = control_plane
+    backend.submit(manifest(namespace=namespace, workers=2, gpus_per_worker=5, accelerator="nvidia-tesla-t4",
+                            restart_policy="ExitCode", run_policy=RunPolicy(clean_pod_policy="None")))
+    wait_pods(cp, namespace, "mnist", lambda ps: sum(p.get("status", {}).get("phase") == "Running" for p in ps) == 2,
+              "the chief and the ps Running")
+    cp.finish_pod(namespace, "mnist-ps-0", 1)
+
+    def shown():
+        status = backend.status("mnist", namespace)
+        rows = {r.replica: r for r in status.replicas}
+        done = status.phase == "Failed" and rows["ps-0"].phase == "Failed" and all(
+            rows[w].message.startswith("Unschedulable: ") for w in ("worker-0", "worker-1"))
+        return (status, rows) if done else None
+
+    status, rows = wait_for(shown, lambda: f"the status to show why: {backend.status('mnist', namespace)}", WAIT_S)
+    assert [r.replica for r in status.replicas] == ["chief-0", "ps-0", "worker-0", "worker-1"]
+    assert (rows["ps-0"].exit_code, rows["ps-0"].node) == (1, owned_node(cp, namespace, "mnist-ps-0"))
+    assert (rows["chief-0"].phase, rows["chief-0"].gpus, rows["chief-0"].exit_code) == ("Running", 0, None)
+    for worker in ("worker-0", "worker-1"):
+        assert (rows[worker].phase, rows[worker].node, rows[worker].gpus) == ("Pending", "", 5)
+        assert "Insufficient nvidia.com/gpu" in rows[worker].message, rows[worker]
+    assert "Failed" in [c.type for c in status.conditions]
+
+
+def owned_node(cp, namespace: str, pod: str) -> str:
+    return next(p["spec"]["nodeName"] for p in owned(cp, "pods", namespace, "mnist") if p["metadata"]["name"] == pod)
+
+
 def test_status_of_an_unknown_job_is_not_found(cluster):
     backend, namespace = cluster
     with pytest.raises(NotFound, match=f"tfjob nope not found in namespace {namespace}"):
@@ -223,6 +259,13 @@ def test_a_lifecycle_reports_each_condition_once_and_ends(cluster, control_plane
     assert items[-1].terminal
     chief = [e for e in items if isinstance(e, ReplicaPhase) and e.replica == "chief-0"]
     assert (chief[-1].phase, chief[-1].exit_code) == ("Succeeded", 0)
+    # each replica's transitions once, through the operator's many TFJob status updates
+    # (replicaStatuses, the Running condition re-set) that bring no new condition
+    for replica in ("chief-0", "ps-0", "worker-0", "worker-1"):
+        states = [(e.phase, e.restarts, e.node, e.exit_code, e.message) for e in items
+                  if isinstance(e, ReplicaPhase) and e.replica == replica]
+        assert all(a != b for a, b in zip(states, states[1:])), (replica, states)
+        assert [phase for phase, *_ in states].count("Running") == 1, (replica, states)
 
 
 def test_a_job_deleted_while_watched_is_not_found(cluster):
@@ -242,6 +285,24 @@ def test_events_of_an_unknown_job_are_not_found(cluster):
 
 
 # ---- logs --------------------------------------------------------------------------------------
+def test_logs_of_one_replica_or_of_all_that_started(cluster, control_plane):
+    """KWOK serves k8s/kwok/replica.log as every started container's log, also a finished
+    one's; the ps cannot be placed (a node selector no node has): Pending, skipped."""
+    backend, namespace = cluster
+    cp = control_plane
+    backend.submit(manifest(namespace=namespace, workers=2, role_node_selectors={"PS": {"pool": "absent"}}))
+    wait_pods(cp, namespace, "mnist", lambda ps: sum(p.get("status", {}).get("phase") == "Running" for p in ps) == 3,
+              "the chief and both workers Running")
+    cp.finish_pod(namespace, "mnist-worker-0", 0)  # a finished container's log is still there
+    wait_pods(cp, namespace, "mnist", lambda ps: any(p["metadata"]["name"] == "mnist-worker-0" and p.get(
+        "status", {}).get("phase") == "Succeeded" for p in ps), "worker-0 Succeeded")
+    text = log_text()
+    assert list(backend.logs("mnist", namespace, replica="worker-1")) == [LogLine("worker-1", line) for line in text]
+    everything = list(backend.logs("mnist", namespace))  # ps-0 is Pending: skipped
+    assert everything == [LogLine(replica, line) for replica in ("chief-0", "worker-0", "worker-1") for line in text]
+    assert list(backend.logs("mnist", namespace, replica="all")) == everything
+
+
 def test_logs_name_the_replicas_a_job_has(cluster):
     backend, namespace = cluster
     backend.submit(manifest(namespace=namespace, workers=2))

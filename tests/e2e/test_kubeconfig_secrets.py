@@ -59,24 +59,18 @@ def exec_user(token: str) -> dict:
                      "args": ["-c", credential], "interactiveMode": "Never"}}
 
 
-def test_an_exec_credential_plugin_and_kubeconfig_from_the_environment_are_accepted(control_plane, tmp_path,
-                                                                                     monkeypatch):
+def test_an_exec_credential_plugin_and_kubeconfig_from_the_environment_are_accepted(control_plane, tmp_path):
     """A service account allowed to create and list TFJobs in its namespace, its token
     minted by an exec plugin (as gke-gcloud-auth-plugin does); the kubeconfig found through
     $KUBECONFIG."""
     from launcher.backends.k8s import KubernetesBackend
 
     cp = control_plane
-    with cp.namespace("exec") as ns:
-        cp.kubectl("create", "serviceaccount", "submitter", "-n", ns)
-        cp.kubectl("create", "role", "tfjobs", "-n", ns, "--verb=create,get,list,watch",
-                   "--resource=tfjobs.kubeflow.org")
-        cp.kubectl("create", "rolebinding", "submitter", "-n", ns, "--role=tfjobs", f"--serviceaccount={ns}:submitter")
+    with cp.namespace("exec") as ns, cp.in_process() as env:
+        cp.service_account(ns, "submitter", "create,get,list,watch", "tfjobs.kubeflow.org")
         token = cp.kubectl("create", "token", "submitter", "-n", ns).stdout.strip()
         config = kubeconfig(tmp_path / "config", cp.server, exec_user(token), ca=ca_of(cp))
-        for var in ("no_proxy", "NO_PROXY"):
-            monkeypatch.setenv(var, cp.env()[var])
-        monkeypatch.setenv("KUBECONFIG", str(config))
+        env.setenv("KUBECONFIG", str(config))
         backend = KubernetesBackend()  # no --kubeconfig: $KUBECONFIG
         try:
             backend.submit(manifest(namespace=ns))

@@ -7,18 +7,12 @@ from typing import Iterator
 import pytest
 
 from tests.support.launcher_process import launcher_process, run_launcher
-from tests.e2e.tfjobs import wait_running
-from tests.support.controlplane import KWOK_DIR
+from tests.e2e.tfjobs import log_text, wait_running
 
 JOB = "logs-e2e"
 REPLICAS = ("chief-0", "ps-0", "worker-0", "worker-1")
 LINE_TIMEOUT_S = 60.0
 FOLLOW_END_TIMEOUT_S = 90.0
-
-
-def log_text() -> list[str]:
-    """The message part of each CRI line of k8s/kwok/replica.log (what KWOK serves)."""
-    return [line.split(" ", 3)[3] for line in (KWOK_DIR / "replica.log").read_text().splitlines()]
 
 
 @pytest.fixture(scope="module")

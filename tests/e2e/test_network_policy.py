@@ -1,8 +1,9 @@
 """The job's NetworkPolicy on the real control plane: `submit` creates it after the TFJob
 (the real apiserver validates it), owned by the TFJob, selecting exactly the pods the real
 training-operator made for the job; the real garbage collector deletes it with the job;
-`--no-network-policy` leaves it out. (Whether traffic is actually filtered depends on the
-cluster's network plugin; see the README's Security section.)"""
+`--no-network-policy` leaves it out; a user whose RBAC forbids NetworkPolicies gets one line
+and the TFJob deleted again (nothing stays applied). (Whether traffic is actually filtered
+depends on the cluster's network plugin; see the README's Security section.)"""
 from __future__ import annotations
 
 import yaml
@@ -29,8 +30,8 @@ def test_policy_is_owned_by_the_job_selects_its_pods_and_goes_with_it(control_pl
         (policy,) = policies(cp, ns)
         job = tfjob(cp, ns, JOB)
         assert policy["metadata"]["name"] == f"{JOB}-tf-port"
-        assert [(o["kind"], o["name"], o["uid"]) for o in policy["metadata"]["ownerReferences"]] == [
-            ("TFJob", JOB, job["metadata"]["uid"])]
+        assert [(o["kind"], o["name"], o["uid"], o.get("blockOwnerDeletion")) for o in
+                policy["metadata"]["ownerReferences"]] == [("TFJob", JOB, job["metadata"]["uid"], True)]
         job_pods = {"matchLabels": {JOB_NAME_LABEL: JOB}}
         assert policy["spec"]["podSelector"] == job_pods
         assert policy["spec"]["ingress"] == [{"from": [{"podSelector": job_pods}],
@@ -53,6 +54,24 @@ def test_no_network_policy_leaves_it_out(control_plane):
                             "--ps", "0", "--no-network-policy", "--detach")
         assert done.returncode == 0, done.stdout + done.stderr
         assert tfjob(cp, ns, JOB)["metadata"]["name"] == JOB
+        assert policies(cp, ns) == []
+
+
+def test_a_refused_policy_deletes_the_tfjob_again(control_plane, tmp_path):
+    """A Role with TFJobs but no NetworkPolicies: the real apiserver creates the TFJob, then
+    forbids the policy; submit deletes the TFJob again and says so in one line, exit 1."""
+    cp = control_plane
+    with cp.namespace("e2e-netpol-refused") as ns:
+        cp.service_account(ns, "submitter", "get,list,watch,create,delete", "tfjobs.kubeflow.org")
+        env = {"KUBECONFIG": str(cp.kubeconfig_as(ns, "submitter", tmp_path / "submitter"))}
+        done = run_launcher(cp, "submit", "--backend", "k8s", "-n", ns, "--name", JOB, "--workers", "1", "--ps", "0",
+                            "--detach", env=env)
+        assert done.returncode == 1, done.stdout + done.stderr
+        (line,) = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+        assert f"networkpolicy {JOB}-tf-port" in line and "forbidden" in line.lower(), line
+        assert f"tfjob {JOB} was deleted again (nothing applied)" in line and "--no-network-policy" in line, line
+        wait_for(lambda: not cp.kubectl_json("get", "tfjobs", "-n", ns)["items"], "the TFJob deleted again",
+                 GC_TIMEOUT_S)
         assert policies(cp, ns) == []
 
 

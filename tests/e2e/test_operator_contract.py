@@ -55,9 +55,7 @@ def _backend(kubeconfig):
 @pytest.fixture(scope="module")
 def real(control_plane) -> Iterator[tuple[str, Run]]:
     cp = control_plane
-    with pytest.MonkeyPatch.context() as env, cp.namespace("contract") as namespace:
-        for var in ("no_proxy", "NO_PROXY"):  # the client reads the proxy variables itself
-            env.setenv(var, cp.env()[var])
+    with cp.in_process(), cp.namespace("contract") as namespace:
         backend = _backend(cp.kubeconfig)
         try:
             backend.submit(manifest(name=JOB, namespace=namespace, **REPLICAS))

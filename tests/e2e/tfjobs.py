@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from tests.support.controlplane import ControlPlane
+from tests.support.controlplane import KWOK_DIR, ControlPlane
 from tests.support.polling import wait_for
 
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"  # set by training-operator on pods/services
@@ -11,6 +11,12 @@ TYPE_LABEL = "training.kubeflow.org/replica-type"
 INDEX_LABEL = "training.kubeflow.org/replica-index"
 WAIT_S = 120.0
 CONDITIONS = ("Created", "Running", "Restarting", "Succeeded", "Failed")
+
+
+def log_text() -> list[str]:
+    """The message part of each CRI line of k8s/kwok/replica.log (what KWOK serves as every
+    replica's log)."""
+    return [line.split(" ", 3)[3] for line in (KWOK_DIR / "replica.log").read_text().splitlines()]
 
 
 def tfjob(cp: ControlPlane, namespace: str, name: str) -> dict:

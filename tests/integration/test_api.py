@@ -1,6 +1,8 @@
 """launcher.api.TrainingClient on the local backend with real processes (the stand-in
-replica program of tests/support, no TensorFlow): create, logs, wait, status, list,
-delete, and the README's example run as written."""
+replica program of tests/support, no TensorFlow): create, logs (also followed), wait (also
+the Kubeflow SDK's wait_for_job_conditions), the typed events, status, list, delete, and the
+README's example run as written. The same client on the real control plane:
+tests/e2e/test_api_k8s.py."""
 from __future__ import annotations
 
 import json
@@ -13,8 +15,12 @@ import pytest
 
 from launcher.api import TrainingClient
 from launcher.backends.base import AlreadyExists
+from launcher.events import JobCondition, ReplicaPhase
 from launcher.spec import JobSpec, ReplicaSpec, SpecError
+from tests.support.k8s_backend import Collector
 from tests.support.local_jobs import REPLICA
+
+WAIT_S = 60.0
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -30,10 +36,10 @@ def client(tmp_path, monkeypatch):
             client.backend.stop(job.name, job.namespace)
 
 
-def standin_spec(name: str, state: Path, actions: dict) -> JobSpec:
+def standin_spec(name: str, state: Path, actions: dict, **spec) -> JobSpec:
     return JobSpec(name=name, replicas={"Chief": ReplicaSpec(1), "PS": ReplicaSpec(1), "Worker": ReplicaSpec(1)},
                    env={"STATE_DIR": str(state)}, command=("python", str(REPLICA)),
-                   trainer_args=(json.dumps(actions),))
+                   trainer_args=(json.dumps(actions),), **spec)
 
 
 def test_create_wait_logs_and_delete(client, tmp_path):
@@ -62,12 +68,54 @@ def test_create_wait_logs_and_delete(client, tmp_path):
     assert client.list_jobs() == []
 
 
+def test_wait_for_job_conditions_follows_logs_and_events_to_the_end(client, tmp_path):
+    """The Kubeflow SDK's calls: wait for Running, follow every replica's log while the job
+    runs, wait for Succeeded; then the typed events of the whole run."""
+    state = tmp_path / "state"
+    state.mkdir()
+    client.create_job(standin_spec("api-follow", state, {"chief-0": ["wait-finish"], "*": ["serve"]}))
+    seen = []
+    running = client.wait_for_job_conditions("api-follow", expected_conditions={"Running"}, wait_timeout=WAIT_S,
+                                             callback=seen.append)
+    assert running.phase == "Running" and seen[-1].phase == "Running", seen
+    follow = Collector(client.get_job_logs("api-follow", follow=True))
+    follow.wait_for(lambda lines: {line.replica for line in lines if line.line.startswith("hello from")} ==
+                    {"chief-0", "ps-0", "worker-0"}, "every replica's first line", WAIT_S)
+    assert not follow.done  # the job runs: following goes on
+    (state / "finish").touch()  # the chief ends the job
+    done = client.wait_for_job_conditions("api-follow", wait_timeout=WAIT_S)
+    assert done.phase == "Succeeded"
+    lines = follow.wait_done(WAIT_S)  # following ends with the job
+    assert "chief-0 done" in [line.line for line in lines if line.replica == "chief-0"], lines
+    events = list(client.events("api-follow"))
+    conditions = [(e.type, e.status) for e in events if isinstance(e, JobCondition)]
+    assert conditions[0] == ("Created", "True") and conditions[-1] == ("Succeeded", "True"), conditions
+    assert ("Running", "True") in conditions and events[-1] == next(e for e in events if isinstance(e, JobCondition)
+                                                                     and e.type == "Succeeded")
+    phases = {e.replica: e.phase for e in events if isinstance(e, ReplicaPhase)}
+    assert phases["chief-0"] == "Succeeded" and set(phases) == {"chief-0", "ps-0", "worker-0"}, phases
+
+
+def test_wait_for_job_conditions_raises_for_a_failed_job_and_a_bad_condition(client, tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    client.create_job(standin_spec("api-fail", state, {"chief-0": ["exit1"], "*": ["serve"]},
+                                   restart_policy="ExitCode"))  # exit code 1: permanent
+    with pytest.raises(RuntimeError, match="tfjob api-fail in default Failed .* before Succeeded"):
+        client.wait_for_job_conditions("api-fail", wait_timeout=WAIT_S)
+    assert client.wait_for_job_conditions("api-fail", expected_conditions={"Failed"}).phase == "Failed"
+    with pytest.raises(ValueError, match="expected_conditions: \\['Done'\\]"):
+        client.wait_for_job_conditions("api-fail", expected_conditions={"Done"})
+
+
 def test_wait_times_out_while_the_job_runs(client, tmp_path):
     state = tmp_path / "state"
     state.mkdir()
     client.create_job(standin_spec("api-slow", state, {"*": ["serve"]}))
     with pytest.raises(TimeoutError, match="keeps running"):
         client.wait_for_job("api-slow", timeout=1)
+    with pytest.raises(TimeoutError, match="keeps running"):
+        client.wait_for_job_conditions("api-slow", wait_timeout=1)
     assert client.get_job("api-slow").phase not in ("Succeeded", "Failed")
 
 

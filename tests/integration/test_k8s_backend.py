@@ -1,10 +1,11 @@
 """KubernetesBackend over HTTP against the FAKE API server (tests/support/apiserver/): what
-needs the double: a status with crashed, failed and unschedulable replicas written step by
-step, a garbage collector held back (delete --wait), a cluster without the TFJob CRD,
-kubeconfig errors without a server, an unreachable server. Submit, replace, dry run,
-refusals, status, list, delete and manifest run against the real control plane in
-tests/e2e/test_k8s_backend.py; credentials, accepted (an exec plugin's token, $KUBECONFIG)
-and refused, in tests/e2e/test_kubeconfig_secrets.py."""
+needs the double: a garbage collector held back (delete --wait), a cluster without the
+TFJob CRD, kubeconfig errors without a server, an unreachable server, a Kueue job's status
+before the operator has written Suspended. Submit, replace, dry run, refusals, status (also
+with an unschedulable and a failed replica), list, delete and manifest run against the real
+control plane in tests/e2e/test_k8s_backend.py (a restarted container's count in status:
+tests/node/test_replica_states.py); credentials, accepted (an exec plugin's token,
+$KUBECONFIG) and refused, in tests/e2e/test_kubeconfig_secrets.py."""
 from __future__ import annotations
 
 import threading
@@ -25,33 +26,6 @@ def test_a_cluster_without_the_tfjob_crd_says_to_install_the_operator(k8s_backen
 
 
 # ---- status / list -----------------------------------------------------------------------------
-def test_status_has_the_conditions_and_one_row_per_replica(k8s_backend, fake_apiserver, fake_operator):
-    k8s_backend.submit(manifest(workers=2, gpus_per_worker=2, accelerator="nvidia-tesla-t4"))
-    fake_operator.create_pods("mnist")
-    fake_operator.start("mnist-chief-0", node="cpu-1")
-    fake_operator.start("mnist-worker-0", node="gpu-1")
-    fake_operator.crash("mnist-worker-0", code=137)
-    fake_operator.start("mnist-worker-0", node="gpu-1")
-    fake_operator.unschedulable("mnist-worker-1", "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.")
-    fake_operator.start("mnist-ps-0", node="cpu-2")
-    fake_operator.exit("mnist-ps-0", code=1)
-    fake_operator.set_condition("mnist", "Running")
-
-    status = k8s_backend.status("mnist", "default")
-
-    assert [c.type for c in status.conditions] == ["Created", "Running"] and status.phase == "Running"
-    rows = {r.replica: r for r in status.replicas}
-    assert [r.replica for r in status.replicas] == ["chief-0", "ps-0", "worker-0", "worker-1"]
-    assert (rows["chief-0"].type, rows["chief-0"].phase, rows["chief-0"].node, rows["chief-0"].gpus) == \
-        ("Chief", "Running", "cpu-1", 0)
-    assert (rows["worker-0"].phase, rows["worker-0"].restarts, rows["worker-0"].gpus, rows["worker-0"].node) == \
-        ("Running", 1, 2, "gpu-1")
-    assert rows["worker-0"].started
-    assert (rows["ps-0"].phase, rows["ps-0"].exit_code) == ("Failed", 1)
-    assert rows["worker-1"].phase == "Pending" and "Insufficient nvidia.com/gpu" in rows["worker-1"].message
-    assert status.created and status.backend == "k8s"
-
-
 def test_a_job_created_suspended_for_kueue_is_suspended_before_the_operator_says_so(k8s_backend, fake_operator):
     """The operator writes Created before Suspended; status and list read the TFJob's own
     runPolicy.suspend and queue label, so the job never shows as Pending or Created."""

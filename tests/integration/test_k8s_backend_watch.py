@@ -63,6 +63,11 @@ def finish(operator, events: Collector, pods=PODS) -> list:
 
 
 def test_a_lifecycle_reports_each_transition_once(job, fake_operator):
+    """Kept on the double for what the real control plane cannot be made to show: every
+    container state written in turn, ContainerCreating between Pending and Running (KWOK's
+    pods go from scheduled straight to Running), and a TFJob update without a new condition
+    at a chosen moment. The real operator's lifecycle, each replica's transitions once:
+    tests/e2e/test_k8s_backend.py::test_a_lifecycle_reports_each_condition_once_and_ends."""
     create_pods(fake_operator, job)
     for pod in PODS:
         fake_operator.start(pod)

@@ -1,34 +1,21 @@
 """`launcher tensorboard NAME`: real TensorBoard (a subprocess) on the job dir of a local
-job, serving its event files; stopped with SIGINT like Ctrl-C, nothing left running."""
+job, a local folder or gs:// (the GCS emulator through TensorFlow's own gs:// filesystem),
+serving its event files; stopped with SIGINT like Ctrl-C, nothing left running. (A k8s
+job's job dir, read from its TFJob: tests/e2e/test_tensorboard_k8s.py.)"""
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
-import sys
-import urllib.request
-from pathlib import Path
 
 import pytest
 
 from launcher.backends.local import LocalBackend
 from launcher.render import render
 from launcher.spec import JobSpec, ReplicaSpec
-from tests.support.launcher_process import launcher_process
 from tests.support.local_jobs import REPLICA
-from tests.support.polling import wait_for
 from tests.support.ports import free_port
+from tests.support.tensorboard import serves_the_train_run, write_events
 from tests.support.tools import ROOT
-
-DEADLINE = 180.0
-
-
-def write_events(logdir: Path) -> None:
-    """A TensorBoard event file with one scalar, written by TensorFlow in a subprocess."""
-    code = ("import sys, tensorflow as tf\n"
-            "w = tf.summary.create_file_writer(sys.argv[1])\n"
-            "with w.as_default():\n    tf.summary.scalar('loss', 0.5, step=1)\nw.flush()\n")
-    subprocess.run([sys.executable, "-c", code, str(logdir)], check=True, capture_output=True, timeout=DEADLINE)
 
 
 @pytest.mark.slow
@@ -45,23 +32,33 @@ def test_tensorboard_serves_the_job_dir_of_a_job(tmp_path):
                    trainer_args=(json.dumps({"*": ["exit0"]}),))
     backend.submit(render(spec))
     write_events(job_dir / "train")
-    port = free_port()
     try:
-        with launcher_process(env, "tensorboard", "board", "--backend", "local", "--port", str(port)) as board:
-            board.wait_for_line(f"TensorBoard for board ({job_dir}): http://127.0.0.1:{port}", DEADLINE)
-
-            def runs_seen() -> list:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/runs", timeout=10) as answer:
-                    return json.loads(answer.read())
-
-            # TensorBoard loads event files in the background: poll, bounded
-            wait_for(lambda: "train" in runs_seen(), "TensorBoard to list the train run", DEADLINE)
-            board.proc.send_signal(signal.SIGINT)
-            assert board.wait(30) == 130, board.output
+        serves_the_train_run(env, "board", str(job_dir), "--backend", "local")
     finally:
         backend.stop("board", "default")
-    with pytest.raises(OSError):  # TensorBoard went with the launcher
-        urllib.request.urlopen(f"http://127.0.0.1:{port}/data/runs", timeout=5)
+
+
+@pytest.mark.slow
+def test_tensorboard_serves_a_job_dir_on_gcs(gcs, tmp_path):
+    """--job-dir gs://...: TensorBoard reads the events through TensorFlow's own gs://
+    filesystem (the emulator behind the TLS proxy), as on GKE with a bucket."""
+    runs = tmp_path / "runs"
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "TFJOB_RUNS_DIR": str(runs), "PYTHONPATH": str(ROOT),
+           "KUBECONFIG": str(tmp_path / "none"), **gcs.env}
+    job_dir = gcs.make_bucket("tensorboard-test") + "/jobs/board"
+    write_events(f"{job_dir}/train", gcs.env)
+    assert any(name.startswith("jobs/board/train/events.out.tfevents.") for name in gcs.list(job_dir))
+    backend = LocalBackend(runs_dir=str(runs))
+    state = tmp_path / "state"
+    state.mkdir()
+    spec = JobSpec(name="board-gcs", replicas={"Worker": ReplicaSpec(1)}, job_dir=job_dir,
+                   env={"STATE_DIR": str(state)}, command=("python", str(REPLICA)),
+                   trainer_args=(json.dumps({"*": ["exit0"]}),))
+    backend.submit(render(spec))
+    try:
+        serves_the_train_run(env, "board-gcs", job_dir, "--backend", "local")
+    finally:
+        backend.stop("board-gcs", "default")
 
 
 def test_a_job_without_job_dir_is_one_line(tmp_path, monkeypatch):

@@ -7,6 +7,11 @@ thing). The trainer image refuses `--train-steps -5` with one line and exit code
 - under `OnFailure` the kubelet restarts the container with back-off: `status -o wide`
   shows chief-0 in CrashLoopBackOff with the last exit code 2, and `logs -p` prints the
   previous container's line.
+
+An image the node does not have (`localhost/tfjob-missing:0`, pull policy IfNotPresent:
+containerd tries a registry on 127.0.0.1 inside the node's network namespace, refused, so
+nothing leaves the machine): the live view and `status` show the kubelet's ErrImagePull /
+ImagePullBackOff with its message, plain `status` the reason in its REASON column.
 """
 from __future__ import annotations
 
@@ -63,5 +68,40 @@ def test_a_chief_exiting_2_under_on_failure_crash_loops_and_status_shows_it(node
         previous = run_launcher(node_cluster, "logs", job, "--backend", "k8s", "-n", ns.name, "--replica", "chief-0",
                                 "-p")
         assert previous.returncode == 0 and REFUSAL in previous.stdout, previous.stdout + previous.stderr
+        deleted = run_launcher(node_cluster, "delete", job, "--backend", "k8s", "-n", ns.name, "--wait")
+        assert deleted.returncode == 0, deleted.stderr
+
+
+MISSING_IMAGE = "localhost/tfjob-missing:0"
+PULL_LINE = re.compile(r"\[chief-0\] Pending \(node \S+, (ErrImagePull|ImagePullBackOff): ")
+
+
+def test_an_image_the_node_cannot_pull_shows_the_kubelets_reason_and_message(node_cluster):
+    job = "no-image"
+    with training_namespace(node_cluster, "node-pull") as ns:
+        args = ns.submit_args(job, MISSING_IMAGE, "--chief", "1", "--workers", "0", "--ps", "0")
+        with launcher_process(node_cluster, *args) as submit:  # ErrImagePull, then ImagePullBackOff, and again
+            line = wait_for(lambda: next((line for line in submit.lines if PULL_LINE.match(line)), None),
+                            lambda: f"no [chief-0] line with the kubelet's pull error; output:\n{submit.output}",
+                            RUN_TIMEOUT_S)
+        assert "tfjob-missing" in line, line  # the kubelet's message names the image
+
+        def shown() -> tuple[dict, str] | None:
+            as_json = run_launcher(node_cluster, "status", job, "--backend", "k8s", "-n", ns.name, "-o", "json")
+            chief = next((r for r in json.loads(as_json.stdout or "{}").get("replicas", [])
+                          if r["replica"] == "chief-0"), {})
+            plain = run_launcher(node_cluster, "status", job, "--backend", "k8s", "-n", ns.name).stdout
+            row = next((line for line in plain.splitlines() if line.startswith("chief-0")), "")
+            reason = (chief.get("message") or "").split(":")[0]
+            return (chief, row) if reason in ("ErrImagePull", "ImagePullBackOff") and reason in row.split() else None
+
+        chief, row = wait_for(shown, "chief-0 with the kubelet's pull error in `status -o json` and plain `status`",
+                              RUN_TIMEOUT_S, interval=2.0)
+        assert chief["phase"] == "Pending" and chief["exit_code"] is None, chief
+        assert MISSING_IMAGE in chief["message"], chief  # the kubelet's message names the image
+        assert row.split()[1] == "Pending", row
+        pod = ns.pod(f"{job}-chief-0")
+        waiting = pod["status"]["containerStatuses"][0]["state"]["waiting"]
+        assert waiting["reason"] in ("ErrImagePull", "ImagePullBackOff"), waiting
         deleted = run_launcher(node_cluster, "delete", job, "--backend", "k8s", "-n", ns.name, "--wait")
         assert deleted.returncode == 0, deleted.stderr

@@ -20,7 +20,7 @@ def test_status_shows_conditions_and_replicas(cli):
     lines = result.out.splitlines()
     assert lines[0] == "TFJob mnist (namespace default, k8s backend): Succeeded"
     assert "  Created=True TFJobCreated" in lines
-    assert lines[-4].split() == ["REPLICA", "PHASE", "RESTARTS", "NODE", "AGE", "GPU"]
+    assert lines[-4].split() == ["REPLICA", "PHASE", "REASON", "RESTARTS", "NODE", "AGE", "GPU"]
     assert lines[-3].split() == ["chief-0", "Succeeded", "0", "node-1"]
 
 
@@ -202,12 +202,14 @@ def test_status_wide_adds_each_replicas_exit_code_and_message(cli):
               replica_phase("worker-1", "Pending", message="Unschedulable: 0/3 nodes are available")]
     fake = backend(events=events)
     plain = cli("status", "mnist", "--backend", "k8s", backend=fake).out.splitlines()
-    assert plain[-4].split() == ["REPLICA", "PHASE", "RESTARTS", "NODE", "AGE", "GPU"]
-    assert "OOMKilled" not in "\n".join(plain)
+    assert plain[-4].split() == ["REPLICA", "PHASE", "REASON", "RESTARTS", "NODE", "AGE", "GPU"]
+    assert plain[-2].split() == ["worker-0", "Failed", "OOMKilled", "2", "node-2"]  # why, in a word
+    assert plain[-1].split() == ["worker-1", "Pending", "Unschedulable", "0"] and "0/3" not in plain[-1]
     wide = cli("status", "mnist", "--backend", "k8s", "-o", "wide", backend=fake)
     assert wide.code == 0, wide.err
     lines = wide.out.splitlines()
-    assert lines[-4].split() == ["REPLICA", "PHASE", "RESTARTS", "NODE", "AGE", "GPU", "EXIT", "CODE", "MESSAGE"]
-    assert lines[-2].split() == ["worker-0", "Failed", "2", "node-2", "137", "OOMKilled"]
+    assert lines[-4].split() == ["REPLICA", "PHASE", "REASON", "RESTARTS", "NODE", "AGE", "GPU", "EXIT", "CODE",
+                                 "MESSAGE"]
+    assert lines[-2].split() == ["worker-0", "Failed", "OOMKilled", "2", "node-2", "137", "OOMKilled"]
     assert lines[-1].split()[:2] == ["worker-1", "Pending"] and \
         lines[-1].endswith("Unschedulable: 0/3 nodes are available")

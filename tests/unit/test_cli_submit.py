@@ -296,10 +296,11 @@ def test_output_formats_of_submit(cli):
 
 
 def test_local_backend_notes_cluster_only_scheduling_flags(cli):
-    result = submit(cli, FakeBackend(name="local"), "--queue-name", "q", "--success-policy", "AllWorkers")
+    result = submit(cli, FakeBackend(name="local"), "--queue-name", "q", "--success-policy", "AllWorkers",
+                    "--gang", "--gang-min-available", "2")
     assert result.code == 0, result.err
-    assert ("note: --queue-name, --success-policy are ignored by the local backend (it starts every replica at once; "
-            "the chief decides success)") in result.err.splitlines()
+    assert ("note: --queue-name, --gang, --success-policy are ignored by the local backend (it starts every replica "
+            "at once; the chief decides success)") in result.err.splitlines()
 
 
 def test_gclouds_async_is_detach_and_stream_logs_the_default(cli):

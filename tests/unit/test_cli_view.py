@@ -97,20 +97,36 @@ def test_durations_and_ages():
 def test_small_jobs_get_one_row_per_replica():
     rows = replica_rows([replica_phase("chief-0", "Running", node="n1", gpus=1),
                          replica_phase("ps-0", "Pending")])
-    assert rows == [("chief-0", "Running", "0", "n1", "", "1"), ("ps-0", "Pending", "0", "", "", "")]
-    assert format_rows(rows) == ["REPLICA   PHASE     RESTARTS   NODE   AGE   GPU",
-                                 "chief-0   Running   0          n1           1",
-                                 "ps-0      Pending   0"]
+    assert rows == [("chief-0", "Running", "", "0", "n1", "", "1"), ("ps-0", "Pending", "", "0", "", "", "")]
+    assert format_rows(rows) == ["REPLICA   PHASE     REASON   RESTARTS   NODE   AGE   GPU",
+                                 "chief-0   Running            0          n1           1",
+                                 "ps-0      Pending            0"]
+
+
+def test_the_reason_column_says_in_a_word_why_a_replica_waits_or_ended():
+    """kubectl's STATUS column: the reason a message starts with; the local backend's
+    sentences whole."""
+    rows = replica_rows([
+        replica_phase("worker-0", "Pending", node="n1", message='ImagePullBackOff: Back-off pulling image "x:0"'),
+        replica_phase("worker-1", "Pending", message="Unschedulable: 0/1 nodes are available: 1 Insufficient cpu."),
+        replica_phase("worker-2", "Running", restarts=3, exit_code=2, message="CrashLoopBackOff: back-off 40s"),
+        replica_phase("worker-3", "Failed", exit_code=137, message="OOMKilled"),
+        replica_phase("worker-4", "Failed", exit_code=1, message="exited with code 1")])
+    assert [row[2] for row in rows] == ["ImagePullBackOff", "Unschedulable", "CrashLoopBackOff", "OOMKilled",
+                                        "exited with code 1"]
+    wide = replica_rows([replica_phase("worker-0", "Pending", message="ErrImagePull: failed to pull")], wide=True)
+    assert wide == [("worker-0", "Pending", "ErrImagePull", "0", "", "", "", "", "ErrImagePull: failed to pull")]
 
 
 def test_big_jobs_are_summarised_per_type():
     replicas = [replica_phase("chief-0", "Running")]
-    replicas += [replica_phase(f"worker-{i}", "Running" if i % 10 else "Pending", restarts=i % 2) for i in range(1000)]
+    replicas += [replica_phase(f"worker-{i}", "Running" if i % 10 else "Pending", restarts=i % 2,
+                               message="" if i % 10 else "Unschedulable: 0/3 nodes") for i in range(1000)]
     replicas += [replica_phase(f"ps-{i}", "Running") for i in range(50)]
     assert replica_rows(replicas) == [
-        ("chief x1", "1 Running", "0", "", "", ""),
-        ("worker x1000", "100 Pending, 900 Running", "500", "", "", ""),
-        ("ps x50", "50 Running", "0", "", "", ""),
+        ("chief x1", "1 Running", "", "0", "", "", ""),
+        ("worker x1000", "100 Pending, 900 Running", "100 Unschedulable", "500", "", "", ""),
+        ("ps x50", "50 Running", "", "0", "", "", ""),
     ]
 
 
@@ -204,3 +220,16 @@ def test_the_wide_live_table_has_exit_codes_and_messages():
     text = frame.getvalue()
     assert "EXIT CODE" in text and "MESSAGE" in text
     assert "137" in text and "OOMKilled" in text
+
+
+def test_the_live_table_says_why_a_replica_waits_without_wide():
+    from rich.console import Console
+
+    with JobView("mnist", "default", out=io.StringIO(), live=True) as view:
+        view.handle(replica_phase("worker-0", "Pending", node="n1",
+                                  message='ImagePullBackOff: Back-off pulling image "localhost/tfjob-missing:0"'))
+        frame = io.StringIO()
+        Console(file=frame, width=200).print(view._renderable())
+    header, row = [line.split() for line in frame.getvalue().splitlines()[1:3]]
+    assert header[:3] == ["REPLICA", "PHASE", "REASON"] and row[:3] == ["worker-0", "Pending", "ImagePullBackOff"]
+    assert "Back-off" not in frame.getvalue()  # the whole message: -o wide

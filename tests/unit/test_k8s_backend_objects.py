@@ -63,6 +63,14 @@ def test_a_crash_looping_replica_shows_the_last_exit_code():
     assert replica_phase(pod(**running_again)).exit_code is None  # running: no exit code to show
 
 
+def test_an_image_the_kubelet_cannot_pull_says_which_and_why():
+    waiting = container({"waiting": {"reason": "ErrImagePull", "message": 'failed to pull and unpack image\n'
+                                     '"localhost/tfjob-missing:0": connection refused'}}, cid="")
+    pulled = replica_phase(pod(phase="Pending", **waiting))
+    assert (pulled.phase, pulled.exit_code) == ("Pending", None)
+    assert pulled.message == 'ErrImagePull: failed to pull and unpack image "localhost/tfjob-missing:0": connection refused'
+
+
 def test_replica_ids_and_selectors():
     assert parse_replica("worker-12") == ("Worker", 12)
     assert parse_replica("ps-0") == ("PS", 0)
@@ -142,3 +150,27 @@ def test_server_messages_keep_the_reason_and_every_field_cause():
     plain = ApiException(status=500, reason="Internal Server Error")
     plain.body = "oops\nthere"
     assert server_message(plain) == "Internal Server Error"
+
+
+def test_an_image_pull_back_off_is_read_once_per_reason_for_the_kubelets_message():
+    fetched, now = [], {}
+
+    def fetch(found: PodRow) -> dict:
+        fetched.append(found.status)
+        return pod(phase="Pending", **container({"waiting": now}, cid=""))
+
+    def pulling(status: str) -> PodRow:  # the printer sums restarts of every container: the sidecar's 3
+        return row(status=status, restarts=3)
+
+    track = ReplicaTracker("j", fetch)
+    now.update(reason="ErrImagePull", message="failed to pull: connection refused")
+    assert [r.message for r in track.apply("MODIFIED", pulling("ErrImagePull"))] == \
+        ["ErrImagePull: failed to pull: connection refused"]
+    now.update(reason="ImagePullBackOff", message='Back-off pulling image "x:0"')
+    assert [r.message for r in track.apply("MODIFIED", pulling("ImagePullBackOff"))] == \
+        ['ImagePullBackOff: Back-off pulling image "x:0"']
+    assert track.apply("MODIFIED", pulling("ImagePullBackOff")) == [] and fetched == ["ErrImagePull",
+                                                                                          "ImagePullBackOff"]
+    # the pod moved on between the row and the GET (pulled, now running): the row's reason stays
+    later = ReplicaTracker("j", lambda found: pod(**container({"running": {}})))
+    assert [r.message for r in later.apply("MODIFIED", pulling("ErrImagePull"))] == ["ErrImagePull"]

@@ -37,6 +37,16 @@ def test_exit_codes_a_row_shows_and_when_the_pod_must_be_read():
     assert needs_pod(one("CrashLoopBackOff", restarts="2 (5s ago)"))  # the last exit code is in the pod only
 
 
+def test_a_container_the_kubelet_cannot_start_is_read_for_the_kubelets_message():
+    """ImagePullBackOff, ErrImagePull and the like: the row says the reason, the pod why."""
+    for status in ("ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError", "InvalidImageName"):
+        row = one(status)
+        assert needs_pod(row), status
+        assert (phase(row), exit_code(row), log_instance(row)) == ("Pending", None, None), status
+        assert replica_phase(row, "j").message == status  # until the pod is read
+    assert not needs_pod(one("ContainerCreating")) and not needs_pod(one("Pending", node="<none>"))
+
+
 def test_a_row_says_which_container_instance_the_kubelets_log_serves():
     assert log_instance(one("Pending", node="<none>")) is None
     assert log_instance(one("ContainerCreating")) is None  # none has run yet

@@ -142,5 +142,9 @@ def test_gke_scheduling_flags_reach_the_tfjob(cli):
         assert template["metadata"]["annotations"] == {"sidecar.istio.io/inject": "false"}
         assert template["spec"]["priorityClassName"] == "high-priority"
     assert validate(tfjob, crd=CRD) is True
+    queued = cli("render", "--name", "gang", "--gang", "--gang-queue", "research", "--gang-min-available", "3")
+    assert queued.code == 0, queued.err
+    assert queued.manifest()["spec"]["runPolicy"]["schedulingPolicy"] == {"minAvailable": 3, "queue": "research"}
+    assert validate(queued.manifest(), crd=CRD) is True
     with_sidecar = cli("render", "--name", "mesh", "--istio-sidecar").manifest()
     assert all("annotations" not in r["template"]["metadata"] for r in with_sidecar["spec"]["tfReplicaSpecs"].values())

@@ -91,6 +91,15 @@ All labels as a JSON object: the user's `labels`, overridden by the standard one
 {{- $ref }}
 {{- end }}
 
+{{/* Every replica of the job (launcher: JobSpec.total_replicas). */}}
+{{- define "tfjob.replicaCount" -}}
+{{- $total := 0 }}
+{{- range $role := list "chief" "ps" "worker" "evaluator" }}
+{{- $total = add $total (int (index $.Values.replicas $role).count) }}
+{{- end }}
+{{- $total }}
+{{- end }}
+
 {{/* runPolicy as JSON (launcher: render.run_policy): unset integers are left out; a job for a
 Kueue queue is created suspended. */}}
 {{- define "tfjob.runPolicy" -}}
@@ -105,11 +114,11 @@ Kueue queue is created suspended. */}}
 {{- $_ := set $policy "suspend" true }}
 {{- end }}
 {{- if .Values.gang.enabled }}
-{{- $total := 0 }}
-{{- range $role := list "chief" "ps" "worker" "evaluator" }}
-{{- $total = add $total (int (index $.Values.replicas $role).count) }}
+{{- $total := include "tfjob.replicaCount" . | int }}
+{{- $gang := dict "minAvailable" (int64 (.Values.gang.minAvailable | default $total)) }}
+{{- with .Values.gang.queue }}
+{{- $_ := set $gang "queue" . }}
 {{- end }}
-{{- $gang := dict "minAvailable" (int64 $total) }}
 {{- with .Values.priorityClassName }}
 {{- $_ := set $gang "priorityClass" . }}
 {{- end }}
@@ -220,6 +229,12 @@ Per-value rules live in values.schema.json. Each failure names the value and the
 {{- if gt (len $replica) 63 }}
 {{- fail (printf "jobName: %q is too long: replica service name %q has %d characters (max 63); set a shorter jobName" $name $replica (len $replica)) }}
 {{- end }}
+{{- end }}
+{{- end }}
+{{- if and .Values.gang.enabled (not (kindIs "invalid" .Values.gang.minAvailable)) }}
+{{- $total := include "tfjob.replicaCount" . | int }}
+{{- if gt (int .Values.gang.minAvailable) $total }}
+{{- fail (printf "gang.minAvailable: %d is more than the job's %d replicas; set 1 to %d, or null for all" (int .Values.gang.minAvailable) $total $total) }}
 {{- end }}
 {{- end }}
 {{- if and .Values.moduleName .Values.command }}

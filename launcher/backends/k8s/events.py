@@ -6,8 +6,9 @@ nothing twice, and a relist still emits whatever changed while the stream was do
 
 Pods are followed as Table rows (`table.py`): a few hundred bytes per change whatever
 the job's size. Two things a row does not carry come from elsewhere, never for all pods:
-the exit code of a container that failed (one GET of that pod, once per failure) and why
-a Pending pod is not scheduled (the scheduler's FailedScheduling events, a third watch).
+the exit code of a container that failed and the kubelet's message for a container it
+cannot start, e.g. ImagePullBackOff (one GET of that pod, once per failure and reason), and
+why a Pending pod is not scheduled (the scheduler's FailedScheduling events, a third watch).
 A GET that fails (API server restarting, 5xx, forbidden) never ends the stream: the row is
 shown as it is and its pod read again at the row's next change or relist.
 """
@@ -94,9 +95,9 @@ class ReplicaTracker:
                 return phase  # without its exit code for now; read again with the next row or relist
             self._fetched[key] = replica_phase(pod) if pod else None
         full = self._fetched[key]
-        if full is None or (row.status == "CrashLoopBackOff"
-                            and (full.restarts != row.restarts or not full.message.startswith("CrashLoopBackOff"))):
-            return phase  # the pod moved on since the row (restarted, or ended): its exit code is not this row's
+        waiting = row.status == "CrashLoopBackOff" or row.status in table.WAITING_WITH_MESSAGE
+        if full is None or (waiting and (full.restarts != row.restarts or not full.message.startswith(row.status))):
+            return phase  # the pod moved on since the row (restarted, ended, pulled): its detail is not this row's
         return ReplicaPhase(**{**phase.__dict__, "exit_code": full.exit_code, "message": full.message or phase.message})
 
     def apply(self, kind: str, row: PodRow) -> list[ReplicaPhase]:

@@ -101,7 +101,8 @@ def _gpus(pod: dict) -> int:
 
 
 def _reason(detail: dict) -> str:
-    return ": ".join(filter(None, [detail.get("reason", ""), detail.get("message", "")]))
+    """"Reason: message" on one line (the kubelet's pull errors can span several)."""
+    return " ".join(": ".join(filter(None, [detail.get("reason", ""), detail.get("message", "")])).split())
 
 
 def _message(pod: dict, state: dict) -> str:

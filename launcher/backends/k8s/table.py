@@ -10,7 +10,7 @@ so rows go without it; the operator's pod name `<job>-<type>-<index>` says the r
 
 Pure functions, no I/O: a Table (list answer or watch event) -> `PodRow`s, and a row ->
 `ReplicaPhase`. What a row cannot say (an exit code other than 0, the scheduler's reason
-for a Pending pod) comes from elsewhere: `events.py` reads one pod or the scheduler's
+for a Pending pod, the kubelet's message for an image it cannot pull) comes from elsewhere: `events.py` reads one pod or the scheduler's
 events for those, never all pods.
 """
 from __future__ import annotations
@@ -29,6 +29,10 @@ _RAN = {"Running", "NotReady", "Completed", "Error", "OOMKilled", "ContainerCann
         "CrashLoopBackOff", "Terminating", "StartError"}
 # A container that ended unsuccessfully: the exit code is in the pod object only.
 _FAILED_EXIT = {"Error", "OOMKilled", "ContainerCannotRun", "DeadlineExceeded", "StartError"}
+# A container the kubelet cannot start: the row says the reason, the pod alone the kubelet's
+# message (which image, which registry answer, which missing Secret or ConfigMap key).
+WAITING_WITH_MESSAGE = {"ImagePullBackOff", "ErrImagePull", "ErrImageNeverPull", "InvalidImageName",
+                        "CreateContainerConfigError", "CreateContainerError", "RunContainerError"}
 _EXIT_CODE = re.compile(r"^(?:Init:)?ExitCode:(-?\d+)$")
 _RESTARTS = re.compile(r"^(\d+)")
 _AGE = re.compile(r"(\d+)([ydhms])")
@@ -117,7 +121,10 @@ def log_instance(row: PodRow) -> int | None:
 
 def needs_pod(row: PodRow) -> bool:
     """A container ended unsuccessfully (or waits to restart after it did: CrashLoopBackOff)
-    and the row does not say with which code."""
+    and the row does not say with which code; or the kubelet cannot start it (ImagePullBackOff
+    and the like) and the row does not say why."""
+    if row.status in WAITING_WITH_MESSAGE and not row.ended:
+        return True
     return exit_code(row) is None and (row.ended == "Failed" or row.status in _FAILED_EXIT
                                        or row.status == "CrashLoopBackOff" or row.status.startswith("Signal:"))
 

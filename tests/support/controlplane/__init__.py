@@ -126,6 +126,37 @@ class ControlPlane:
             self.kubectl("delete", "namespace", name, f"--timeout={START_TIMEOUT_S:.0f}s",
                          f"--wait={str(wait).lower()}")
 
+    @contextlib.contextmanager
+    def in_process(self) -> Iterator[pytest.MonkeyPatch]:
+        """This control plane's no_proxy in os.environ while a test runs the launcher's k8s
+        client in-process (the Kubernetes client reads the proxy variables itself); the
+        MonkeyPatch for more, all undone on exit."""
+        with pytest.MonkeyPatch.context() as env:
+            for var in ("no_proxy", "NO_PROXY"):
+                env.setenv(var, self.env()[var])
+            yield env
+
+    def service_account(self, namespace: str, account: str, verbs: str, resources: str) -> None:
+        """Service account `account` of `namespace` with a Role of only `verbs` on
+        `resources` (kubectl create role's comma-separated forms)."""
+        self.kubectl("create", "serviceaccount", account, "-n", namespace)
+        self.kubectl("create", "role", account, "-n", namespace, f"--verb={verbs}", f"--resource={resources}")
+        self.kubectl("create", "rolebinding", account, "-n", namespace, f"--role={account}",
+                     f"--serviceaccount={namespace}:{account}")
+
+    def kubeconfig_as(self, namespace: str, account: str, path: Path) -> Path:
+        """A kubeconfig at `path` for this control plane as service account `account` of
+        `namespace` (a token from the TokenRequest API), its context's namespace `namespace`:
+        to act with only the rights the test's Role gives."""
+        token = self.kubectl("create", "token", account, "-n", namespace).stdout.strip()
+        config = yaml.safe_load(self.kubeconfig.read_text())
+        config["users"] = [{"name": account, "user": {"token": token}}]
+        config["contexts"] = [{"name": account, "context": {"cluster": config["clusters"][0]["name"],
+                                                             "user": account, "namespace": namespace}}]
+        config["current-context"] = account
+        path.write_text(yaml.safe_dump(config))
+        return path
+
     def finish_pod(self, namespace: str, pod: str, exit_code: int) -> None:
         """Make a Running TFJob replica exit with `exit_code` (KWOK stage tfjob-pod-exit)."""
         self.kubectl("annotate", "pod", pod, "-n", namespace, "--overwrite",
