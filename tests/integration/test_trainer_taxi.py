@@ -1,10 +1,12 @@
-"""`--model taxi` across real processes on 127.0.0.1 on the real taxi trips: parameter-server
-training (exported model predicted on raw trip instances), MultiWorkerMirrored, and the
-seed's Cloud ML config (examples/taxi/config_ps.yaml: 1 ps + 4 workers) through
-`python -m launcher submit --backend local` to Succeeded. Short runs (2-core machines)."""
+"""`--model taxi` in real processes on 127.0.0.1 on the real taxi trips: one process (no
+TF_CONFIG; its export predicted on raw trip instances), parameter-server training (likewise),
+MultiWorkerMirrored, and the seed's Cloud ML config (examples/taxi/config_ps.yaml: 1 ps + 4
+workers) through `python -m launcher submit --backend local` to Succeeded. Short runs
+(2-core machines)."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -30,6 +32,44 @@ def final(log: str) -> tuple[int, float, float, float]:
     match = _FINAL.search(log)
     assert match, log[-3000:]
     return int(match[1]), float(match[2]), float(match[3]), float(match[4])
+
+
+@dataclass(frozen=True)
+class SingleJob:
+    job_dir: Path
+    log: str  # the process's output
+
+
+@pytest.fixture(scope="module")
+def single_job(taxi_dir, tmp_path_factory) -> SingleJob:  # noqa: F811
+    """One process (a lone chief: no TF_CONFIG, as the operator sets none) trained 120
+    steps on the real trips, evaluating every 40."""
+    workdir = tmp_path_factory.mktemp("taxi-single")
+    flags = args(workdir / "job", taxi_dir, 120)
+    flags[flags.index("--eval-every-steps") + 1] = "40"
+    with TrainerCluster({"Chief": 1}, flags, workdir) as cluster:
+        assert cluster.tf_config("Chief", 0) is None
+        codes = cluster.wait(WAIT_S)
+        log = cluster.log("chief-0")
+        assert codes == {"chief-0": 0}, cluster.tails()
+    return SingleJob(workdir / "job", log)
+
+
+def test_one_process_learns_and_the_export_predicts_raw_trips(single_job, taxi_dir, tmp_path):  # noqa: F811
+    log = single_job.log
+    assert "Variable wide_weights/embeddings (197, 1) on /job:localhost/" in log, log[-3000:]
+    lines = progress(log)
+    assert [p.step for p in lines] == list(range(20, 121, 20)) and lines[-1].loss < lines[0].loss
+    assert re.findall(r"^Eval step (\d+): loss [0-9.]+, accuracy [0-9.]+, auc [0-9.]+$", log, re.M) == \
+        ["40", "80", "120"], log[-3000:]
+    step, _, accuracy, auc = final(log)
+    assert step == 120 and auc > 0.9 and accuracy > 0.8, (accuracy, auc)  # big tippers: 22% of the trips
+
+    export = Path(export_path(log))
+    assert export.parent == single_job.job_dir / "export"
+    exported, card, cash = predict_raw_trips(export, taxi_dir, tmp_path)
+    assert abs(exported - accuracy) < 0.001, (exported, accuracy)  # the model the process evaluated
+    assert cash < 0.05 and card > cash, (card, cash)
 
 
 def test_parameter_server_training_learns_and_the_export_predicts_raw_trips(taxi_dir, tmp_path):  # noqa: F811
