@@ -14,7 +14,7 @@ import pytest
 from tests.support.launcher_process import run_launcher
 from tests.support.tools import ROOT
 from tests.support.taxi_data import predict_raw_trips
-from tests.support.trainer_cluster import TrainerCluster, export_path, progress
+from tests.support.trainer_cluster import TrainerCluster, export_path, progress, summaries
 
 pytestmark = pytest.mark.slow
 WAIT_S = 600
@@ -72,6 +72,13 @@ def test_one_process_learns_and_the_export_predicts_raw_trips(single_job, taxi_d
     assert cash < 0.05 and card > cash, (card, cash)
 
 
+def test_tensorboard_gets_auc_accuracy_and_loss_for_train_and_eval(single_job):
+    train, evaluation = (summaries(str(single_job.job_dir / name)) for name in ("train", "eval"))
+    for tag in ("auc", "accuracy", "loss"):  # every Train line's means; every Eval line
+        assert sorted(train["scalars"].get(tag, [])) == list(range(20, 121, 20)), (tag, train)
+        assert sorted(evaluation["scalars"].get(tag, [])) == [40, 80, 120], (tag, evaluation)
+
+
 def test_parameter_server_training_learns_and_the_export_predicts_raw_trips(taxi_dir, tmp_path):  # noqa: F811
     job = tmp_path / "job"
     with TrainerCluster({"Chief": 1, "PS": 1, "Worker": 2}, args(job, taxi_dir, 120), tmp_path) as cluster:
@@ -84,6 +91,9 @@ def test_parameter_server_training_learns_and_the_export_predicts_raw_trips(taxi
     assert [p.step for p in lines] == list(range(20, 121, 20)) and lines[-1].loss < lines[0].loss
     step, _, accuracy, auc = final(chief)
     assert step == 120 and auc > 0.9 and accuracy > 0.8, (accuracy, auc)  # big tippers: 22% of the trips
+    # the workers' AUC reaches the chief's TensorBoard scalars too
+    assert sorted(summaries(str(job / "train"))["scalars"]["auc"]) == list(range(20, 121, 20))
+    assert summaries(str(job / "eval"))["scalars"]["auc"] == [120]
 
     exported, card, cash = predict_raw_trips(export_path(chief), taxi_dir, tmp_path)
     # the export is the model the chief evaluated; the short trip paid by card scores above the same
