@@ -5,6 +5,7 @@ workers) through `python -m launcher submit --backend local` to Succeeded. Short
 (2-core machines)."""
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 from tests.support.launcher_process import run_launcher
 from tests.support.tools import ROOT
 from tests.support.taxi_data import predict_raw_trips
-from tests.support.trainer_cluster import TrainerCluster, export_path, progress, summaries
+from tests.support.trainer_cluster import TrainerCluster, export_path, progress, run_module, summaries
 
 pytestmark = pytest.mark.slow
 WAIT_S = 600
@@ -100,6 +101,32 @@ def test_parameter_server_training_learns_and_the_export_predicts_raw_trips(taxi
     # paid cash (120 asynchronous steps land anywhere from 0.13 to 0.83 for the card trip)
     assert abs(exported - accuracy) < 0.001, (exported, accuracy)
     assert cash < 0.05 and card > cash, (card, cash)
+
+
+def test_with_two_ps_and_small_shards_the_embedding_tables_are_split_across_both(taxi_dir, tmp_path):  # noqa: F811
+    """The wide table (197 x 1 floats: 788 bytes) and the deep embeddings lie under the
+    default minimum shard (256 KiB) and stay whole; --ps-min-shard-bytes 256 splits each
+    over both ps tasks, and the job trains, checkpoints and restores as usual."""
+    job = tmp_path / "job"
+    flags = [*args(job, taxi_dir, 60), "--ps-min-shard-bytes", "256"]
+    with TrainerCluster({"Chief": 1, "PS": 2, "Worker": 1}, flags, tmp_path) as cluster:
+        codes = cluster.wait(WAIT_S)
+        chief = cluster.log("chief-0")
+        assert set(codes.values()) == {0}, cluster.tails()
+    tasks = {name: sorted(device.split("/device")[0] for device in devices.split(", "))
+             for name, devices in re.findall(r"^Variable (\S+) \(.*\) on (.+)$", chief, re.M)}
+    both = ["/job:ps/replica:0/task:0", "/job:ps/replica:0/task:1"]
+    for table in ("wide_weights/embeddings", "embed_company/embeddings", "embed_pickup_area/embeddings"):
+        assert tasks[table] == both, (table, tasks)
+    assert final(chief)[0] == 60 and export_path(chief)
+
+    # the sharded checkpoint restores whole into one ps: weights and Adam's state
+    probe = run_module("tests.support.restore_probe", [str(job), "--model", "taxi", "--ps", "1"])
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    restored = json.loads(probe.stdout.splitlines()[-1])["variables"]
+    assert {"model/wide_weights.embeddings", "optimizer/wide_weights.embeddings.momentum"} <= restored.keys()
+    assert [key for key, v in restored.items() if not v["equal"]] == []
+    assert restored["model/wide_weights.embeddings"]["nonzero"] and restored["step"]["value"] == 60
 
 
 def test_multi_worker_mirrored_training(taxi_dir, tmp_path):  # noqa: F811
