@@ -7,26 +7,20 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tests.support.launcher_process import run_launcher
 from tests.support.tools import ROOT
-from tests.support.taxi_data import predict_raw_trips
+from tests.support.taxi_data import ONE_PROCESS_EVAL_EVERY, ONE_PROCESS_STEPS, predict_raw_trips, taxi_flags
 from tests.support.trainer_cluster import TrainerCluster, export_path, progress, run_module, summaries
 
 pytestmark = pytest.mark.slow
 WAIT_S = 600
 CONFIG_PS = ROOT / "examples" / "taxi" / "config_ps.yaml"
+EVAL_STEPS = list(range(ONE_PROCESS_EVAL_EVERY, ONE_PROCESS_STEPS + 1, ONE_PROCESS_EVAL_EVERY))
 _FINAL = re.compile(r"^Final metrics after (\d+) steps: loss ([0-9.]+), accuracy ([0-9.]+), auc ([0-9.]+)$", re.M)
-
-
-def args(job: Path, data_dir: str, steps: int) -> list[str]:
-    return ["--model", "taxi", "--job-dir", str(job), "--data-dir", data_dir, "--train-steps", str(steps),
-            "--batch-size", "64", "--steps-per-execution", "5", "--log-every-steps", "20",
-            "--eval-every-steps", "0", "--checkpoint-every-steps", "0"]
 
 
 def final(log: str) -> tuple[int, float, float, float]:
@@ -35,54 +29,33 @@ def final(log: str) -> tuple[int, float, float, float]:
     return int(match[1]), float(match[2]), float(match[3]), float(match[4])
 
 
-@dataclass(frozen=True)
-class SingleJob:
-    job_dir: Path
-    log: str  # the process's output
-
-
-@pytest.fixture(scope="module")
-def single_job(taxi_dir, tmp_path_factory) -> SingleJob:  # noqa: F811
-    """One process (a lone chief: no TF_CONFIG, as the operator sets none) trained 120
-    steps on the real trips, evaluating every 40."""
-    workdir = tmp_path_factory.mktemp("taxi-single")
-    flags = args(workdir / "job", taxi_dir, 120)
-    flags[flags.index("--eval-every-steps") + 1] = "40"
-    with TrainerCluster({"Chief": 1}, flags, workdir) as cluster:
-        assert cluster.tf_config("Chief", 0) is None
-        codes = cluster.wait(WAIT_S)
-        log = cluster.log("chief-0")
-        assert codes == {"chief-0": 0}, cluster.tails()
-    return SingleJob(workdir / "job", log)
-
-
-def test_one_process_learns_and_the_export_predicts_raw_trips(single_job, taxi_dir, tmp_path):  # noqa: F811
-    log = single_job.log
+def test_one_process_learns_and_the_export_predicts_raw_trips(taxi_job, taxi_dir, tmp_path):  # noqa: F811
+    log = taxi_job.log
     assert "Variable wide_weights/embeddings (197, 1) on /job:localhost/" in log, log[-3000:]
     lines = progress(log)
-    assert [p.step for p in lines] == list(range(20, 121, 20)) and lines[-1].loss < lines[0].loss
+    assert [p.step for p in lines] == list(range(20, ONE_PROCESS_STEPS + 1, 20)) and lines[-1].loss < lines[0].loss
     assert re.findall(r"^Eval step (\d+): loss [0-9.]+, accuracy [0-9.]+, auc [0-9.]+$", log, re.M) == \
-        ["40", "80", "120"], log[-3000:]
+        [str(step) for step in EVAL_STEPS], log[-3000:]
     step, _, accuracy, auc = final(log)
-    assert step == 120 and auc > 0.9 and accuracy > 0.8, (accuracy, auc)  # big tippers: 22% of the trips
+    assert step == ONE_PROCESS_STEPS and auc > 0.9 and accuracy > 0.8, (accuracy, auc)  # big tippers: 22% of the trips
 
     export = Path(export_path(log))
-    assert export.parent == single_job.job_dir / "export"
+    assert export.parent == taxi_job.export
     exported, card, cash = predict_raw_trips(export, taxi_dir, tmp_path)
     assert abs(exported - accuracy) < 0.001, (exported, accuracy)  # the model the process evaluated
     assert cash < 0.05 and card > cash, (card, cash)
 
 
-def test_tensorboard_gets_auc_accuracy_and_loss_for_train_and_eval(single_job):
-    train, evaluation = (summaries(str(single_job.job_dir / name)) for name in ("train", "eval"))
+def test_tensorboard_gets_auc_accuracy_and_loss_for_train_and_eval(taxi_job):
+    train, evaluation = (summaries(str(taxi_job.job_dir / name)) for name in ("train", "eval"))
     for tag in ("auc", "accuracy", "loss"):  # every Train line's means; every Eval line
-        assert sorted(train["scalars"].get(tag, [])) == list(range(20, 121, 20)), (tag, train)
-        assert sorted(evaluation["scalars"].get(tag, [])) == [40, 80, 120], (tag, evaluation)
+        assert sorted(train["scalars"].get(tag, [])) == list(range(20, ONE_PROCESS_STEPS + 1, 20)), (tag, train)
+        assert sorted(evaluation["scalars"].get(tag, [])) == EVAL_STEPS, (tag, evaluation)
 
 
 def test_parameter_server_training_learns_and_the_export_predicts_raw_trips(taxi_dir, tmp_path):  # noqa: F811
     job = tmp_path / "job"
-    with TrainerCluster({"Chief": 1, "PS": 1, "Worker": 2}, args(job, taxi_dir, 120), tmp_path) as cluster:
+    with TrainerCluster({"Chief": 1, "PS": 1, "Worker": 2}, taxi_flags(job, taxi_dir, 120), tmp_path) as cluster:
         codes = cluster.wait(WAIT_S)
         chief = cluster.log("chief-0")
         assert codes == {"chief-0": 0, "ps-0": 0, "worker-0": 0, "worker-1": 0}, cluster.tails()
@@ -108,7 +81,7 @@ def test_with_two_ps_and_small_shards_the_embedding_tables_are_split_across_both
     default minimum shard (256 KiB) and stay whole; --ps-min-shard-bytes 256 splits each
     over both ps tasks, and the job trains, checkpoints and restores as usual."""
     job = tmp_path / "job"
-    flags = [*args(job, taxi_dir, 60), "--ps-min-shard-bytes", "256"]
+    flags = [*taxi_flags(job, taxi_dir, 60), "--ps-min-shard-bytes", "256"]
     with TrainerCluster({"Chief": 1, "PS": 2, "Worker": 1}, flags, tmp_path) as cluster:
         codes = cluster.wait(WAIT_S)
         chief = cluster.log("chief-0")
@@ -130,7 +103,7 @@ def test_with_two_ps_and_small_shards_the_embedding_tables_are_split_across_both
 
 
 def test_multi_worker_mirrored_training(taxi_dir, tmp_path):  # noqa: F811
-    with TrainerCluster({"Chief": 1, "Worker": 1}, args(tmp_path / "job", taxi_dir, 40), tmp_path) as cluster:
+    with TrainerCluster({"Chief": 1, "Worker": 1}, taxi_flags(tmp_path / "job", taxi_dir, 40), tmp_path) as cluster:
         codes = cluster.wait(WAIT_S)
         assert set(codes.values()) == {0}, cluster.tails()
         chief = cluster.log("chief-0")
