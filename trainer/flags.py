@@ -94,6 +94,10 @@ def parser() -> Parser:
                         "learning rate goes with every Train line, the model graph once")
     p.add_argument("--checkpoint-every-steps", type=_non_negative, default=500,
                    help="save a checkpoint every N steps (0: only at the end)")
+    p.add_argument("--ps-min-shard-bytes", type=_positive, default=256 << 10,
+                   help="with ps: a variable is split across the ps tasks (MinSizePartitioner) into at most one "
+                        "shard per ps, each at least this many bytes; a smaller value spreads smaller variables, "
+                        "e.g. the taxi model's embedding tables, over the ps tasks")
     p.add_argument("--eval-batch-size", type=_positive, default=500, help="batch size of evaluation")
     p.add_argument("--threads", type=_non_negative, default=_env("TRAINER_THREADS", 0),
                    help="intra-op threads of this process; 0: sized for the machine (replicas on one "

@@ -19,7 +19,7 @@ import pytest
 from launcher.backends.local.procs import alive
 from tests.support.launcher_process import LAUNCHER, run_launcher
 from tests.support.polling import wait_for
-from tests.support.serving import COMMAND_TIMEOUT, DATA, ROOT, MnistJob, get, post
+from tests.support.serving import COMMAND_TIMEOUT, DATA, ROOT, TrainedJob, get, post
 from tests.support.ports import free_port
 from tests.support.trainer_cluster import reap
 
@@ -43,11 +43,11 @@ class Request:
     labels: list[int]
 
 
-def server_record(job: MnistJob, name: str) -> dict:
+def server_record(job: TrainedJob, name: str) -> dict:
     return json.loads((Path(job.env["TFJOB_RUNS_DIR"]) / "_models" / name / "server.json").read_text())
 
 
-def stop_leftover(job: MnistJob, name: str) -> None:
+def stop_leftover(job: TrainedJob, name: str) -> None:
     """Teardown: whatever the test did, the server of `name` is gone afterwards."""
     folder = Path(job.env["TFJOB_RUNS_DIR"]) / "_models" / name
     if (folder / "server.json").exists():
@@ -57,7 +57,7 @@ def stop_leftover(job: MnistJob, name: str) -> None:
             os.killpg(pid, signal.SIGKILL)
 
 
-def foreground_serve(job: MnistJob, name: str, port: int, out: Path) -> tuple[subprocess.Popen, Path]:
+def foreground_serve(job: TrainedJob, name: str, port: int, out: Path) -> tuple[subprocess.Popen, Path]:
     """`launcher serve --foreground` of the job's export, its output in `out`; returns once
     it says the model is ready (bounded). The caller reaps the process."""
     with open(out, "w") as stdout:

@@ -1,12 +1,14 @@
 """The wheel and sdist built from the checkout (`python -m build`): valid metadata (twine
 check), the console script, the extras, and the package data the launcher reads at run
-time (the Jinja template, the CRD schemas and their origin records)."""
+time (the Jinja templates of the TFJob, the NetworkPolicy and the KServe InferenceService,
+the TFJob and InferenceService CRD schemas and their origin records)."""
 from __future__ import annotations
 
 import subprocess
 import sys
 import tarfile
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -14,8 +16,15 @@ from launcher import schemas
 from tests.support.packaging import Dists
 
 pytestmark = pytest.mark.packaging
-PACKAGE_DATA = ["launcher/templates/tfjob.yaml.j2", "launcher/templates/networkpolicy.yaml.j2"] + [
-    f"launcher/schemas/{s.file}{suffix}" for s in schemas.SCHEMAS.values() for suffix in ("", ".origin.json")]
+ROOT = Path(__file__).resolve().parents[2]
+# named here, so that a file dropped from the package data (or from schemas.SCHEMAS) fails
+TEMPLATES = ("tfjob.yaml.j2", "networkpolicy.yaml.j2", "inferenceservice.yaml.j2")
+CRDS = ("kubeflow.org_tfjobs.yaml", "serving.kserve.io_inferenceservices.yaml")  # TFJob, KServe InferenceService
+PACKAGE_DATA = sorted(
+    {f"launcher/templates/{name}" for name in TEMPLATES}
+    | {f"launcher/templates/{path.name}" for path in (ROOT / "launcher" / "templates").glob("*.j2")}
+    | {f"launcher/schemas/{name}{suffix}" for name in {*CRDS, *(s.file for s in schemas.SCHEMAS.values())}
+       for suffix in ("", ".origin.json")})
 
 
 def test_twine_check_passes(dists: Dists):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import json
-import datetime
 import secrets
 import stat
 import sys
@@ -16,22 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
-
-def _self_signed() -> tuple[bytes, bytes]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "not-trusted-user")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(hours=1))
-            .not_valid_after(now + datetime.timedelta(days=1)).sign(key, hashes.SHA256()))
-    pem_key = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                serialization.NoEncryption())
-    return cert.public_bytes(serialization.Encoding.PEM), pem_key
+from tests.support.certs import untrusted_client
 
 
 @dataclass
@@ -43,7 +28,7 @@ class Secrets:
     key_pem: bytes = b""
 
     def __post_init__(self) -> None:
-        self.cert_pem, self.key_pem = _self_signed()
+        self.cert_pem, self.key_pem = untrusted_client("not-trusted-user")
 
     def pieces(self) -> dict[str, str]:
         key_lines = [line for line in self.key_pem.decode().splitlines() if "-----" not in line]

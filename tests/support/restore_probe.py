@@ -53,7 +53,7 @@ def main() -> None:
     parser.add_argument("--ps", type=int, default=1)
     options = parser.parse_args()
     args = flags.parse(["--job-dir", options.job_dir, "--model", options.model])
-    strategy = train_ps.strategy_for(cluster(options.ps))
+    strategy = train_ps.strategy_for(cluster(options.ps), args.ps_min_shard_bytes)
     with strategy.scope():
         model = models.build(args.model)
         optimizer = train_step.build_optimizer(model, train_step.learning_rate(args))

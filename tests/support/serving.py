@@ -1,7 +1,9 @@
 """For the serving tests: a real MNIST export made by `launcher submit --backend local`
 (once per session), launcher subprocesses in their own runs dir, and HTTP helpers.
 
-    mnist_job       session fixture: MnistJob(name, export, env) of a short real training job
+    mnist_job       session fixture: TrainedJob(name, export, env) of a short real training job
+    TrainedJob      an export and the launcher environment that serves it (any model's)
+    launcher_env()  that environment, with its own runs dir
     post(...)       a raw HTTP POST (what curl sends), returning (status, parsed JSON)
     served_model()  context manager: `launcher serve` of a job's export, stopped afterwards
 """
@@ -31,10 +33,10 @@ COMMAND_TIMEOUT = 400.0    # a launcher command (serve waits for TensorFlow to l
 
 
 @dataclass(frozen=True)
-class MnistJob:
-    name: str
+class TrainedJob:
+    name: str               # the job's name (for `serve --from-job`)
     export: Path            # JOB_DIR/export (numeric version dirs)
-    env: dict[str, str]     # launcher environment: its runs dir holds the job
+    env: dict[str, str]     # launcher environment: its runs dir holds the served models (and the job, if the launcher ran it)
 
 
 def launcher_env(runs: Path) -> dict[str, str]:
@@ -46,7 +48,7 @@ def launcher_env(runs: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def mnist_job(tmp_path_factory) -> MnistJob:
+def mnist_job(tmp_path_factory) -> TrainedJob:
     """One chief trained TRAIN_STEPS steps on real MNIST through the launcher's local backend."""
     assert list(DATA.glob("test-*.tfrecord")), f"real MNIST must be in {DATA} (scripts/setup writes it)"
     env = launcher_env(tmp_path_factory.mktemp("serving") / "runs")
@@ -57,7 +59,7 @@ def mnist_job(tmp_path_factory) -> MnistJob:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     export = Path(env["TFJOB_RUNS_DIR"]) / "default" / name / "output" / "export"
     assert [p for p in export.iterdir() if p.name.isdigit()], f"no export in {export}"
-    return MnistJob(name, export, env)
+    return TrainedJob(name, export, env)
 
 
 def post(url: str, body: bytes, content_type: str | None = "application/json",
@@ -86,7 +88,7 @@ def get(url: str, timeout: float = 30.0) -> tuple[int, dict]:
 
 
 @contextlib.contextmanager
-def served_model(job: MnistJob, name: str) -> Iterator[str]:
+def served_model(job: TrainedJob, name: str) -> Iterator[str]:
     """`launcher serve NAME --model-dir EXPORT` of the job's export on a free port; yields the
     REST base (http://127.0.0.1:PORT). Afterwards the server is gone, also on failure."""
     port = free_port()

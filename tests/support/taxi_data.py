@@ -1,12 +1,24 @@
-"""The `taxi_dir` fixture: the real Chicago taxi trips (from the tfx 1.21.0 wheel, cached
-per machine) written once per session by `python -m trainer.data --dataset taxi`."""
+"""The taxi model's session fixtures and helpers:
+
+    taxi_dir      the real Chicago taxi trips (from the tfx 1.21.0 wheel, cached per
+                  machine), written once per session by `python -m trainer.data --dataset taxi`
+    taxi_job      TaxiJob: one process (no TF_CONFIG) trained ONE_PROCESS_STEPS on them,
+                  evaluating every ONE_PROCESS_EVAL_EVERY; its job dir, export and output
+    taxi_flags    the trainer flags of a short taxi run
+    predict_raw_trips   an export asked about raw trips through `python -m trainer.predict`
+"""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
-from tests.support.trainer_cluster import run_module
+from tests.support.trainer_cluster import TrainerCluster, run_module
+
+ONE_PROCESS_STEPS, ONE_PROCESS_EVAL_EVERY = 120, 40
+TRAIN_TIMEOUT = 600.0
 
 
 @pytest.fixture(scope="session")
@@ -16,6 +28,40 @@ def taxi_dir(tmp_path_factory) -> str:
     assert done.returncode == 0, done.stderr[-2000:]
     assert f"Wrote 12002 train and 3000 eval trips to {out}" in done.stdout
     return out
+
+
+def taxi_flags(job: Path, data_dir: str, steps: int) -> list[str]:
+    """`python -m trainer.task` flags of a short taxi run (2-core machines): batches of 64,
+    a Train line every 20 steps, evaluation and a checkpoint only at the end."""
+    return ["--model", "taxi", "--job-dir", str(job), "--data-dir", data_dir, "--train-steps", str(steps),
+            "--batch-size", "64", "--steps-per-execution", "5", "--log-every-steps", "20",
+            "--eval-every-steps", "0", "--checkpoint-every-steps", "0"]
+
+
+@dataclass(frozen=True)
+class TaxiJob:
+    job_dir: Path
+    log: str  # the process's output
+
+    @property
+    def export(self) -> Path:
+        """The export base (numeric version dirs), as `launcher serve --model-dir` takes it."""
+        return self.job_dir / "export"
+
+
+@pytest.fixture(scope="session")
+def taxi_job(taxi_dir, tmp_path_factory) -> TaxiJob:
+    """One process (a lone chief: no TF_CONFIG, as the operator sets none) trained on the
+    real trips."""
+    workdir = tmp_path_factory.mktemp("taxi-one-process")
+    flags = taxi_flags(workdir / "job", taxi_dir, ONE_PROCESS_STEPS)
+    flags[flags.index("--eval-every-steps") + 1] = str(ONE_PROCESS_EVAL_EVERY)
+    with TrainerCluster({"Chief": 1}, flags, workdir) as cluster:
+        assert cluster.tf_config("Chief", 0) is None
+        codes = cluster.wait(TRAIN_TIMEOUT)
+        log = cluster.log("chief-0")
+        assert codes == {"chief-0": 0}, cluster.tails()
+    return TaxiJob(workdir / "job", log)
 
 
 EVAL_TRIPS = 3000  # the whole eval split, as the chief evaluates it

@@ -23,7 +23,6 @@ Without faults the proxy behaves exactly as before.
 
 from __future__ import annotations
 
-import datetime
 import http.client
 import http.server
 import json
@@ -34,10 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from tests.support.certs import Authority
 
 HOP_BY_HOP = frozenset(
     {"connection", "keep-alive", "proxy-connection", "proxy-authorization", "te",
@@ -83,60 +79,11 @@ class TlsFiles:
     leaf_key: Path
 
 
-def _name(common_name: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-
-
-def _pem(cert: x509.Certificate) -> bytes:
-    return cert.public_bytes(serialization.Encoding.PEM)
-
-
 def make_throwaway_tls(directory: Path, hosts: tuple[str, ...]) -> TlsFiles:
-    """Generate a one-day CA and a leaf certificate for ``hosts``; write them as PEM files."""
-    now = datetime.datetime.now(datetime.timezone.utc)
-    not_before, not_after = now - datetime.timedelta(hours=1), now + datetime.timedelta(days=1)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = _name("tests throw-away CA")
-    ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name).issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(not_before).not_valid_after(not_after)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                          content_commitment=False, key_encipherment=False,
-                          data_encipherment=False, key_agreement=False,
-                          encipher_only=False, decipher_only=False),
-            critical=True)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()),
-                       critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    leaf_key = ec.generate_private_key(ec.SECP256R1())
-    leaf_cert = (
-        x509.CertificateBuilder()
-        .subject_name(_name(hosts[0])).issuer_name(ca_name)
-        .public_key(leaf_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(not_before).not_valid_after(not_after)
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(h) for h in hosts]),
-                       critical=False)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]),
-                       critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
-            critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    files = TlsFiles(directory / "ca.pem", directory / "leaf.pem", directory / "leaf-key.pem")
-    files.ca_cert.write_bytes(_pem(ca_cert))
-    files.leaf_cert.write_bytes(_pem(leaf_cert) + _pem(ca_cert))
-    files.leaf_key.write_bytes(leaf_key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption()))
+    """A throw-away CA and a leaf certificate for ``hosts`` (tests/support/certs.py), as PEM files."""
+    ca = Authority()
+    files = TlsFiles(ca.write(directory / "ca.pem"), directory / "leaf.pem", directory / "leaf-key.pem")
+    ca.issue(files.leaf_cert, files.leaf_key, *hosts)
     return files
 
 

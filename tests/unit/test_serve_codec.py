@@ -32,6 +32,11 @@ def test_row_format_of_several_inputs_stacks_each_input():
     assert got["image"].tolist() == [[1.0], [2.0]]
 
 
+def test_a_float_input_takes_json_integers_and_numbers_alike():
+    got = arrays({"instances": [[1, 2.5], [3, 4]]}, IMAGE)["image"]
+    assert got.dtype == np.float32 and got.tolist() == [[1.0, 2.5], [3.0, 4.0]]
+
+
 def test_columnar_format_takes_one_value_per_input():
     got = arrays({"inputs": {"image": [[1.0], [2.0]], "key": [3, 4]}}, KEYED)
     assert got["key"].tolist() == [3, 4]
@@ -59,19 +64,24 @@ def test_malformed_bodies_are_request_errors(body, fragment):
 
 @pytest.mark.parametrize("body, specs, fragment", [
     ({"instances": [[1.0, 2.0], [3.0]]}, IMAGE, "not a rectangular array"),
-    ({"instances": [["a", "b"]]}, IMAGE, "not a rectangular array"),
+    ({"instances": [["a", "b"]]}, IMAGE, "input 'image': expects JSON numbers (float32), got strings"),
     ({"instances": [{"image": [1.0], "key": 1, "extra": 2}]}, KEYED, "'extra' is not an input"),
     ({"instances": [{"image": [1.0]}]}, KEYED, "input 'key' of signature 'serving_default' is missing"),
     ({"instances": [[1.0]]}, KEYED, "send each instance as an object"),
     ({"instances": [{"image": [1.0], "key": [1, 2]}]}, KEYED, "shape [1, 2] does not match the signature's [-1]"),
     ({"instances": [{"b64": "AAAA"}]}, IMAGE, "b64 values are only for string inputs"),
     ({"instances": [[1.0, {"b64": "AAAA"}]]}, IMAGE, "b64 values are only for string inputs"),
-    ({"instances": [[1.0, "x"]]}, IMAGE, "not a rectangular array"),
+    ({"instances": [[1.0, "x"]]}, IMAGE, "input 'image': expects JSON numbers (float32), got strings"),
     ({"instances": [{"b64": "***"}]}, TEXT, "not valid base64"),
     ({"inputs": {"image": [[1.0]]}}, KEYED, "input 'key' of signature 'serving_default' is missing"),
     ({"instances": [{"image": [1.0], "key": "7"}]}, KEYED, "input 'key': expects JSON integers (int64), got strings"),
     ({"instances": [{"image": [1.0], "key": 7.5}]}, KEYED, "input 'key': expects JSON integers (int64), got numbers"),
     ({"inputs": {"image": [[1.0]], "key": [True]}}, KEYED, "input 'key': expects JSON integers (int64), got booleans"),
+    # TensorFlow Serving takes JSON numbers only for a float input (numpy would read all three)
+    ({"instances": [{"image": ["3.1"], "key": 1}]}, KEYED, "input 'image': expects JSON numbers (float32), got strings"),
+    ({"instances": [[True, False]]}, IMAGE, "input 'image': expects JSON numbers (float32), got booleans"),
+    ({"instances": [[None, 1.0]]}, IMAGE, "input 'image': expects JSON numbers (float32), got null"),
+    ({"instances": [{"image": [1.0], "key": 2 ** 64}]}, KEYED, "input 'key': "),
 ])
 def test_requests_that_do_not_fit_the_signature_are_request_errors(body, specs, fragment):
     with pytest.raises(RequestError) as error:

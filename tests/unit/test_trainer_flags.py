@@ -13,6 +13,7 @@ def test_defaults(monkeypatch):
     assert (args.job_dir, args.data_dir, args.model) == ("runs/mnist", "data/mnist", "mnist")
     assert (args.train_steps, args.batch_size, args.steps_per_execution, args.threads) == (2000, 100, 10, 0)
     assert (args.learning_rate, args.learning_rate_decay, args.warmup_steps) == (3e-3, "cosine", 100)
+    assert args.ps_min_shard_bytes == 256 << 10  # variables under 256 KiB stay whole on one ps
 
 
 def test_environment_defaults(monkeypatch):
@@ -29,6 +30,7 @@ def test_environment_defaults(monkeypatch):
     (["--eval-every-steps", "-1"], "must be >= 0"),
     (["--learning-rate", "0"], "--learning-rate: must be > 0"),
     (["--warmup-steps", "-5"], "--warmup-steps: must be >= 0"),
+    (["--ps-min-shard-bytes", "0"], "--ps-min-shard-bytes: must be > 0"),
 ])
 def test_bad_flags_exit_2_with_one_line(argv, expected, capsys):
     with pytest.raises(SystemExit) as exit_info:

@@ -1,14 +1,18 @@
 """`python -m trainer.data --dataset taxi` on the real CSV of the tfx 1.21.0 wheel: counts,
-the seeded split, the label, and vocabulary and statistics of the training split only."""
+the seeded split, the label, and vocabulary and statistics of the training split only; a
+wheel whose sha256 is not the pinned one refused."""
 from __future__ import annotations
 
 import collections
 import json
+import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.support.trainer_cluster import run_module
 from trainer.models.taxi import features, prepare, source
 
 BIG_TIPPERS = 3374  # trips of data.csv with tips > 20% of the fare
@@ -99,3 +103,32 @@ def test_records_of_another_label_are_refused_with_how_to_rewrite_them(taxi_dir,
                                         r"learns 'big_tipper: tips > 0\.2 \* fare'; rewrite them with: "
                                         r"python -m trainer\.data --dataset taxi --out "):
         prepare.read_metadata(str(tmp_path))
+
+
+def tampered_wheel(index: Path) -> Path:
+    """A test double of the tfx 1.21.0 wheel, named and laid out as the real one (metadata,
+    the CSV member with its header) but with other trips: its sha256 is not the pinned one."""
+    wheel = index / source.WHEEL
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr(source.MEMBER, ",".join(source.COLUMNS) + "\n" + ",".join("1" for _ in source.COLUMNS) + "\n")
+        archive.writestr("tfx-1.21.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: tfx\nVersion: 1.21.0\n")
+        archive.writestr("tfx-1.21.0.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        archive.writestr("tfx-1.21.0.dist-info/RECORD", "")
+    return wheel
+
+
+def test_a_wheel_whose_sha256_is_not_the_pinned_one_is_refused_and_nothing_written(tmp_path):
+    index, cache, out = tmp_path / "index", tmp_path / "cache", tmp_path / "out"
+    index.mkdir()
+    digest = source.sha256(tampered_wheel(index))
+    # real pip, pointed at a local index that holds only the tampered wheel
+    env = {"TAXI_CACHE_DIR": str(cache), "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(index)}
+    done = run_module("trainer.data", ["--dataset", "taxi", "--out", str(out)], env, timeout=600)
+    assert done.returncode == 1, done.stdout + done.stderr
+    ours = [line for line in done.stderr.splitlines() if line.startswith("trainer.data:")]
+    assert ours == [done.stderr.splitlines()[-1]] == [
+        f"trainer.data: pip download tfx==1.21.0 gave a {source.WHEEL} with sha256 {digest}, not the pinned "
+        f"{source.WHEEL_SHA256}: refused, nothing written; check which index pip uses (pip config list, "
+        "PIP_INDEX_URL, PIP_FIND_LINKS)"], done.stderr[-2000:]
+    assert not out.exists() and not [path for path in cache.rglob("*") if not path.is_dir()]
+    assert "Wrote" not in done.stdout

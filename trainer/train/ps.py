@@ -1,9 +1,10 @@
 """Asynchronous parameter-server training: the chief is the coordinator.
 
-Variables live on the ps tasks, partitioned with MinSizePartitioner (large ones are split
-across ps tasks); workers run `train(iterator, n)` closures scheduled by
-ClusterCoordinator on their own per-worker dataset. Keras 3 `model.fit` does not work
-under ParameterServerStrategy, hence the custom loop.
+Variables live on the ps tasks, partitioned with MinSizePartitioner (a variable is split
+across the ps tasks, at most one shard per task, each at least --ps-min-shard-bytes);
+workers run `train(iterator, n)` closures scheduled by ClusterCoordinator on their own
+per-worker dataset. Keras 3 `model.fit` does not work under ParameterServerStrategy, hence
+the custom loop.
 """
 from __future__ import annotations
 
@@ -15,12 +16,10 @@ from trainer import data, models, runtime, session
 from trainer.train import step as train_step
 from trainer.cluster import Cluster
 
-MIN_SHARD_BYTES = 256 << 10
 
-
-def strategy_for(cluster: Cluster) -> tf.distribute.ParameterServerStrategy:
+def strategy_for(cluster: Cluster, min_shard_bytes: int) -> tf.distribute.ParameterServerStrategy:
     partitioner = tf.distribute.experimental.partitioners.MinSizePartitioner(
-        min_shard_bytes=MIN_SHARD_BYTES, max_shards=len(cluster.spec["ps"]))
+        min_shard_bytes=min_shard_bytes, max_shards=len(cluster.spec["ps"]))
     return tf.distribute.ParameterServerStrategy(runtime.resolver(cluster), variable_partitioner=partitioner)
 
 
@@ -38,7 +37,7 @@ def worker_dataset_fn(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace, cluster: Cluster) -> tuple[int, str | None]:
-    strategy = strategy_for(cluster)
+    strategy = strategy_for(cluster, args.ps_min_shard_bytes)
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     state = session.start(args, cluster, strategy)
     iterator = iter(coordinator.create_per_worker_dataset(worker_dataset_fn(args)))

