@@ -80,27 +80,30 @@ class JobRun:
     cpu_s: float
     maxrss_mib: float
     pod_bytes: int  # one pod object as the server stores it (JSON)
-    gc_pause_s: float  # the largest pause of this process's garbage collector during the job
+    gc_pause_s: tuple[float, float]  # the longest pause of this process's garbage collector: wall, CPU
     unfinished: str = ""  # why Succeeded was not seen, if it was not
 
 
 class GcPauses:
-    """The longest collection of Python's cyclic garbage collector (it stops every thread of
-    the process, the launcher's watches included) since `reset()`."""
+    """The longest collection of Python's cyclic garbage collector (it stops every Python
+    thread of the process, the launcher's watches included) since `reset()`: wall time and
+    the process's CPU time meanwhile (on a busy machine the wall time also counts the time
+    the process waited for a core)."""
 
     def __init__(self) -> None:
-        self.largest = self._began = 0.0
+        self.largest = self.largest_cpu = 0.0
+        self._began = self._began_cpu = 0.0
         gc.callbacks.append(self._note)
 
     def _note(self, phase: str, info: dict) -> None:
-        now = time.perf_counter()
+        now, cpu = time.perf_counter(), time.process_time()
         if phase == "start":
-            self._began = now
-        else:
-            self.largest = max(self.largest, now - self._began)
+            self._began, self._began_cpu = now, cpu
+        elif now - self._began > self.largest:
+            self.largest, self.largest_cpu = now - self._began, cpu - self._began_cpu
 
     def reset(self) -> None:
-        self.largest = 0.0
+        self.largest = self.largest_cpu = 0.0
 
 
 GC_PAUSES = GcPauses()
@@ -182,7 +185,8 @@ def run_job(cp: ControlPlane, backend: KubernetesBackend, namespace: str, worker
     elif view.error is not None:
         raise RuntimeError(f"the launcher's watch of {name} failed: {view.error}")
     return JobRun(name, replicas, submitted, view, backend.requests.snapshot(), backend.api.received.snapshot(),
-                  cpu_s() - cpu_before, maxrss_mib(), pod_bytes, GC_PAUSES.largest, unfinished)
+                  cpu_s() - cpu_before, maxrss_mib(), pod_bytes, (GC_PAUSES.largest, GC_PAUSES.largest_cpu),
+                  unfinished)
 
 
 # ---- result lines ---------------------------------------------------------------------
@@ -272,7 +276,8 @@ def bytes_line(runs: list[JobRun]) -> str:
 def cost_line(before: float, runs: list[JobRun]) -> str:
     return ("launcher CPU and memory (this process: launcher in-process + bench): "
             + "; ".join(f"{run.replicas} replicas: {run.cpu_s:.1f} CPU s, peak RSS {run.maxrss_mib:.0f} MiB after, "
-                        f"longest garbage-collector pause {run.gc_pause_s * 1000:.0f} ms" for run in runs)
+                        f"longest garbage-collector pause {run.gc_pause_s[0] * 1000:.0f} ms "
+                        f"({run.gc_pause_s[1] * 1000:.0f} ms CPU)" for run in runs)
             + f"; {before:.0f} MiB before any job")
 
 
