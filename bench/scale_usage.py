@@ -3,7 +3,7 @@ process of the control plane (etcd, kube-apiserver, scheduler, controller-manage
 training-operator, KWOK) once a second from /proc: resident memory (RSS; anonymous apart,
 as etcd's RSS also counts the pages of its database file it has mapped, which the kernel
 can drop), CPU seconds, etcd's database file on disk and the machine's MemAvailable.
-`start()` opens a job's window, `line()` says its peaks and CPU seconds: what fits on a
+`start_job()` opens a job's window, `line()` says its peaks and CPU seconds: what fits on a
 machine, measured, not guessed."""
 from __future__ import annotations
 
