@@ -56,7 +56,13 @@ class LauncherView(threading.Thread):
 class KubectlView:
     """A control: `kubectl get pods -w` (Go, its own process) on the same pods, each line
     stamped when it arrives. If it trails the server as much as the launcher does, the lag
-    is the server's or the machine's, not the launcher's. Context manager; always reaped."""
+    is the server's or the machine's, not the launcher's. Its default output, as the
+    launcher, takes pods as the server's Table rows (with their metadata: a few KB per
+    change whatever the job's size), so it follows a 5,101-replica job too; the printer's
+    STATUS says the phase (Pending, Running, Completed). Context manager; always reaped."""
+
+    PHASES = {"Pending": "Pending", "ContainerCreating": "Pending", "Running": "Running", "Completed": "Succeeded",
+              "Error": "Failed"}
 
     def __init__(self, cp: ControlPlane, namespace: str, jobs: tuple[str, ...]):
         self.cp, self.namespace, self.jobs = cp, namespace, jobs
@@ -66,8 +72,7 @@ class KubectlView:
 
     def __enter__(self) -> "KubectlView":
         self._proc = subprocess.Popen(
-            [kubectl(), "get", "pods", "-n", self.namespace, "-w", "--no-headers",
-             "-o", "custom-columns=NAME:.metadata.name,PHASE:.status.phase"],
+            [kubectl(), "get", "pods", "-n", self.namespace, "-w", "--no-headers"],
             env=self.cp.env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True)
         self._reader.start()
         return self
@@ -85,9 +90,10 @@ class KubectlView:
     def _read(self) -> None:
         for line in self._proc.stdout:
             now = time.time()
-            fields = line.split()  # NAME PHASE, one line per watch event (a deletion too: ignored,
-            if len(fields) != 2:  # as only the first line of each phase counts)
+            fields = line.split()  # NAME READY STATUS RESTARTS AGE, one line per watch event (a deletion
+            if len(fields) < 3:  # too: ignored, as only the first line of each phase counts)
                 continue
             job = next((j for j in self.jobs if fields[0].startswith(f"{j}-")), None)
-            if job is not None:
-                self.seen.setdefault((job, fields[0][len(job) + 1:], fields[1]), now)
+            phase = self.PHASES.get(fields[2])
+            if job is not None and phase is not None:
+                self.seen.setdefault((job, fields[0][len(job) + 1:], phase), now)

@@ -161,6 +161,31 @@ def test_a_watch_dropped_mid_stream_resumes_from_the_last_version(job, fake_apis
         assert fake_apiserver.watches(resource)[1].query["resourceVersion"] == str(last[resource])
 
 
+@pytest.mark.parametrize("ending", ["timeout", "silence"])
+def test_a_watch_the_server_ends_or_that_falls_silent_reopens_from_its_last_version(
+        monkeypatch, k8s_backend, fake_apiserver, fake_operator, ending):
+    monkeypatch.setattr(k8s_watch, "WATCH_SECONDS" if ending == "timeout" else "SILENCE_SECONDS", 1)
+    k8s_backend.submit(manifest(workers=2))
+    job = Collector(k8s_backend.events("mnist", "default"))
+    create_pods(fake_operator, job)
+    last = max(c.version for c in fake_apiserver.history if c.resource == "pods")
+    wait_for(lambda: len(fake_apiserver.watches("pods")) >= 3, "the pod watch opened twice more", WAIT)
+    for pod in PODS:
+        fake_operator.start(pod)
+    job.wait_for(lambda it: all_in(it, "Running"), "every replica Running after the re-opened watches")
+
+    items = finish(fake_operator, job)
+
+    assert states(items, "worker-1") == [("Pending", ""), ("Pending", "ContainerCreating"), ("Running", ""),
+                                         ("Succeeded", "Completed")]
+    assert fake_apiserver.count("pods", "list") == 1  # resumed, not relisted
+    assert int(fake_apiserver.watches("pods")[2].query["resourceVersion"]) >= last  # from where it was
+    pods = k8s_backend.api.received.snapshot()["pod"]
+    counted = "rewatches" if ending == "timeout" else "drops"
+    assert pods.get(counted, 0) >= 2 and not pods.get("relists")
+    assert not pods.get("drops" if ending == "timeout" else "rewatches")
+
+
 @pytest.mark.parametrize("gone_mode", ["event", "http"])
 def test_410_gone_relists_and_reports_only_real_changes(job, fake_apiserver, fake_operator, gone_mode):
     fake_apiserver.gone_mode = gone_mode

@@ -34,7 +34,7 @@ import pytest
 import yaml
 
 from tests.support.controlplane.pki import Pki, make_pki, write_kubeconfig
-from tests.support.controlplane.procs import (START_TIMEOUT_S, ControlPlaneError, Processes, has_condition,
+from tests.support.controlplane.procs import (START_TIMEOUT_S, ControlPlaneError, Processes, Tuning, has_condition,
                                               http_ok, insecure_tls, wait_until)
 from tests.support.ports import free_port
 from tests.support.tools import ROOT, TFJOB_CRD_FILE, kubectl
@@ -59,6 +59,35 @@ TFJOB_WEBHOOK = "validator.tfjob.training-operator.kubeflow.org"
 WEBHOOK_CONFIGURATION = "e2e.validator.training-operator.kubeflow.org"
 KWOK_CONTROLLERS = "garbagecollector,serviceaccount,namespace,nodelifecycle"
 LOOPBACK = "127.0.0.1,localhost"
+
+# For jobs of thousands of replicas (bench/launcher_scale.py): every pod of a TFJob carries
+# the whole cluster spec in TF_CONFIG (246 KB per pod at 5,101 replicas), so each write of a
+# pod is that large and the control plane's memory grows with replicas x pod size.
+HOLD_EVERY_POD = ("kube-apiserver", "kube-scheduler", "kube-controller-manager", "training-operator")
+LARGE_JOBS = Tuning(
+    args={
+        # etcd keeps every applied raft entry (a whole pod write) in memory until a snapshot,
+        # --snapshot-count entries (10,000 in etcd 3.6), then still the last
+        # --snapshot-catchup-entries (5,000) for slow followers: up to 15,000 x 246 KB. A
+        # single member has no follower to catch up.
+        # (The apiserver's --etcd-compaction-interval stays 5 min: a shorter one shrinks
+        # etcd's database file, whose pages the kernel can drop anyway, and makes the
+        # launcher's watch of scheduler events, which has no watch cache and so no
+        # bookmarks, meet 410 Gone sooner.)
+        "etcd": ("--snapshot-count=1000", "--snapshot-catchup-entries=100"),
+    },
+    # Each of these holds every pod of the job decoded (the apiserver more than once: its
+    # watch cache keeps the pods and at least the last 75 s of pod writes, its own pod
+    # informer for service-account tokens another copy), and Go's collector lets the heap
+    # reach (1 + GOGC/100) x the live heap: 2x by default. The live heap is mostly TF_CONFIG
+    # strings, which the collector does not scan, so collecting at 1.25x costs little CPU.
+    # GOMEMLIMIT would need a figure above each live heap, which grows with the job; below
+    # it the collector runs all the time. KWOK and etcd (with the raft log above) hold no
+    # copy of the pods: GOGC=25 only doubled KWOK's CPU. The pods' watch cache stays:
+    # --watch-cache-sizes=pods#0 would drop it but give every watcher of pods its own etcd
+    # watch, each pod write decoded once per watcher, CPU a 2-core machine does not have.
+    env={name: {"GOGC": "25"} for name in HOLD_EVERY_POD},
+)
 
 
 def bin_dir() -> Path:
@@ -340,9 +369,10 @@ def schedulable(node: dict) -> bool:
 @contextlib.contextmanager
 def running_control_plane(workdir: Path, apiserver_args: tuple[str, ...] = (), *, kwok: bool = True,
                           controllers: str = KWOK_CONTROLLERS, apiserver_port: int | None = None,
-                          serving_ips: tuple[str, ...] = ()) -> Iterator[ControlPlane]:
+                          serving_ips: tuple[str, ...] = (), tuning: Tuning = Tuning()) -> Iterator[ControlPlane]:
     """Start everything in `workdir`; stop every process on exit, also when start fails.
     `apiserver_args`: extra kube-apiserver flags (bench/launcher_scale.py adds an audit log).
+    `tuning`: flags and environment per process (the bench's LARGE_JOBS).
     A real node (tests/support/node/) asks for no KWOK, every controller (`*`: the
     root-CA publisher, EndpointSlices for headless DNS, PV binding), a fixed apiserver port
     and its node IP in the serving certificate."""
@@ -353,7 +383,7 @@ def running_control_plane(workdir: Path, apiserver_args: tuple[str, ...] = (), *
                                 f"build them once with: bash {BUILD_SCRIPT.relative_to(ROOT)}")
     workdir.mkdir(parents=True, exist_ok=True)
     pki = make_pki(workdir / "pki", serving_ips)
-    procs = Processes(binaries, workdir / "logs", dict(os.environ))
+    procs = Processes(binaries, workdir / "logs", dict(os.environ), tuning=tuning)
     try:
         etcd = _start_etcd(procs, workdir)
         server = _start_apiserver(procs, workdir, pki, etcd, apiserver_args, apiserver_port)

@@ -22,6 +22,20 @@ class ControlPlaneError(RuntimeError):
     """The control plane could not start; the message names the part and its log."""
 
 
+@dataclass(frozen=True)
+class Tuning:
+    """Extra flags (after the usual ones: they win) and environment variables per process
+    name, e.g. {"etcd": ("--snapshot-count=1000",)}, {"kube-apiserver": {"GOGC": "50"}}."""
+
+    args: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    env: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        parts = [f"{name} {' '.join(args)}" for name, args in self.args.items()]
+        parts += [f"{' '.join(f'{k}={v}' for k, v in env.items())} {name}" for name, env in self.env.items()]
+        return ", ".join(parts) or "defaults"
+
+
 @dataclass
 class Processes:
     """The control plane's OS processes, each logging to <workdir>/logs/<name>.log."""
@@ -30,15 +44,18 @@ class Processes:
     logs: Path
     env: dict[str, str]
     running: dict[str, subprocess.Popen] = field(default_factory=dict)
+    tuning: Tuning = field(default_factory=Tuning)
 
     def start(self, name: str, binary: str, *args: str, env: dict[str, str] | None = None,
               prefix: tuple[str, ...] = ()) -> None:
         """`prefix`: a command that execs the binary in the end (e.g. unshare ... sh -c)."""
         self.logs.mkdir(parents=True, exist_ok=True)
+        args = (*args, *self.tuning.args.get(name, ()))
+        env = {**self.env, **(env or {}), **self.tuning.env.get(name, {})}
         with open(self.logs / f"{name}.log", "ab") as log:
             self.running[name] = subprocess.Popen(
                 [*prefix, str(self.bin / binary), *args], stdout=log, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, env={**self.env, **(env or {})}, start_new_session=True)
+                stdin=subprocess.DEVNULL, env=env, start_new_session=True)
 
     def log_tail(self, name: str, lines: int = 25) -> str:
         path = self.logs / f"{name}.log"
