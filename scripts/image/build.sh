@@ -224,37 +224,22 @@ save_archive() {  # save_archive IMAGE ARCHIVE: the image as an OCI archive, wri
   fi
 }
 
-build_trainer() {
-  if podman image exists "$image"; then
-    log "$image: cached"
-  elif [[ -s "$archive" ]]; then
-    timed "load $image from $archive" podman load --input "$archive"
+build_image() {  # build_image IMAGE ARCHIVE WHAT BUILDAH_ARGS...: the Dockerfile's target, cached, saved
+  local name=$1 out=$2 what=$3
+  shift 3
+  if podman image exists "$name"; then
+    log "$name: cached"
+  elif [[ -s "$out" ]]; then
+    timed "load $name from $out" podman load --input "$out"
   else
     build_base
-    rm -f "$archive"  # an archive of an earlier build of this tag would differ in digest
-    timed "build $image (Dockerfile, BASE_IMAGE=$base_image)" \
-      buildah bud --pull=never --network none "${run_opts[@]}" --layers=false \
-        --build-arg "BASE_IMAGE=$base_image" -f "$root/Dockerfile" -t "$image" "$root"
-    check_no_build_mounts "$image"
+    rm -f "$out"  # an archive of an earlier build of this tag would differ in digest
+    timed "build $name ($what, BASE_IMAGE=$base_image)" \
+      buildah bud --pull=never "${run_opts[@]}" --layers=false "$@" \
+        --build-arg "BASE_IMAGE=$base_image" -f "$root/Dockerfile" -t "$name" "$root"
+    check_no_build_mounts "$name"
   fi
-  save_archive "$image" "$archive"
-}
-
-build_serve() {  # the Dockerfile's `serve` target: pip downloads serve-requirements.lock's wheels
-  if podman image exists "$serve_image"; then
-    log "$serve_image: cached"
-  elif [[ -s "$serve_archive" ]]; then
-    timed "load $serve_image from $serve_archive" podman load --input "$serve_archive"
-  else
-    build_base
-    rm -f "$serve_archive"
-    timed "build $serve_image (Dockerfile --target serve, BASE_IMAGE=$base_image, $(grep -c -- '--hash=' "$serve_lock") pinned wheels)" \
-      buildah bud --pull=never --network host "${run_opts[@]}" --layers=false --target serve \
-        --secret "id=pip-ca,src=$host_ca" \
-        --build-arg "BASE_IMAGE=$base_image" -f "$root/Dockerfile" -t "$serve_image" "$root"
-    check_no_build_mounts "$serve_image"
-  fi
-  save_archive "$serve_image" "$serve_archive"
+  save_archive "$name" "$out"
 }
 
 prune() {  # archives of other tags go when no build.sh used them for KEEP_DAYS (other checkouts
@@ -285,8 +270,10 @@ fi
 check_locks
 start=$SECONDS
 log "cache: $cache_root (base $base_image, trainer $image, serving $serve_image)"
-build_trainer
-build_serve
+build_image "$image" "$archive" "Dockerfile" --network none  # the trainer: no network at all
+# the `serve` target: pip downloads serve-requirements.lock's wheels, the host CA a secret
+build_image "$serve_image" "$serve_archive" "Dockerfile --target serve, $(grep -c -- '--hash=' "$serve_lock") pinned wheels" \
+  --network host --target serve --secret "id=pip-ca,src=$host_ca"
 prune
 log "images and archives ready after $((SECONDS - start))s ($(du -h "$archive" | cut -f1) and $(du -h "$serve_archive" | cut -f1))"
 print_images

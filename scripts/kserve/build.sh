@@ -26,13 +26,7 @@ source "$cp_dir/lib.sh"
 LOG_PREFIX=kserve
 
 cache_root="${TFJOB_KSERVE_CACHE:-$HOME/.cache/tfjob-launcher/kserve}"
-bin="$cache_root/kserve-$KSERVE_VERSION/bin"
-staging="$cache_root/kserve-$KSERVE_VERSION/staging"
-
-if [[ "${1:-}" == "--bin-dir" ]]; then
-  echo "$bin"
-  exit 0
-fi
+bin_dirs "$cache_root" "kserve-$KSERVE_VERSION" "${1:-}"  # lib.sh: bin, staging; --bin-dir
 [[ $# -eq 0 ]] || { echo "scripts/kserve/build.sh: unknown argument $1 (use --bin-dir)" >&2; exit 2; }
 
 require_go  # lib.sh
