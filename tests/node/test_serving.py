@@ -100,6 +100,9 @@ def test_serve_returns_once_the_inferenceservice_is_ready_with_its_url(served):
     assert f"Model {NAME} is ready: {status['url']}/v1/models/{NAME}:predict" in served.output
     assert status["address"]["url"] == f"http://{NAME}-predictor.{served.namespace}.svc.cluster.local"
     assert f"in the cluster: {status['address']['url']}/v1/models/{NAME}:predict" in served.output
+    # KServe's own defaulting webhook ran on it (the launcher does not set the mode)
+    assert served.isvc["metadata"]["annotations"]["serving.kserve.io/deploymentMode"] == "Standard"
+    assert status["deploymentMode"] == "Standard"
 
 
 def test_kserve_runs_the_serving_image_in_a_real_pod_reading_the_claim(served, node_cluster, serve_image):
