@@ -41,11 +41,14 @@ def add_parsers(commands, common) -> None:
         "serve", help="serve an exported model (local model server or KServe InferenceService)",
         description="Serve a SavedModel export over TensorFlow Serving's REST API. local: a model "
         "server process on this machine (python -m trainer.serve), running on after the command "
-        "returns; stop it with `models delete NAME` (or use --foreground and Ctrl-C).")
+        "returns; stop it with `models delete NAME` (or use --foreground and Ctrl-C). k8s: a KServe "
+        "InferenceService, waited for until Ready; `predict --backend k8s` reaches it through the API "
+        "server.")
     serve.add_argument("name", metavar="NAME", help="model name (lowercase DNS-1035: mnist, mnist-v2)")
     origin = serve.add_mutually_exclusive_group()
     origin.add_argument("--model-dir", help="export base (JOB_DIR/export, numeric version dirs; the highest "
-                        "is served) or one SavedModel dir; local path or gs://")
+                        "is served) or one SavedModel dir; local path or gs:// (k8s: gs://, pvc://CLAIM/PATH, "
+                        "s3://)")
     origin.add_argument("--from-job", metavar="JOB", help="serve the latest export of this training job "
                         "(its --job-dir/export)")
     serve.add_argument("--host", default="127.0.0.1", help="local: address to listen on (default 127.0.0.1; "
@@ -58,8 +61,8 @@ def add_parsers(commands, common) -> None:
     serve.add_argument("--runtime-version", default=None,
                        help=f"k8s: TensorFlow Serving version of KServe's runtime (default {DEFAULT_RUNTIME_VERSION})")
     serve.add_argument("--runtime-image", metavar="IMAGE",
-                       help="k8s: serve with this image's python -m trainer.serve (the project's image) instead "
-                       "of TensorFlow Serving")
+                       help="k8s: serve with this image's python -m trainer.serve (the serving image: docker build "
+                       "--target serve) instead of TensorFlow Serving; it reads gs:// itself, pvc:// is mounted")
     serve.add_argument("--service-account", help="k8s: service account of the predictor pod (Workload Identity "
                        "for gs://)")
     serve.add_argument("--dry-run", nargs="?", const="client", choices=("client", "server", "none"),
