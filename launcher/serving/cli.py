@@ -12,10 +12,12 @@ Exit codes as for the other commands: 0 done, 1 the server or backend failed, 2 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import os
 import re
 import sys
+from typing import Iterator
 
 from ..backends import resolve_kind
 from ..backends.base import BackendError, NotFound
@@ -29,6 +31,7 @@ EXIT_OK, EXIT_FAILED = 0, 1
 _MODEL_NAME = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 DEFAULT_PORT = 8080
 READY_TIMEOUT = 300.0
+DELETE_TIMEOUT = 300.0
 PROG = "python -m launcher"
 
 
@@ -38,11 +41,14 @@ def add_parsers(commands, common) -> None:
         "serve", help="serve an exported model (local model server or KServe InferenceService)",
         description="Serve a SavedModel export over TensorFlow Serving's REST API. local: a model "
         "server process on this machine (python -m trainer.serve), running on after the command "
-        "returns; stop it with `models delete NAME` (or use --foreground and Ctrl-C).")
+        "returns; stop it with `models delete NAME` (or use --foreground and Ctrl-C). k8s: a KServe "
+        "InferenceService, waited for until Ready; `predict --backend k8s` reaches it through the API "
+        "server.")
     serve.add_argument("name", metavar="NAME", help="model name (lowercase DNS-1035: mnist, mnist-v2)")
     origin = serve.add_mutually_exclusive_group()
     origin.add_argument("--model-dir", help="export base (JOB_DIR/export, numeric version dirs; the highest "
-                        "is served) or one SavedModel dir; local path or gs://")
+                        "is served) or one SavedModel dir; local path or gs:// (k8s: gs://, pvc://CLAIM/PATH, "
+                        "s3://)")
     origin.add_argument("--from-job", metavar="JOB", help="serve the latest export of this training job "
                         "(its --job-dir/export)")
     serve.add_argument("--host", default="127.0.0.1", help="local: address to listen on (default 127.0.0.1; "
@@ -55,8 +61,8 @@ def add_parsers(commands, common) -> None:
     serve.add_argument("--runtime-version", default=None,
                        help=f"k8s: TensorFlow Serving version of KServe's runtime (default {DEFAULT_RUNTIME_VERSION})")
     serve.add_argument("--runtime-image", metavar="IMAGE",
-                       help="k8s: serve with this image's python -m trainer.serve (the project's image) instead "
-                       "of TensorFlow Serving")
+                       help="k8s: serve with this image's python -m trainer.serve (the serving image: docker build "
+                       "--target serve) instead of TensorFlow Serving; it reads gs:// itself, pvc:// is mounted")
     serve.add_argument("--service-account", help="k8s: service account of the predictor pod (Workload Identity "
                        "for gs://)")
     serve.add_argument("--dry-run", nargs="?", const="client", choices=("client", "server", "none"),
@@ -74,6 +80,10 @@ def add_parsers(commands, common) -> None:
     common(listing)
     delete = actions.add_parser("delete", help="stop serving a model")
     delete.add_argument("name", metavar="NAME")
+    delete.add_argument("--wait", action="store_true", help="k8s: return once the InferenceService and its "
+                        "pods are gone (bounded by --timeout)")
+    delete.add_argument("--timeout", type=float, default=DELETE_TIMEOUT,
+                        help=f"k8s: seconds --wait waits (default {DELETE_TIMEOUT:g})")
     common(delete)
     predict = commands.add_parser(
         "predict", help="online or batch prediction against a served model",
@@ -94,7 +104,8 @@ def add_parsers(commands, common) -> None:
     predict.add_argument("--signature-name", help="SavedModel signature (default serving_default, or the one "
                          "whose inputs are the instances' fields)")
     predict.add_argument("--url", help="REST base of any TF Serving compatible server (http://HOST:PORT); "
-                         "skips the backend lookup")
+                         "skips the backend lookup (k8s: the InferenceService is reached through the API "
+                         "server's service proxy, with the kubeconfig's credentials)")
     common(predict)
 
 
@@ -248,6 +259,11 @@ def serve_k8s(args) -> int:
             return EXIT_OK
         url = api.wait_ready(args.name, namespace, args.timeout)
         _print(f"Model {args.name} is ready: {url}/v1/models/{args.name}:predict")
+        address = (api.get(args.name, namespace).get("status") or {}).get("address", {}).get("url")
+        if address:
+            _print(f"  in the cluster: {address}/v1/models/{args.name}:predict; from here: "
+                   f"`{PROG} predict {args.name} --backend k8s -n {namespace} --json-instances FILE` "
+                   "(through the API server)")
         return EXIT_OK
     finally:
         api.close()
@@ -261,7 +277,11 @@ def _models_k8s(args) -> int:
     try:
         if args.models_command == "delete":
             check_model_name(args.name)
+            if args.timeout <= 0:
+                raise SpecError("--timeout", "must be positive seconds")
             api.delete(args.name, namespace_of(args))
+            if args.wait:
+                api.wait_gone(args.name, namespace_of(args), args.timeout)
             _print(f"inferenceservice {args.name} deleted")
             return EXIT_OK
         namespace = None if args.all_namespaces else namespace_of(args)
@@ -288,7 +308,7 @@ def models_command(args, factory) -> int:
         return EXIT_OK
     rows = []
     for model in models.list():
-        status = ("Ready" if client.ready(model.url, model.name, timeout=2.0) else "NotReady") \
+        status = ("Ready" if client.ready(client.HttpServer(model.url), model.name, timeout=2.0) else "NotReady") \
             if model.running else "Stopped"
         rows.append((model.name, model.url + f"/v1/models/{model.name}", model.model_dir, status, age(model.created)))
     for line in format_rows(rows, ("NAME", "URL", "MODEL_DIR", "STATUS", "AGE")):
@@ -296,11 +316,14 @@ def models_command(args, factory) -> int:
     return EXIT_OK
 
 
-def _server_url(args) -> str:
+@contextlib.contextmanager
+def _server(args) -> Iterator[client.Server]:
+    """Where `predict` sends: --url, the InferenceService (through the API server) or the local server."""
     if args.url:
         if not re.fullmatch(r"https?://[^\s/]+(/[^\s]*)?", args.url):
             raise SpecError("--url", f"{args.url!r} is not an http(s) URL; pass e.g. http://127.0.0.1:8080")
-        return args.url.rstrip("/")
+        yield client.HttpServer(args.url)
+        return
     kind = resolve_kind(args.backend)
     if kind == "k8s":
         from ..cli import namespace_of
@@ -308,19 +331,20 @@ def _server_url(args) -> str:
 
         api = k8s.KServeApi(args.kubeconfig, args.context, args.request_timeout)
         try:
-            url = k8s.ready_url(api.get(args.name, namespace_of(args)))
+            isvc = api.get(args.name, namespace_of(args))
+            if not k8s.ready_url(isvc):
+                raise BackendError(f"inferenceservice {args.name} is not Ready; see `{PROG} models list --backend k8s`")
+            yield k8s.ServiceProxy(api, *k8s.cluster_address(isvc), timeout=args.request_timeout)
         finally:
             api.close()
-        if not url:
-            raise BackendError(f"inferenceservice {args.name} is not Ready; see `{PROG} models list --backend k8s`")
-        return url.rstrip("/")
+        return
     from .local import LocalModels
 
     model = LocalModels().get(args.name)
     if model is None or not model.running:
         raise NotFound(f"model {args.name} is not served here; start it with `{PROG} serve {args.name} "
                        "--model-dir JOB_DIR/export`")
-    return model.url
+    yield client.HttpServer(model.url)
 
 
 def predict(args, factory) -> int:
@@ -332,9 +356,9 @@ def predict(args, factory) -> int:
             raise SpecError("--output-path", "missing; batch prediction (--input-paths) writes to a folder")
         files = predictions.input_files(args.input_paths)
         out = predictions.check_output(args.output_path)
-        base = _server_url(args)
-        written, failed = predictions.batch_predict(base, args.name, files, out, args.batch_size,
-                                                    args.signature_name, predictions.stderr)
+        with _server(args) as server:
+            written, failed = predictions.batch_predict(server, args.name, files, out, args.batch_size,
+                                                        args.signature_name, predictions.stderr)
         _print(f"Wrote {written} predictions to {predictions.output_file(out, predictions.RESULTS)}"
                + (f"; {failed} instances failed, see {predictions.output_file(out, predictions.ERRORS)}"
                   if failed else ""))
@@ -342,9 +366,11 @@ def predict(args, factory) -> int:
     if args.output_path:
         raise SpecError("--output-path", "only with --input-paths (batch prediction)")
     instances = predictions.read_instances(args.json_instances)
-    base = _server_url(args)
-    signature = args.signature_name or predictions.auto_signature(base, args.name, instances, predictions.stderr)
-    for line in predictions.table(client.predict(base, args.name, instances, signature)):
+    with _server(args) as server:
+        signature = args.signature_name or predictions.auto_signature(server, args.name, instances,
+                                                                      predictions.stderr)
+        answer = client.predict(server, args.name, instances, signature)
+    for line in predictions.table(answer):
         _print(line)
     return EXIT_OK
 

@@ -151,7 +151,7 @@ class LocalModels:
 
     def _wait_ready(self, model: LocalModel, process: subprocess.Popen, timeout: float) -> None:
         deadline = time.monotonic() + timeout
-        while not client.ready(model.url, model.name, timeout=2.0):
+        while not client.ready(client.HttpServer(model.url), model.name, timeout=2.0):
             code = process.poll()
             if code is not None:
                 error = _server_error(model.log)

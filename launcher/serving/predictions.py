@@ -171,20 +171,20 @@ def batches(items: list, size: int) -> Iterable[list]:
         yield items[start:start + size]
 
 
-def batch_predict(base: str, name: str, files: list[str], out: str, size: int, signature: str | None,
+def batch_predict(server: client.Server, name: str, files: list[str], out: str, size: int, signature: str | None,
                   note: Callable[[str], None]) -> tuple[int, int]:
     """(predictions written, instances failed): every instance of `files` through the server, the
     results and errors written to `out` after the last batch."""
     storage = gcs.client("--input-paths") if any(gcs.is_gcs(f) for f in files) else None
     instances = [row for path in files for row in read_instances(path, "--input-paths", storage)]
     if signature is None:
-        signature = auto_signature(base, name, instances, note)
+        signature = auto_signature(server, name, instances, note)
     results: list[str] = []
     errors: list[str] = []
     failed = 0
     for number, batch in enumerate(batches(instances, size)):
         try:
-            predictions = client.predict(base, name, batch, signature)
+            predictions = client.predict(server, name, batch, signature)
         except client.ServingError as error:
             failed += len(batch)
             errors.append(json.dumps({"batch": number, "instances": len(batch), "error": str(error)}) + "\n")
@@ -194,9 +194,9 @@ def batch_predict(base: str, name: str, files: list[str], out: str, size: int, s
     return len(results), failed
 
 
-def auto_signature(base: str, name: str, instances: list, note: Callable[[str], None]) -> str | None:
+def auto_signature(server: client.Server, name: str, instances: list, note: Callable[[str], None]) -> str | None:
     try:
-        signatures = client.metadata(base, name)
+        signatures = client.metadata(server, name)
     except client.ServingError:
         return None  # a server without the metadata path: send as given
     return choose_signature(instances, signatures, note)

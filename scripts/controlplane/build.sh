@@ -23,13 +23,7 @@ LOG_PREFIX=controlplane
 
 cache_root="${TFJOB_CONTROLPLANE_CACHE:-$HOME/.cache/tfjob-launcher/controlplane}"
 key="k8s-${KUBERNETES_VERSION}_training-operator-${TRAINING_OPERATOR_VERSION}_kwok-${KWOK_VERSION}"
-bin="$cache_root/$key/bin"
-staging="$cache_root/$key/staging"
-
-if [[ "${1:-}" == "--bin-dir" ]]; then
-  echo "$bin"
-  exit 0
-fi
+bin_dirs "$cache_root" "$key" "${1:-}"  # lib.sh: bin, staging; --bin-dir
 
 require_go  # lib.sh
 jobs="${CONTROLPLANE_BUILD_JOBS:-$(nproc)}"

@@ -52,3 +52,12 @@ k8s_ldflags() {  # the version stamps of an official Kubernetes build
   ldflags+=" -X k8s.io/client-go/pkg/version.gitVersion=$v"
   echo "$ldflags"
 }
+
+bin_dirs() {  # bin_dirs CACHE KEY [FIRST_ARG]: set bin and staging under CACHE/KEY; FIRST_ARG --bin-dir prints bin, exits
+  bin="$1/$2/bin"
+  staging="$1/$2/staging"
+  if [[ "${3:-}" == "--bin-dir" ]]; then
+    echo "$bin"
+    exit 0
+  fi
+}

@@ -1,33 +1,43 @@
 #!/usr/bin/env bash
-# Build the trainer image without Docker: the project's Dockerfile, unchanged, built by
-# buildah on a local test base (Debian bookworm minbase + python3 from mmdebstrap, a venv on
-# PATH with tensorflow-cpu and tensorboard from PyPI), then saved as an OCI archive that
-# containerd's `ctr images import` and `podman load` take. Idempotent and cached: the base
-# is rebuilt only when versions.env, requirements.lock or base.Containerfile change, the
-# trainer layer only when Dockerfile, .dockerignore or the build context it lets in change
-# (pyproject.toml, LICENSE, trainer/: what pip installs into the image).
+# Build the trainer image and the serving image without Docker: the project's Dockerfile,
+# unchanged, its default target and its `serve` target, built by buildah on a local test
+# base (Debian bookworm minbase + python3 from mmdebstrap, a venv on PATH with
+# tensorflow-cpu and tensorboard from PyPI), then saved as OCI archives that containerd's
+# `ctr images import` and `podman load` take. Idempotent and cached: the base is rebuilt
+# only when versions.env, requirements.lock or base.Containerfile change, the images only
+# when Dockerfile, .dockerignore or the build context it lets in change (pyproject.toml,
+# LICENSE, trainer/: what pip installs into the image; serve-requirements.lock: the
+# serving image's wheels).
 #
-#   scripts/image/build.sh          build what is missing; stdout: IMAGE=... and ARCHIVE=...
-#   scripts/image/build.sh --print  print the same two lines only (no build, no check)
-#   scripts/image/build.sh --lock   regenerate requirements.lock from versions.env
+#   scripts/image/build.sh          build what is missing; stdout: the four lines below
+#   scripts/image/build.sh --print  print the same four lines only (no build, no check)
+#   scripts/image/build.sh --lock   regenerate the locks that no longer match their inputs:
+#                                   requirements.lock (versions.env), serve-requirements.lock
+#                                   (kserve of pyproject.toml's [serve] extra, resolved in the
+#                                   base image); delete one to refresh it
 #
 # Output (stdout, nothing else; progress goes to stderr):
 #   IMAGE=localhost/tfjob-trainer:<tag>      in podman/buildah storage (/var/lib/containers)
 #   ARCHIVE=<cache>/trainer-<tag>/tfjob-trainer.oci.tar   OCI archive of that image, its
 #            index.json names it IMAGE (org.opencontainers.image.ref.name)
+#   SERVE_IMAGE=localhost/tfjob-serve:<tag>  the Dockerfile's `serve` target (+ kserve)
+#   SERVE_ARCHIVE=<cache>/serve-<tag>/tfjob-serve.oci.tar  its OCI archive
 # <tag> is a hash of the base key, Dockerfile, .dockerignore and every file of the build
 # context: the paths .dockerignore allows (its "!" lines), without __pycache__ and *.py[co].
 #
 # Cache: $TFJOB_IMAGE_CACHE (default ~/.cache/tfjob-launcher/image)
 #   debian-<key>/rootfs.tar   mmdebstrap output, imported as localhost/tfjob-debian:<key>
-#   trainer-<tag>/            the OCI archive, layers uncompressed (one older tag is kept)
-# Images: localhost/tfjob-debian:<key>, localhost/tfjob-base:<key>, localhost/tfjob-trainer:<tag>.
+#   trainer-<tag>/, serve-<tag>/   the OCI archives, layers uncompressed (another tag's stay
+#                             while a run used them in the last KEEP_DAYS days: checkouts share this cache)
+# Images: localhost/tfjob-debian:<key>, localhost/tfjob-base:<key>, localhost/tfjob-trainer:<tag>,
+# localhost/tfjob-serve:<tag>.
 # Needs root (mmdebstrap, buildah, podman with runc: crun fails on cgroup-hybrid hosts);
 # installs buildah podman mmdebstrap runc uidmap from Debian when missing. Runs under nice 19.
 # Downloads: Debian packages checked by apt against the Debian archive keyring; every
 # PyPI wheel pinned by sha256 (pip --require-hashes). The host CA bundle
 # (/etc/ssl/certs/ca-certificates.crt, for TLS-intercepting proxies) is a build secret
-# mounted for the pip step only and never lands in a layer (checked after each build).
+# mounted for the pip steps only (the base's and the serving image's) and never lands in a
+# layer (checked after each build). The trainer image builds without network.
 set -Eeuo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -37,7 +47,9 @@ source "$here/versions.env"
 
 cache_root="${TFJOB_IMAGE_CACHE:-$HOME/.cache/tfjob-launcher/image}"
 host_ca=/etc/ssl/certs/ca-certificates.crt
+KEEP_DAYS=2  # an archive of another tag stays while a checkout used it within this many days
 lock="$here/requirements.lock"
+serve_lock="$root/serve-requirements.lock"
 
 trap 'echo "scripts/image/build.sh: failed (exit $?) at line $LINENO: $BASH_COMMAND" >&2' ERR
 die() { echo "scripts/image/build.sh: $*" >&2; exit 1; }
@@ -55,10 +67,13 @@ hash12() { sha256sum | cut -c1-12; }
 debian_key="$(printf '%s\n' "$DEBIAN_SUITE" "$DEBIAN_MIRROR" "$DEBIAN_PACKAGES" | hash12)"
 base_key="$( { echo "$debian_key"; cat "$here/versions.env" "$lock" "$here/base.Containerfile"; } | hash12)"
 context_files() {  # what .dockerignore lets into the build context, as "sha256  path" lines
-  local allowed
+  local allowed present=() path
   mapfile -t allowed < <(sed -n 's|^!\(.*[^/]\)/*$|\1|p' "$root/.dockerignore")
   ((${#allowed[@]})) || die "$root/.dockerignore allows nothing into the build context"
-  (cd "$root" && find "${allowed[@]}" -type f ! -path '*/__pycache__/*' ! -name '*.pyc' ! -name '*.pyo' -print0 \
+  for path in "${allowed[@]}"; do  # one not there (serve-requirements.lock before --lock) hashes as absent
+    [[ -e "$root/$path" ]] && present+=("$path")
+  done
+  (cd "$root" && find "${present[@]}" -type f ! -path '*/__pycache__/*' ! -name '*.pyc' ! -name '*.pyo' -print0 \
     | LC_ALL=C sort -z | xargs -0 sha256sum)
 }
 tag="$( { echo "$base_key"; cat "$root/Dockerfile" "$root/.dockerignore"; context_files; } | hash12)"
@@ -67,10 +82,17 @@ debian_image="localhost/tfjob-debian:$debian_key"
 base_image="localhost/tfjob-base:$base_key"
 image="localhost/tfjob-trainer:$tag"
 archive="$cache_root/trainer-$tag/tfjob-trainer.oci.tar"
-
-if [[ "${1:-}" == "--print" ]]; then
+serve_image="localhost/tfjob-serve:$tag"
+serve_archive="$cache_root/serve-$tag/tfjob-serve.oci.tar"
+print_images() {
   echo "IMAGE=$image"
   echo "ARCHIVE=$archive"
+  echo "SERVE_IMAGE=$serve_image"
+  echo "SERVE_ARCHIVE=$serve_archive"
+}
+
+if [[ "${1:-}" == "--print" ]]; then
+  print_images
   exit 0
 fi
 [[ $# -eq 0 || "$1" == "--lock" ]] || die "unknown argument $1 (use --print or --lock)"
@@ -111,39 +133,64 @@ build_debian() {
     "$dir/rootfs.tar" "$debian_image"
 }
 
-# ---- requirements.lock from versions.env ---------------------------------------------------
+# ---- requirements.lock from versions.env, serve-requirements.lock from pyproject.toml ----
 wanted="# for: tensorflow-cpu==$TENSORFLOW_CPU_VERSION tensorboard==$TENSORBOARD_VERSION"
-relock() {
-  build_debian
-  local out
+kserve_pins="$(sed -n 's/^ *"kserve==\([^"]*\)",\{0,1\}$/\1/p' "$root/pyproject.toml" | sort -u)"
+[[ -n "$kserve_pins" && "$kserve_pins" != *$'\n'* ]] \
+  || die "pyproject.toml must pin kserve==VERSION once (its [serve] extra); found: ${kserve_pins:-none}"
+serve_wanted="# for: kserve==$kserve_pins on requirements.lock $(hash12 <"$lock")"
+write_lock() {  # write_lock IMAGE LOCK HEADER RESOLVED_FOR PYTHON PIP_INSTALL_ARGS...: pip's resolution in IMAGE
+  local from=$1 target=$2 header=$3 resolved=$4 python=$5 out
+  shift 5
   out="$(mktemp -d)"
-  # pip resolves inside the Debian image (its python 3.11, its platform), host CA read-only.
-  timed "resolve tensorflow-cpu==$TENSORFLOW_CPU_VERSION tensorboard==$TENSORBOARD_VERSION" \
+  # pip resolves inside the image (its python 3.11, its platform, what it has installed), host CA read-only;
+  # PYTHON "venv": a new venv's (nothing installed)
+  timed "resolve $* in $from" \
     podman run --rm --network host "${run_opts[@]}" \
       --volume "$host_ca:/run/host-ca.crt:ro" --volume "$out:/out" --env PIP_CERT=/run/host-ca.crt \
-      "$debian_image" sh -c 'python3 -m venv /tmp/v && /tmp/v/bin/pip install -q --dry-run --ignore-installed \
-        --only-binary=:all: --report /out/report.json "$@"' sh \
-      "tensorflow-cpu==$TENSORFLOW_CPU_VERSION" "tensorboard==$TENSORBOARD_VERSION"
+      "$from" sh -c 'if [ "$0" = venv ]; then python3 -m venv /tmp/v && set -- /tmp/v/bin/python "$@"; else set -- "$0" "$@"; fi
+        py=$1; shift; exec "$py" -m pip install -q --dry-run --only-binary=:all: --report /out/report.json "$@"' \
+      "$python" "$@"
   {
-    echo "# Generated by scripts/image/build.sh --lock from versions.env; do not edit."
-    echo "$wanted"
-    echo "# Resolved for python3 of Debian $DEBIAN_SUITE (linux x86_64); one wheel per package, pinned by sha256."
+    echo "# Generated by scripts/image/build.sh --lock; do not edit."
+    echo "$header"
+    echo "# Resolved for $resolved (linux x86_64); one wheel per package, pinned by sha256."
     podman run --rm --network none "${run_opts[@]}" --volume "$out:/out:ro" "$debian_image" python3 -c '
 import json
 for item in sorted(json.load(open("/out/report.json"))["install"], key=lambda i: i["metadata"]["name"].lower()):
     meta, sha = item["metadata"], item["download_info"]["archive_info"]["hashes"]["sha256"]
     print(meta["name"] + "==" + meta["version"] + " \\\n    --hash=sha256:" + sha)'
-  } >"$lock.tmp"
+  } >"$target.tmp"
   rm -rf "$out"
-  mv "$lock.tmp" "$lock"
-  log "wrote $lock ($(grep -c -- '--hash=' "$lock") wheels)"
+  mv "$target.tmp" "$target"
+  log "wrote $target ($(grep -c -- '--hash=' "$target") wheels)"
 }
-if [[ "${1:-}" == "--lock" ]]; then
-  relock
-  exit 0
-fi
-grep -qxF -- "$wanted" "$lock" \
-  || die "$lock does not match versions.env ($wanted); run scripts/image/build.sh --lock"
+relock() {  # each lock whose header does not name its inputs any more (delete a lock to refresh it)
+  build_debian
+  if grep -qxF -- "$wanted" "$lock" 2>/dev/null; then
+    log "$lock: matches versions.env"
+  else
+    write_lock "$debian_image" "$lock" "$wanted" "python3 of Debian $DEBIAN_SUITE" venv --ignore-installed \
+      "tensorflow-cpu==$TENSORFLOW_CPU_VERSION" "tensorboard==$TENSORBOARD_VERSION"
+    base_key="$( { echo "$debian_key"; cat "$here/versions.env" "$lock" "$here/base.Containerfile"; } | hash12)"
+    base_image="localhost/tfjob-base:$base_key"
+    serve_wanted="# for: kserve==$kserve_pins on requirements.lock $(hash12 <"$lock")"
+  fi
+  if grep -qxF -- "$serve_wanted" "$serve_lock" 2>/dev/null; then
+    log "$serve_lock: matches pyproject.toml and requirements.lock"
+    return
+  fi
+  build_base
+  # what kserve needs beyond the base (its TensorFlow, numpy, protobuf, grpcio stay as they are)
+  write_lock "$base_image" "$serve_lock" "$serve_wanted" "the base's /opt/venv (python3 of Debian $DEBIAN_SUITE)" \
+    /opt/venv/bin/python "kserve==$kserve_pins"
+}
+check_locks() {
+  grep -qxF -- "$wanted" "$lock" \
+    || die "$lock does not match versions.env ($wanted); run scripts/image/build.sh --lock"
+  grep -qxF -- "$serve_wanted" "$serve_lock" \
+    || die "$serve_lock does not match pyproject.toml and requirements.lock ($serve_wanted); run scripts/image/build.sh --lock"
+}
 
 # ---- base: venv with tensorflow-cpu + tensorboard ----------------------------------------
 build_base() {
@@ -159,58 +206,74 @@ build_base() {
 check_no_build_mounts() {  # the build-time mounts must leave nothing behind in the image
   local leftovers
   leftovers="$(podman run --rm --network none "${run_opts[@]}" --entrypoint sh "$1" -c \
-    'ls -d /run/host-ca.crt /run/requirements.lock /run/tfjob-src /tmp/tfjob-src 2>/dev/null || true')"
+    'ls -d /run/host-ca.crt /run/requirements.lock /run/tfjob-src /tmp/tfjob-src /run/pip-ca.crt \
+       /run/serve-requirements.lock 2>/dev/null || true')"
   if [[ -n "$leftovers" ]]; then
     podman rmi "$1" >/dev/null || true
     die "$1 holds build-time files ($leftovers); removed it"
   fi
 }
 
-# ---- trainer: the project's Dockerfile, unchanged ------------------------------------------
-build_trainer() {
-  if podman image exists "$image"; then
-    log "$image: cached"
-  elif [[ -s "$archive" ]]; then
-    timed "load $image from $archive" podman load --input "$archive"
-  else
-    build_base
-    rm -f "$archive"  # an archive of an earlier build of this tag would differ in digest
-    timed "build $image (Dockerfile, BASE_IMAGE=$base_image)" \
-      buildah bud --pull=never --network none "${run_opts[@]}" --layers=false \
-        --build-arg "BASE_IMAGE=$base_image" -f "$root/Dockerfile" -t "$image" "$root"
-    check_no_build_mounts "$image"
-  fi
-  if [[ ! -s "$archive" ]]; then
-    mkdir -p "$(dirname "$archive")"
-    rm -f "$archive.tmp"
-    timed "save $archive" podman save --format oci-archive --uncompressed --output "$archive.tmp" "$image"
-    mv "$archive.tmp" "$archive"
+# ---- trainer and serving images: the project's Dockerfile, unchanged ----------------------
+save_archive() {  # save_archive IMAGE ARCHIVE: the image as an OCI archive, written once
+  if [[ ! -s "$2" ]]; then
+    mkdir -p "$(dirname "$2")"
+    rm -f "$2.tmp"
+    timed "save $2" podman save --format oci-archive --uncompressed --output "$2.tmp" "$1"
+    mv "$2.tmp" "$2"
   fi
 }
 
-prune() {  # keep this tag's archive and the newest other one; images without an archive go
-  local old others ref kept=0
-  # shellcheck disable=SC2012  # newest first; the names are hex tags
-  mapfile -t others < <(ls -1dt "$cache_root"/trainer-*)
-  for old in "${others[@]}"; do
-    [[ "$old" != "$cache_root/trainer-$tag" ]] || continue
-    if ((kept++ == 0)); then continue; fi
-    log "prune $old"
-    rm -rf "$old"
+build_image() {  # build_image IMAGE ARCHIVE WHAT BUILDAH_ARGS...: the Dockerfile's target, cached, saved
+  local name=$1 out=$2 what=$3
+  shift 3
+  if podman image exists "$name"; then
+    log "$name: cached"
+  elif [[ -s "$out" ]]; then
+    timed "load $name from $out" podman load --input "$out"
+  else
+    build_base
+    rm -f "$out"  # an archive of an earlier build of this tag would differ in digest
+    timed "build $name ($what, BASE_IMAGE=$base_image)" \
+      buildah bud --pull=never "${run_opts[@]}" --layers=false "$@" \
+        --build-arg "BASE_IMAGE=$base_image" -f "$root/Dockerfile" -t "$name" "$root"
+    check_no_build_mounts "$name"
+  fi
+  save_archive "$name" "$out"
+}
+
+prune() {  # archives of other tags go when no build.sh used them for KEEP_DAYS (other checkouts
+  # share this cache: each run touches its tag's folders); images without an archive go too
+  local old ref kind
+  touch "$cache_root/trainer-$tag" "$cache_root/serve-$tag"
+  for kind in trainer serve; do
+    while IFS= read -r -d '' old; do
+      log "prune $old (unused for $KEEP_DAYS days)"
+      rm -rf "$old"
+    done < <(find "$cache_root" -mindepth 1 -maxdepth 1 -type d -name "$kind-*" ! -name "$kind-$tag" \
+               -mtime "+$KEEP_DAYS" -print0)
   done
   for ref in $(podman images --format '{{.Repository}}:{{.Tag}}' | grep -E '^localhost/tfjob-' || true); do
     case "$ref" in
-      "$image" | "$base_image" | "$debian_image") ;;
+      "$image" | "$serve_image" | "$base_image" | "$debian_image") ;;
       localhost/tfjob-trainer:*) [[ -d "$cache_root/trainer-${ref##*:}" ]] || podman rmi "$ref" >/dev/null 2>&1 || true ;;
+      localhost/tfjob-serve:*) [[ -d "$cache_root/serve-${ref##*:}" ]] || podman rmi "$ref" >/dev/null 2>&1 || true ;;
       localhost/tfjob-base:* | localhost/tfjob-debian:*) podman rmi "$ref" >/dev/null 2>&1 || true ;;
     esac
   done
 }
 
+if [[ "${1:-}" == "--lock" ]]; then
+  relock
+  exit 0
+fi
+check_locks
 start=$SECONDS
-log "cache: $cache_root (base $base_image, trainer $image)"
-build_trainer
+log "cache: $cache_root (base $base_image, trainer $image, serving $serve_image)"
+build_image "$image" "$archive" "Dockerfile" --network none  # the trainer: no network at all
+# the `serve` target: pip downloads serve-requirements.lock's wheels, the host CA a secret
+build_image "$serve_image" "$serve_archive" "Dockerfile --target serve, $(grep -c -- '--hash=' "$serve_lock") pinned wheels" \
+  --network host --target serve --secret "id=pip-ca,src=$host_ca"
 prune
-log "image and archive ready after $((SECONDS - start))s ($(du -h "$archive" | cut -f1) archive)"
-echo "IMAGE=$image"
-echo "ARCHIVE=$archive"
+log "images and archives ready after $((SECONDS - start))s ($(du -h "$archive" | cut -f1) and $(du -h "$serve_archive" | cut -f1))"
+print_images

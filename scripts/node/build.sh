@@ -33,15 +33,9 @@ LOG_PREFIX=node
 
 cache_root="${TFJOB_NODE_CACHE:-$HOME/.cache/tfjob-launcher/node}"
 key="kubelet-${KUBERNETES_VERSION}_containerd-${CONTAINERD_VERSION}_runc-${RUNC_VERSION}_coredns-${COREDNS_VERSION}"
-bin="$cache_root/$key/bin"
-staging="$cache_root/$key/staging"
+bin_dirs "$cache_root" "$key" "${1:-}"  # lib.sh: bin, staging; --bin-dir
 coredns_stamp="$cache_root/$key/coredns.stamp"
 corefile="$here/../../k8s/node/Corefile.j2"
-
-if [[ "${1:-}" == "--bin-dir" ]]; then
-  echo "$bin"
-  exit 0
-fi
 
 debian_packages() {  # install the Debian packages the node needs when one is missing
   local missing=()

@@ -6,12 +6,9 @@ and the TFJob deleted again (nothing stays applied). (Whether traffic is actuall
 depends on the cluster's network plugin; see the README's Security section.)"""
 from __future__ import annotations
 
-import yaml
-
 from tests.support.launcher_process import run_launcher
 from tests.e2e.tfjobs import JOB_NAME_LABEL, owned, tfjob, wait_pods
 from tests.support.polling import wait_for
-from tests.support.tools import ROOT
 
 JOB = "netpol"
 GC_TIMEOUT_S = 60.0
@@ -80,24 +77,7 @@ def test_the_shipped_launcher_role_is_enough(control_plane, tmp_path):
     real token) lets `submit` create the TFJob and its NetworkPolicy, and `delete` remove them."""
     cp = control_plane
     with cp.namespace("e2e-netpol-rbac") as ns:
-        docs = [d for path in ("serviceaccount.yaml", "rbac.yaml")
-                for d in yaml.safe_load_all((ROOT / "k8s" / path).read_text()) if d]
-        for doc in docs:
-            doc["metadata"]["namespace"] = ns
-            for subject in doc.get("subjects", []):
-                subject["namespace"] = ns
-        manifest = tmp_path / "rbac.yaml"
-        manifest.write_text(yaml.safe_dump_all(docs))
-        cp.kubectl("apply", "-f", str(manifest))
-        token = cp.kubectl("create", "token", "tfjob-launcher", "-n", ns).stdout.strip()
-        server = yaml.safe_load(cp.kubeconfig.read_text())["clusters"][0]["cluster"]
-        config = tmp_path / "launcher.kubeconfig"
-        config.write_text(yaml.safe_dump({
-            "apiVersion": "v1", "kind": "Config", "current-context": "launcher",
-            "clusters": [{"name": "e2e", "cluster": server}],
-            "users": [{"name": "launcher", "user": {"token": token}}],
-            "contexts": [{"name": "launcher", "context": {"cluster": "e2e", "user": "launcher", "namespace": ns}}]}))
-        env = {"KUBECONFIG": str(config)}
+        env = cp.launcher_account(ns, tmp_path / "launcher.kubeconfig")
         done = run_launcher(cp, "submit", "--backend", "k8s", "-n", ns, "--name", JOB, "--workers", "1", "--ps", "0",
                             "--detach", env=env)
         assert done.returncode == 0, done.stdout + done.stderr

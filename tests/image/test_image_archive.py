@@ -1,7 +1,8 @@
-"""The OCI archive build.sh writes (what the node imports with `ctr images import`): it
-names the image, holds the trainer installed as a package (site-packages) and no launcher,
-and no layer holds the host's own CA certificates (mounted at build time only, as a build
-secret) or the sources pip built from (mounted for that step only)."""
+"""The OCI archives build.sh writes (what the node imports with `ctr images import`): each
+names its image, holds the trainer installed as a package (site-packages) and no launcher
+(the serving image also kserve), and no layer holds the host's own CA certificates (mounted
+at build time only, as a build secret) or the sources and locks pip installed from (mounted
+for that step only)."""
 from __future__ import annotations
 
 import glob
@@ -11,13 +12,16 @@ import re
 import tarfile
 from typing import IO, Iterator
 
+import pytest
+
 from tests.support.image import package_version
 
 HOST_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 DISTRO_CERTS = "/usr/share/ca-certificates/**/*.crt"  # what the ca-certificates package ships
 _PEM = re.compile(r"-----BEGIN CERTIFICATE-----\n(.*?)-----END CERTIFICATE-----", re.S)
 SITE = "opt/venv/lib/python3.11/site-packages"  # the local base's venv (scripts/image/base.Containerfile)
-BUILD_MOUNTS = ("run/host-ca.crt", "run/requirements.lock", "run/tfjob-src", "tmp/tfjob-src")
+BUILD_MOUNTS = ("run/host-ca.crt", "run/requirements.lock", "run/tfjob-src", "tmp/tfjob-src", "run/pip-ca.crt",
+                "run/serve-requirements.lock")
 
 
 def pem_bodies(path: str) -> dict[str, list[str]]:
@@ -45,20 +49,26 @@ def layers(archive: tarfile.TarFile) -> Iterator[tuple[str, IO[bytes]]]:
         yield layer["digest"], gzip.GzipFile(fileobj=blob) if layer["mediaType"].endswith("gzip") else blob
 
 
-def test_archive_names_the_image_for_ctr_import(trainer_image):
-    with tarfile.open(trainer_image.archive) as archive:
+@pytest.fixture(params=["trainer", "serve"])
+def image(request):
+    return request.getfixturevalue(f"{request.param}_image")
+
+
+def test_archive_names_the_image_for_ctr_import(image):
+    with tarfile.open(image.archive) as archive:
         index = json.load(archive.extractfile("index.json"))
         assert json.loads(archive.extractfile("oci-layout").read())["imageLayoutVersion"] == "1.0.0"
     (manifest,) = index["manifests"]
     assert manifest["mediaType"] == "application/vnd.oci.image.manifest.v1+json"
-    assert manifest["annotations"]["org.opencontainers.image.ref.name"] == trainer_image.reference
+    assert manifest["annotations"]["org.opencontainers.image.ref.name"] == image.reference
 
 
-def test_no_layer_holds_the_host_ca_or_build_mounts_and_only_the_trainer_is_installed(trainer_image):
+def scan(archive_path) -> tuple[list[str], set[str]]:
+    """(build-time files and host-only CAs found in any layer, every path of every layer)."""
     needles = host_only_certificates()
     found: list[str] = []
     names: set[str] = set()
-    with tarfile.open(trainer_image.archive) as archive:
+    with tarfile.open(archive_path) as archive:
         for digest, stream in layers(archive):
             with tarfile.open(fileobj=stream, mode="r|") as layer:
                 for member in layer:
@@ -69,9 +79,16 @@ def test_no_layer_holds_the_host_ca_or_build_mounts_and_only_the_trainer_is_inst
                     if member.isfile() and needles:
                         content = layer.extractfile(member).read()
                         found += [f"{digest}: {name} holds a host-only CA" for n in needles if n in content]
+    return found, names
+
+
+def test_no_layer_holds_the_host_ca_or_build_mounts_and_only_the_trainer_is_installed(image):
+    found, names = scan(image.archive)
     assert found == [], found
     assert f"{SITE}/trainer/task.py" in names and "opt/venv/bin/python" in names
     assert f"{SITE}/tfjob_launcher-{package_version()}.dist-info/METADATA" in names
     assert not [name for name in names if name.startswith((f"{SITE}/launcher", f"{SITE}/tests"))]
     assert not [name for name in names if name.startswith("app/") and name.rstrip("/") != "app"]  # empty
     assert "opt/venv/bin/tfjob" not in names  # the console script needs the launcher: removed
+    serving = image.reference.startswith("localhost/tfjob-serve:")
+    assert (f"{SITE}/kserve/__init__.py" in names) == serving  # kserve: in the serving image only

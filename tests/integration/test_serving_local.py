@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -19,7 +18,8 @@ import pytest
 from launcher.backends.local.procs import alive
 from tests.support.launcher_process import LAUNCHER, run_launcher
 from tests.support.polling import wait_for
-from tests.support.serving import COMMAND_TIMEOUT, DATA, ROOT, TrainedJob, get, post
+from tests.support.serving import (COMMAND_TIMEOUT, ROOT, TrainedJob, Request, get, mnist_request, parse_table,
+                                   post)
 from tests.support.ports import free_port
 from tests.support.trainer_cluster import reap
 
@@ -34,13 +34,6 @@ class Served:
     base: str       # http://127.0.0.1:PORT
     pid: int
     version: str
-
-
-@dataclass(frozen=True)
-class Request:
-    path: Path
-    rows: list[dict]
-    labels: list[int]
 
 
 def server_record(job: TrainedJob, name: str) -> dict:
@@ -89,14 +82,7 @@ def served(mnist_job) -> Served:
 
 @pytest.fixture(scope="module")
 def request_file(tmp_path_factory) -> Request:
-    path = tmp_path_factory.mktemp("request") / "request.json"
-    done = subprocess.run([sys.executable, "-m", "trainer.make_request", "--data-dir", str(DATA), "--count",
-                           str(COUNT), "--out", str(path)], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    labels = [int(x) for x in re.search(r"true labels: ([\d ]+)\)", done.stdout)[1].split()]
-    rows = [json.loads(line) for line in path.read_text().splitlines()]
-    assert len(rows) == len(labels) == COUNT
-    return Request(path, rows, labels)
+    return mnist_request(tmp_path_factory.mktemp("request") / "request.json", COUNT)
 
 
 @pytest.fixture(scope="module")
@@ -109,14 +95,6 @@ def in_process(mnist_job, served, request_file) -> dict[str, np.ndarray]:
     keys = np.asarray([row["key"] for row in request_file.rows], np.int64)
     outputs = loaded.signatures["serving_default"](image=tf.constant(images), key=tf.constant(keys))
     return {name: value.numpy() for name, value in outputs.items()}
-
-
-def parse_table(stdout: str) -> tuple[list[int], list[int], np.ndarray]:
-    lines = stdout.strip().splitlines()
-    assert lines[0].split() == ["KEY", "CLASSES", "PROBABILITIES"], lines[0]
-    cells = [line.split(None, 2) for line in lines[1:]]
-    return ([int(c[0]) for c in cells], [int(c[1]) for c in cells],
-            np.asarray([json.loads(c[2]) for c in cells], np.float64))
 
 
 def test_launcher_predict_gives_the_labels_and_the_saved_models_own_answers(mnist_job, served, request_file,

@@ -1,10 +1,12 @@
-"""The trainer image that scripts/image/build.sh builds without Docker (buildah, the
-project's Dockerfile on a local Debian + tensorflow-cpu base), for tests that run it.
+"""The images that scripts/image/build.sh builds without Docker (buildah, the project's
+Dockerfile on a local Debian + tensorflow-cpu base), for tests that run them: the trainer
+image (the Dockerfile's default target) and the serving image (its `serve` target).
 
-``built_image()`` -> ``BuiltImage(reference, archive)``: ``reference`` is the image in
-podman's storage (``localhost/tfjob-trainer:<tag>``), ``archive`` its OCI archive (for
-``ctr images import`` and ``podman load``). The tag follows the Dockerfile and what it
-installs (pyproject.toml, LICENSE, trainer/), so a stale image is "missing". Missing FAILS
+``built_image(kind="trainer"|"serve")`` -> ``BuiltImage(reference, archive)``:
+``reference`` is the image in podman's storage (``localhost/tfjob-trainer:<tag>``,
+``localhost/tfjob-serve:<tag>``), ``archive`` its OCI archive (for ``ctr images import``
+and ``podman load``). The tag follows the Dockerfile and what it installs (pyproject.toml,
+LICENSE, trainer/, serve-requirements.lock), so a stale image is "missing". Missing FAILS
 the test with the build command (never skips).
 ``package_version()``: the version pyproject.toml declares, which the image's installed
 ``tfjob-launcher`` distribution must have.
@@ -36,18 +38,22 @@ class BuiltImage:
     archive: Path  # OCI archive of `reference`; its index.json names it `reference`
 
 
-def expected_image() -> BuiltImage:
+PREFIXES = {"trainer": "", "serve": "SERVE_"}  # build.sh's output lines: IMAGE=, SERVE_IMAGE=, ...
+
+
+def expected_image(kind: str = "trainer") -> BuiltImage:
     """What build.sh builds for the current Dockerfile and build context (`--print`: no build)."""
     out = subprocess.run(["bash", str(BUILD_SCRIPT), "--print"], capture_output=True, text=True,
                          timeout=TOOL_TIMEOUT, check=True).stdout
     values = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
-    return BuiltImage(reference=values["IMAGE"], archive=Path(values["ARCHIVE"]))
+    prefix = PREFIXES[kind]
+    return BuiltImage(reference=values[f"{prefix}IMAGE"], archive=Path(values[f"{prefix}ARCHIVE"]))
 
 
-def built_image(in_podman: bool = True) -> BuiltImage:
-    """The built image; fails the test when its archive (or, with `in_podman`, the image in
-    podman's storage) is missing, naming the build command."""
-    image = expected_image()
+def built_image(in_podman: bool = True, kind: str = "trainer") -> BuiltImage:
+    """The built image of `kind` (trainer, serve); fails the test when its archive (or,
+    with `in_podman`, the image in podman's storage) is missing, naming the build command."""
+    image = expected_image(kind)
     missing = [] if image.archive.is_file() else [f"OCI archive {image.archive}"]
     if in_podman:
         podman = shutil.which("podman")
@@ -57,6 +63,6 @@ def built_image(in_podman: bool = True) -> BuiltImage:
                             timeout=TOOL_TIMEOUT, check=False).returncode != 0:
             missing.append(f"image {image.reference} in podman's storage")
     if missing:
-        pytest.fail(f"trainer image for this Dockerfile and build context is missing ({'; '.join(missing)}): "
+        pytest.fail(f"{kind} image for this Dockerfile and build context is missing ({'; '.join(missing)}): "
                     f"build it with {BUILD_COMMAND}", pytrace=False)
     return image

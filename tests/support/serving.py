@@ -4,6 +4,8 @@
     mnist_job       session fixture: TrainedJob(name, export, env) of a short real training job
     TrainedJob      an export and the launcher environment that serves it (any model's)
     launcher_env()  that environment, with its own runs dir
+    mnist_request() `trainer.make_request` lines of real MNIST test images and their labels
+    parse_table()   `launcher predict`'s MNIST table: keys, classes, probabilities
     post(...)       a raw HTTP POST (what curl sends), returning (status, parsed JSON)
     served_model()  context manager: `launcher serve` of a job's export, stopped afterwards
 """
@@ -13,7 +15,10 @@ import contextlib
 import http.client
 import json
 import os
+import re
 import signal
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -60,6 +65,36 @@ def mnist_job(tmp_path_factory) -> TrainedJob:
     export = Path(env["TFJOB_RUNS_DIR"]) / "default" / name / "output" / "export"
     assert [p for p in export.iterdir() if p.name.isdigit()], f"no export in {export}"
     return TrainedJob(name, export, env)
+
+
+@dataclass(frozen=True)
+class Request:
+    path: Path
+    rows: list[dict]
+    labels: list[int]
+
+
+def mnist_request(path: Path, count: int) -> Request:
+    """`python -m trainer.make_request` of the first `count` real MNIST test images into
+    `path` (one JSON instance per line, with keys), and their true labels."""
+    done = subprocess.run([sys.executable, "-m", "trainer.make_request", "--data-dir", str(DATA), "--count",
+                           str(count), "--out", str(path)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    labels = [int(x) for x in re.search(r"true labels: ([\d ]+)\)", done.stdout)[1].split()]
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert len(rows) == len(labels) == count
+    return Request(path, rows, labels)
+
+
+def parse_table(stdout: str):
+    """(keys, classes, probabilities as a float64 array) of `launcher predict`'s table."""
+    import numpy as np
+
+    lines = stdout.strip().splitlines()
+    assert lines[0].split() == ["KEY", "CLASSES", "PROBABILITIES"], lines[0]
+    cells = [line.split(None, 2) for line in lines[1:]]
+    return ([int(c[0]) for c in cells], [int(c[1]) for c in cells],
+            np.asarray([json.loads(c[2]) for c in cells], np.float64))
 
 
 def post(url: str, body: bytes, content_type: str | None = "application/json",

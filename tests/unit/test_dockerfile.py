@@ -1,14 +1,17 @@
-"""The trainer image: Dockerfile facts, hadolint, .dockerignore, and its ENTRYPOINT run
-without Docker from the project installed as the image installs it (pip, from the sources the
+"""The trainer image and the serving image: Dockerfile facts (stages, the serving image's
+hash-pinned wheels), hadolint, .dockerignore, and the trainer's ENTRYPOINT run without
+Docker from the project installed as the image installs it (pip, from the sources the
 Dockerfile names: pyproject.toml, LICENSE and trainer/, no launcher)."""
 from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
 import sys
+import tomllib
 
 import pytest
 
@@ -16,8 +19,11 @@ from tests.support.image import package_version
 from tests.support.tools import ROOT, TOOL_TIMEOUT, hadolint
 
 DOCKERFILE = ROOT / "Dockerfile"
+SERVE_LOCK = ROOT / "serve-requirements.lock"
 BASE_IMAGE = "tensorflow/tensorflow:2.21.0"
 ENTRYPOINT = ["python", "-m", "trainer.task"]
+SERVE_ENTRYPOINT = ["python", "-m", "trainer.serve", "--host", "0.0.0.0", "--port", "8080"]
+TRAINER_USER = "${TRAINER_UID}:${TRAINER_GID}"
 
 
 def instructions() -> list[tuple[str, str]]:
@@ -50,14 +56,22 @@ PIP_FLAGS = ("--no-deps", "--no-build-isolation", "--check-build-dependencies", 
 def test_base_image_is_tensorflow_2_21_with_a_gpu_build_argument():
     steps = instructions()
     assert steps[0] == ("ARG", f"BASE_IMAGE={BASE_IMAGE}")
-    assert values_of("FROM") == ["scratch AS source", "${BASE_IMAGE}"]  # sources, then the image
+    # sources; the trainer; the serving image on it; last (docker build's default target) the trainer again
+    assert values_of("FROM") == ["scratch AS source", "${BASE_IMAGE} AS trainer", "trainer AS serve", "trainer"]
+    assert steps[-1] == ("FROM", "trainer")
     assert "2.21.0-gpu" in DOCKERFILE.read_text(encoding="utf-8")  # documented GPU build
 
 
-def final_stage() -> list[tuple[str, str]]:
+def stage(name: str) -> list[tuple[str, str]]:
+    """The instructions of the stage `FROM ... AS name`."""
     steps = instructions()
-    last_from = max(i for i, (key, _) in enumerate(steps) if key == "FROM")
-    return steps[last_from + 1:]
+    (start,) = [i for i, (key, rest) in enumerate(steps) if key == "FROM" and rest.endswith(f" AS {name}")]
+    end = next((i for i in range(start + 1, len(steps)) if steps[i][0] == "FROM"), len(steps))
+    return steps[start + 1:end]
+
+
+def stage_values(name: str, keyword: str) -> list[str]:
+    return [rest for key, rest in stage(name) if key == keyword]
 
 
 def copied_sources() -> list[str]:
@@ -65,14 +79,26 @@ def copied_sources() -> list[str]:
     return [src for rest in values_of("COPY") for src in rest.split()[:-1]]
 
 
-def pip_install_step() -> list[str]:
-    (run,) = [rest for key, rest in final_stage() if key == "RUN" and "pip install" in rest]
+def bound_sources() -> list[str]:
+    """The context paths RUN steps bind-mount straight from the build context (no from=)."""
+    found = []
+    for rest in values_of("RUN"):
+        for word in shlex.split(rest):
+            options = dict(o.split("=", 1) for o in word.removeprefix("--mount=").split(",")) \
+                if word.startswith("--mount=") else {}
+            if options.get("type") == "bind" and "from" not in options:
+                found.append(options["source"])
+    return found
+
+
+def pip_install_step(name: str = "trainer") -> list[str]:
+    (run,) = [rest for rest in stage_values(name, "RUN") if "pip install" in rest]
     return shlex.split(run)
 
 
 def test_image_installs_the_package_with_pip_and_runs_it_as_uid_1000():
     assert copied_sources() == ["pyproject.toml", "LICENSE", "trainer/"]
-    assert not [rest for key, rest in final_stage() if key in ("COPY", "ADD")]  # sources mounted, not copied
+    assert not [rest for key, rest in stage("trainer") if key in ("COPY", "ADD")]  # sources mounted, not copied
     assert values_of("ADD") == []
     run = pip_install_step()
     assert run[0] == "--mount=type=bind,from=source,source=/src,target=/run/tfjob-src", run
@@ -80,20 +106,46 @@ def test_image_installs_the_package_with_pip_and_runs_it_as_uid_1000():
     assert run[-3:] == ["rm", "-rf", "/tmp/tfjob-src"], run  # no layer keeps the sources
     assert values_of("WORKDIR") == ["/app"]
     assert "TRAINER_UID=1000" in values_of("ARG") and "TRAINER_GID=1000" in values_of("ARG")
-    assert values_of("USER") == ["${TRAINER_UID}:${TRAINER_GID}"]
-    assert [key for key, _ in instructions()][-1] == "ENTRYPOINT"
-    assert [json.loads(rest) for rest in values_of("ENTRYPOINT")] == [ENTRYPOINT]
+    assert stage_values("trainer", "USER") == [TRAINER_USER]
+    assert [key for key, _ in stage("trainer")][-1] == "ENTRYPOINT"
+    assert [json.loads(rest) for rest in stage_values("trainer", "ENTRYPOINT")] == [ENTRYPOINT]
     assert values_of("CMD") == []  # empty TFJob args must run the trainer, not a default CMD
     env = " ".join(values_of("ENV"))
     assert "PYTHONPATH" not in env and "PYTHONUNBUFFERED=1" in env  # the installed package, no path tricks
 
 
-def test_dockerignore_lets_in_exactly_what_the_dockerfile_copies():
+def test_serving_image_adds_hash_pinned_kserve_and_serves_as_uid_1000():
+    run = pip_install_step("serve")
+    assert run[:2] == ["--mount=type=bind,source=serve-requirements.lock,target=/run/serve-requirements.lock",
+                       "--mount=type=secret,id=pip-ca,target=/run/pip-ca.crt"], run  # the CA: a secret, not a layer
+    assert all(flag in run for flag in ("--no-deps", "--require-hashes", "--only-binary=:all:", "--no-cache-dir"))
+    assert run[run.index("-r") + 1] == "/run/serve-requirements.lock"
+    assert stage_values("serve", "USER") == ["0", TRAINER_USER]  # installs as root, runs as the trainer's uid
+    for name in ("trainer", "serve"):  # an ARG does not cross stages: each imports the global uid and gid
+        assert stage_values(name, "ARG")[:2] == ["TRAINER_UID", "TRAINER_GID"], name
+    assert [key for key, _ in stage("serve")][-1] == "ENTRYPOINT"
+    assert [json.loads(rest) for rest in stage_values("serve", "ENTRYPOINT")] == [SERVE_ENTRYPOINT]
+    assert stage_values("serve", "EXPOSE") == ["8080"]
+
+
+def test_serve_lock_pins_the_serve_extras_kserve_by_hash():
+    requirements = [r.strip() for r in SERVE_LOCK.read_text(encoding="utf-8").replace("\\\n", " ").splitlines()
+                    if r.strip() and not r.startswith("#")]
+    assert requirements and all(re.fullmatch(r"[A-Za-z0-9_.-]+==\S+ +--hash=sha256:[0-9a-f]{64}", r)
+                                for r in requirements), requirements
+    pinned = dict(r.split(" ")[0].split("==") for r in requirements)
+    serve_extra = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))[
+        "project"]["optional-dependencies"]["serve"]
+    assert f"kserve=={pinned['kserve']}" in serve_extra
+    assert "tensorflow" not in pinned and "tensorflow-cpu" not in pinned  # the base's, as it is
+
+
+def test_dockerignore_lets_in_exactly_what_the_dockerfile_uses():
     lines = [line.strip() for line in (ROOT / ".dockerignore").read_text(encoding="utf-8").splitlines()
              if line.strip() and not line.startswith("#")]
     assert lines[0] == "*"
     allowed = [line[1:] for line in lines[1:] if line.startswith("!")]
-    assert sorted(allowed) == sorted(copied_sources()), (allowed, copied_sources())
+    assert sorted(allowed) == sorted(copied_sources() + bound_sources()), (allowed, copied_sources())
     assert "launcher/" not in allowed and "README.md" not in allowed
 
 

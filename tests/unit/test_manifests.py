@@ -61,7 +61,9 @@ def test_launcher_role_is_least_privilege():
     assert granted == {("kubeflow.org", "tfjobs", v) for v in tfjob_verbs} | {
         ("", "pods", "get"), ("", "pods", "list"), ("", "pods", "watch"),
         ("", "pods/log", "get"), ("", "events", "list"), ("", "events", "watch")} | {
-        ("networking.k8s.io", "networkpolicies", v) for v in ("create", "get", "update")}
+        ("networking.k8s.io", "networkpolicies", v) for v in ("create", "get", "update")} | {
+        ("serving.kserve.io", "inferenceservices", v) for v in ("create", "get", "list", "delete")} | {
+        ("", "services/proxy", "get"), ("", "services/proxy", "create")}  # predict --backend k8s
     assert all("resourceNames" not in rule and "nonResourceURLs" not in rule for rule in role["rules"])
 
 

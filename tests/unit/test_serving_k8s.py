@@ -23,16 +23,69 @@ def test_tensorflow_serving_predictor_is_valid_and_has_the_fields_kserve_reads()
     assert predictor["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
 
 
-def test_runtime_image_runs_the_projects_model_server_on_the_downloaded_export():
+def test_runtime_image_reads_a_gs_export_itself_so_kserve_adds_no_storage_initializer():
     isvc = k8s.render("mnist", "training", EXPORT, runtime_image="gcr.io/p/trainer:0.1.0")
     k8s.validate(isvc)
     (container,) = isvc["spec"]["predictor"]["containers"]
     assert "model" not in isvc["spec"]["predictor"]
     assert container["command"] == ["python", "-m", "trainer.serve"]
-    assert container["args"] == ["--model-dir", "/mnt/models", "--name", "mnist", "--host", "0.0.0.0",
-                                 "--port", "8080"]
-    assert container["env"] == [{"name": "STORAGE_URI", "value": EXPORT}]
+    assert container["args"] == ["--model-dir", EXPORT, "--name", "mnist", "--host", "0.0.0.0", "--port", "8080"]
+    assert "env" not in container  # STORAGE_URI would make KServe inject kserve/storage-initializer
+    assert container["readinessProbe"]["httpGet"] == {"path": "/v1/models/mnist", "port": 8080}
+    assert container["terminationMessagePolicy"] == "FallbackToLogsOnError"  # the server's error line, for KServe
     assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+
+
+def test_runtime_image_serves_a_pvc_export_where_kserve_mounts_the_claim():
+    isvc = k8s.render("mnist", "training", "pvc://shared/runs/mnist-1/export", runtime_image="trainer:0.1.0")
+    k8s.validate(isvc)
+    (container,) = isvc["spec"]["predictor"]["containers"]
+    assert container["args"][:2] == ["--model-dir", k8s.MOUNT]
+    assert container["env"] == [{"name": "STORAGE_URI", "value": "pvc://shared/runs/mnist-1/export"}]
+
+
+@pytest.mark.parametrize("uri", ["s3://bucket/export", "https://host/export"])
+def test_runtime_image_refuses_storage_its_server_cannot_read(uri):
+    with pytest.raises(Exception) as error:
+        k8s.render("mnist", "training", uri, runtime_image="trainer:0.1.0")
+    assert str(error.value).startswith("--model-dir: ") and "gs://" in str(error.value)
+    assert k8s.render("mnist", "training", uri)["spec"]["predictor"]["model"]["storageUri"] == uri  # TF Serving's
+
+
+def test_a_model_kserve_failed_to_load_is_named_with_the_servers_own_line():
+    isvc = {"status": {"modelStatus": {"transitionStatus": "InProgress"}}}
+    assert k8s.load_failure(isvc) is None
+    isvc["status"]["modelStatus"] = {
+        "transitionStatus": "BlockedByFailedLoad", "states": {"targetModelState": "FailedToLoad"},
+        "lastFailureInfo": {"reason": "ModelLoadFailed", "exitCode": 2,
+                            "message": "Serving...\nerror: --model-dir: no SavedModel in /mnt/models; pass ...\n"}}
+    assert k8s.load_failure(isvc) == ("ModelLoadFailed (exit code 2): error: --model-dir: no SavedModel in "
+                                      "/mnt/models; pass ...")
+
+
+def pod(**container_status) -> dict:
+    return {"status": {"containerStatuses": [{"name": "kserve-container", "image": "trainer:1", **container_status}]}}
+
+
+def test_a_predictor_that_exits_or_cannot_pull_its_image_is_named():
+    starting = pod(state={"waiting": {"reason": "ContainerCreating"}})
+    assert k8s.pod_failure([]) is None and k8s.pod_failure([starting]) is None
+    assert k8s.pod_failure([pod(state={"running": {}}, lastState={"terminated": {"exitCode": 0}})]) is None
+    crashed = pod(state={"waiting": {"reason": "CrashLoopBackOff"}}, lastState={"terminated": {
+        "exitCode": 2, "reason": "Error", "message": "I0000 oneDNN ...\nerror: --model-dir: no SavedModel in /mnt/models\n"}})
+    assert k8s.pod_failure([starting, crashed]) == "Error (exit code 2): error: --model-dir: no SavedModel in /mnt/models"
+    pulling = pod(state={"waiting": {"reason": "ErrImageNeverPull", "message": 'image "trainer:1" is not present'}})
+    assert k8s.pod_failure([pulling]) == 'ErrImageNeverPull: image "trainer:1" is not present'
+
+
+def test_cluster_address_is_the_predictor_service():
+    isvc = {"metadata": {"name": "mnist"},
+            "status": {"address": {"url": "http://mnist-predictor.training.svc.cluster.local"}}}
+    assert k8s.cluster_address(isvc) == ("training", "mnist-predictor", 80)
+    isvc["status"]["address"]["url"] = "http://mnist-predictor.training.svc.cluster.local:8080"  # headless
+    assert k8s.cluster_address(isvc) == ("training", "mnist-predictor", 8080)
+    with pytest.raises(Exception, match="no cluster address"):
+        k8s.cluster_address({"metadata": {"name": "mnist"}, "status": {"url": "http://mnist.training.example.com"}})
 
 
 @pytest.mark.parametrize("hostile", ['a"b', "x: y", "{evil: 1}", "- item", "#c", "'q'", "a\\b", "ü & *ref"])
@@ -54,7 +107,7 @@ def test_a_field_the_crd_does_not_have_is_named():
     assert "'storageURI'" in str(error.value)
 
 
-@pytest.mark.parametrize("uri", ["/local/export", "runs/export", "gs://", "gs://b/x\ny"])
+@pytest.mark.parametrize("uri", ["/local/export", "runs/export", "gs://", "gs://b/x\ny", "pvc://", "pvc://Bad_Claim/x"])
 def test_storage_kserve_cannot_read_is_refused(uri):
     with pytest.raises(Exception) as error:
         k8s.render("mnist", "training", uri)

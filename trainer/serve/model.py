@@ -37,15 +37,19 @@ def resolve(model_dir: str) -> tuple[str, str]:
     """(SavedModel path, version) of `model_dir`: a base of numeric version dirs (the
     highest wins) or a SavedModel dir itself (its version: its name if numeric, else 1)."""
     model_dir = model_dir.rstrip("/")
-    if tf.io.gfile.exists(f"{model_dir}/saved_model.pb"):
-        name = model_dir.rsplit("/", 1)[-1]
-        return model_dir, (name if name.isdigit() else "1")
-    versions = []
-    if tf.io.gfile.isdir(model_dir):
-        versions = sorted((int(entry.strip("/")) for entry in tf.io.gfile.listdir(model_dir)
-                           if entry.strip("/").isdigit()
-                           and tf.io.gfile.exists(f"{model_dir}/{entry.strip('/')}/saved_model.pb")),
-                          reverse=True)
+    try:
+        if tf.io.gfile.exists(f"{model_dir}/saved_model.pb"):
+            name = model_dir.rsplit("/", 1)[-1]
+            return model_dir, (name if name.isdigit() else "1")
+        versions = []
+        if tf.io.gfile.isdir(model_dir):
+            versions = sorted((int(entry.strip("/")) for entry in tf.io.gfile.listdir(model_dir)
+                               if entry.strip("/").isdigit()
+                               and tf.io.gfile.exists(f"{model_dir}/{entry.strip('/')}/saved_model.pb")),
+                              reverse=True)
+    except tf.errors.OpError as error:  # permission denied, a bucket that is not there, ...
+        raise ModelDirError(f"--model-dir: cannot read {model_dir} ({error.message.splitlines()[0]}); "
+                            "give the server read access to the export") from None
     if not versions:
         raise ModelDirError(f"--model-dir: no SavedModel in {model_dir}; pass the export base "
                             "(JOB_DIR/export, with numeric version dirs) or one version dir")

@@ -186,6 +186,23 @@ class ControlPlane:
         path.write_text(yaml.safe_dump(config))
         return path
 
+    def launcher_account(self, namespace: str, path: Path) -> dict[str, str]:
+        """The project's launcher identity in `namespace`: k8s/serviceaccount.yaml and
+        k8s/rbac.yaml (its least-privilege Role) applied there, and a kubeconfig at `path`
+        acting as the tfjob-launcher service account with a real token. Returns the
+        environment that points a launcher at it ({"KUBECONFIG": path})."""
+        docs = [d for name in ("serviceaccount.yaml", "rbac.yaml")
+                for d in yaml.safe_load_all((ROOT / "k8s" / name).read_text()) if d]
+        for doc in docs:
+            doc["metadata"]["namespace"] = namespace
+            for subject in doc.get("subjects", []):
+                subject["namespace"] = namespace
+        manifest = path.with_suffix(".rbac.yaml")
+        manifest.write_text(yaml.safe_dump_all(docs))
+        self.kubectl("apply", "-f", str(manifest))
+        self.kubeconfig_as(namespace, "tfjob-launcher", path)
+        return {"KUBECONFIG": str(path)}
+
     def finish_pod(self, namespace: str, pod: str, exit_code: int) -> None:
         """Make a Running TFJob replica exit with `exit_code` (KWOK stage tfjob-pod-exit)."""
         self.kubectl("annotate", "pod", pod, "-n", namespace, "--overwrite",
@@ -259,49 +276,65 @@ def _start_controllers(procs: Processes, pki: Pki, kubeconfig: Path, controllers
                    procs, name)
 
 
+def serve_webhook_certs(pki: Pki, tmpdir: Path) -> None:
+    """This run's serving certificate for 127.0.0.1 (which the apiserver checks against the
+    CA of a webhook configuration) where a controller-runtime webhook server started with
+    TMPDIR=`tmpdir` reads it: $TMPDIR/k8s-webhook-server/serving-certs (its default CertDir)."""
+    served = tmpdir / OPERATOR_CERT_DIR.relative_to(OPERATOR_CERT_DIR.parents[1])
+    served.mkdir(parents=True, exist_ok=True)
+    for source, target in ((pki.serving_cert, "tls.crt"), (pki.serving_key, "tls.key")):
+        (served / target).write_bytes(source.read_bytes())
+
+
 def _mount_webhook_certs(pki: Pki, tmpdir: Path) -> None:
     """In a cluster the operator's webhook Secret is a volume at a fixed path; its cert
     rotator waits for tls.crt there before it starts the controllers (it only checks that
     the file exists: cert-controller v0.16 rotator.go ensureCertsMounted). The path is
     fixed in training-operator v1.9.4 (pkg/cert/cert.go), whatever $TMPDIR says: concurrent
     runs share it, hence the atomic replace. The webhook server itself serves the pair in
-    $TMPDIR/k8s-webhook-server/serving-certs (controller-runtime's default CertDir), so
-    each run gets its own: this run's serving certificate for 127.0.0.1, which the
-    apiserver checks against the CA of the webhook configuration."""
-    served = tmpdir / OPERATOR_CERT_DIR.relative_to(OPERATOR_CERT_DIR.parents[1])
-    served.mkdir(parents=True, exist_ok=True)
+    $TMPDIR/k8s-webhook-server/serving-certs, so each run gets its own."""
+    serve_webhook_certs(pki, tmpdir)
     OPERATOR_CERT_DIR.mkdir(parents=True, exist_ok=True)
     for source, target in ((pki.serving_cert, "tls.crt"), (pki.serving_key, "tls.key")):
-        (served / target).write_bytes(source.read_bytes())
         staged = OPERATOR_CERT_DIR / f".{target}.{os.getpid()}"
         staged.write_bytes(source.read_bytes())
         staged.replace(OPERATOR_CERT_DIR / target)  # atomic: another run may share the path
 
 
-def operator_module_dir() -> Path:
-    """The pinned training-operator Go module (the control-plane build downloaded it)."""
+def module_dir(module: str, version_variable: str) -> Path:
+    """The Go module `module` at the version versions.env pins in `version_variable` (the
+    control-plane build downloaded it; `go mod download` finds it in the module cache)."""
     versions = dict(line.split("=", 1) for line in VERSIONS.read_text().splitlines()
                     if "=" in line and not line.startswith("#"))
-    module = f"{OPERATOR_MODULE}@{versions['TRAINING_OPERATOR_VERSION'].strip()}"
-    done = subprocess.run(["go", "mod", "download", "-json", module], cwd=ROOT, capture_output=True,
+    pinned = f"{module}@{versions[version_variable].strip()}"
+    done = subprocess.run(["go", "mod", "download", "-json", pinned], cwd=ROOT, capture_output=True,
                           text=True, timeout=300, check=False)
     directory = json.loads(done.stdout or "{}").get("Dir")
     if done.returncode != 0 or not directory:
-        raise ControlPlaneError(f"go mod download {module} failed: {done.stdout.strip() or done.stderr.strip()}; "
+        raise ControlPlaneError(f"go mod download {pinned} failed: {done.stdout.strip() or done.stderr.strip()}; "
                                 f"build the control plane with: bash {BUILD_SCRIPT.relative_to(ROOT)}")
     return Path(directory)
 
 
-def webhook_configuration(module_dir: Path, port: int, ca: bytes) -> dict:
+def operator_module_dir() -> Path:
+    """The pinned training-operator Go module."""
+    return module_dir(OPERATOR_MODULE, "TRAINING_OPERATOR_VERSION")
+
+
+def webhook_client(hook: dict, port: int, ca: bytes) -> dict:
+    """A webhook's clientConfig by URL: in a cluster it names a Service; here the controller
+    runs beside the apiserver, which calls it on 127.0.0.1:`port` (the Service's path) and
+    checks its certificate against `ca`, this control plane's CA."""
+    path = hook["clientConfig"]["service"].get("path", "/")
+    return {"url": f"https://127.0.0.1:{port}{path}", "caBundle": base64.b64encode(ca).decode()}
+
+
+def webhook_configuration(module: Path, port: int, ca: bytes) -> dict:
     """The operator's ValidatingWebhookConfiguration (manifests/base/webhook/manifests.yaml)
-    with its TFJob webhook only (the operator runs the TFJob scheme only). In a cluster it
-    calls Service training-operator in kubeflow; here the operator runs on the host, so the
-    apiserver calls it by URL on 127.0.0.1 with this control plane's CA."""
-    config = yaml.safe_load((module_dir / WEBHOOK_MANIFEST).read_text())
+    with its TFJob webhook only (the operator runs the TFJob scheme only), called by URL."""
+    config = yaml.safe_load((module / WEBHOOK_MANIFEST).read_text())
     (hook,) = [h for h in config["webhooks"] if h["name"] == TFJOB_WEBHOOK]
-    path = hook["clientConfig"]["service"]["path"]
-    hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}",
-                            "caBundle": base64.b64encode(ca).decode()}
+    hook["clientConfig"] = webhook_client(hook, port, ca)
     config["metadata"] = {"name": WEBHOOK_CONFIGURATION}
     config["webhooks"] = [hook]
     return config

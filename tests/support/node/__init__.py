@@ -314,11 +314,14 @@ def _interrupt(signum, frame) -> None:
 
 def _serve(args) -> int:
     """The node's supervisor (started detached by `up`): runs until SIGTERM or Ctrl-C."""
+    from tests.support.node.kserve import running_kserve
+
     signal.signal(signal.SIGTERM, _interrupt)
     root = root_dir()
     status = root.parent / f"{NAME}.status"
     try:
-        with running_node_cluster(root, tuple(args.image_archive)) as cluster:
+        with running_node_cluster(root, tuple(args.image_archive)) as cluster, \
+                (running_kserve(cluster) if args.kserve else contextlib.nullcontext()):
             kubeconfig = root / "kubeconfig"
             kubeconfig.write_text(cluster.kubeconfig.read_text())
             status.write_text(json.dumps({"ready": True, "kubeconfig": str(kubeconfig), "pid": os.getpid()}))
@@ -345,7 +348,8 @@ def _up(args) -> int:
     status.parent.mkdir(parents=True, exist_ok=True)
     status.unlink(missing_ok=True)
     log = root.parent / f"{NAME}.log"
-    cmd = [sys.executable, "-m", "tests.support.node", "serve", *sum((["--import", a] for a in args.image_archive), [])]
+    cmd = [sys.executable, "-m", "tests.support.node", "serve", *sum((["--import", a] for a in args.image_archive), []),
+           *(["--kserve"] if args.kserve else [])]
     with open(log, "ab") as out:
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
@@ -399,10 +403,13 @@ def main(argv: list[str] | None = None) -> int:
     up = sub.add_parser("up", help="start the cluster in the background and print its KUBECONFIG")
     up.add_argument("--import", dest="image_archive", action="append", default=[], metavar="OCI_ARCHIVE",
                     help="an image for the pods, as an OCI archive (repeatable), e.g. from scripts/image/build.sh")
+    up.add_argument("--kserve", action="store_true", help="also run the KServe controller (Standard mode, its "
+                    "CRDs and webhooks; scripts/kserve/build.sh) for `launcher serve --backend k8s`")
     up.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the node (default 600)")
     sub.add_parser("down", help="stop the cluster and remove everything it made, also after a crash")
     serve = sub.add_parser("serve", help=argparse.SUPPRESS)
     serve.add_argument("--import", dest="image_archive", action="append", default=[], type=Path)
+    serve.add_argument("--kserve", action="store_true")
     args = parser.parse_args(argv)
     return {"up": _up, "down": _down, "serve": _serve}[args.command](args)
 

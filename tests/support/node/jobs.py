@@ -74,8 +74,8 @@ def training_namespace(cluster: NodeCluster, prefix: str) -> Iterator[TrainingNa
             yield TrainingNamespace(cluster, name, shared)
 
 
-def container_pids(pod: dict) -> list[int]:
-    """Host PIDs of the pod's processes (its cgroup names the pod uid), pause excluded."""
+def container_pids(pod: dict, program: bytes = b"trainer.task") -> list[int]:
+    """Host PIDs of the pod's processes running `program` (their cgroup names the pod uid)."""
     uid = pod["metadata"]["uid"]
     marks = (f"pod{uid}", f"pod{uid.replace('-', '_')}")
     found = []
@@ -87,7 +87,7 @@ def container_pids(pod: dict) -> list[int]:
             cmdline = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if any(mark in cgroup for mark in marks) and b"trainer.task" in b" ".join(cmdline):
+        if any(mark in cgroup for mark in marks) and program in b" ".join(cmdline):
             found.append(int(entry.name))
     return found
 
