@@ -192,12 +192,20 @@ def feature_rows(path: str, inputs: dict[str, tf.TensorSpec], defaults: dict, re
                               else object) for name, values in columns.items()}, key_column(keys))
 
 
+def instance_defaults(loaded) -> tuple[dict, set[str]]:
+    """(default of each field a request may leave out, required fields) of a feature
+    model's SavedModel (one with `instance_defaults()`, e.g. taxi); ({}, set()) otherwise."""
+    if not hasattr(loaded, "instance_defaults"):
+        return {}, set()
+    defaults = {key: value.numpy() for key, value in loaded.instance_defaults().items()}
+    defaults = {key: value.decode() if isinstance(value, bytes) else value.item() for key, value in defaults.items()}
+    return defaults, {field.decode() for field in loaded.required_fields().numpy()}
+
+
 def predict_features(loaded, path: str, signature: str | None) -> dict[str, np.ndarray]:
     fields = {key: spec for key, spec in inputs_of(named(loaded.signatures, signature or DEFAULT)).items()
               if key != KEY}
-    defaults = {key: value.numpy() for key, value in loaded.instance_defaults().items()}
-    defaults = {key: value.decode() if isinstance(value, bytes) else value.item() for key, value in defaults.items()}
-    required = {field.decode() for field in loaded.required_fields().numpy()}
+    defaults, required = instance_defaults(loaded)
     columns, keys = feature_rows(path, fields, defaults, required)
     function = choose(loaded.signatures, signature, keys is not None)
     inputs = inputs_of(function)

@@ -93,6 +93,25 @@ def test_plain_http_takes_raw_trips_in_tf_serving_format(served, trips):
     assert status == 200 and answer["outputs"]["classes"] == trips.classes[:3], answer
 
 
+def test_optional_fields_left_out_take_the_models_defaults_as_in_trainer_predict(served, trips, tmp_path):
+    required = ("trip_miles", "trip_seconds", "fare", "payment_type")  # the sample's; the rest have defaults
+    short = [{name: row[name] for name in required} for row in trips.rows[:20]]
+    path = tmp_path / "short.json"
+    path.write_text("".join(json.dumps(row) + "\n" for row in short))
+    done = run_module("trainer.predict", ["--model-dir", str(served.job.export), "--json-instances", str(path)])
+    assert done.returncode == 0, done.stderr[-2000:]
+    want = [float(line.split()[1]) for line in done.stdout.splitlines()[1:]]
+    assert len(want) == len(short) and want != trips.logistic[:len(short)]  # the defaults change the answers
+    status, answer = post(f"{served.model}:predict", json.dumps({"instances": short}).encode())
+    assert status == 200, answer
+    got = [p["logistic"][0] for p in answer["predictions"]]
+    assert all(abs(g - w) <= ROUNDING for g, w in zip(got, want)), (got, want)
+    columns = {name: [row[name] for row in short] for name in required}
+    status, answer = post(f"{served.model}:predict", json.dumps({"inputs": columns}).encode())
+    assert status == 200 and [round(x[0], 4) for x in answer["outputs"]["logistic"]] == \
+        [round(g, 4) for g in got], answer
+
+
 def test_a_bad_trip_is_a_400_naming_the_field_and_the_server_keeps_serving(served, trips):
     trip = trips.rows[0]
     bad = {  # field: the instance (TensorFlow Serving refuses each of them too)

@@ -43,6 +43,28 @@ def test_columnar_format_takes_one_value_per_input():
     assert arrays({"inputs": [[1.0, 2.0]]}, IMAGE)["image"].shape == (1, 2)
 
 
+TRIP = {"miles": InputSpec("miles", np.dtype(np.float32), (None,)),
+        "company": InputSpec("company", np.dtype(object), (None,)),
+        "hour": InputSpec("hour", np.dtype(np.int64), (None,))}
+
+
+def test_inputs_left_out_take_the_models_defaults_and_the_others_stay_required():
+    defaults = {"company": "", "hour": 0}
+    rows = to_arrays(parse_body({"instances": [{"miles": 1.5}, {"miles": 2.0, "company": "Flash Cab", "hour": 7}]}),
+                     TRIP, defaults)
+    assert rows["miles"].tolist() == [1.5, 2.0] and rows["company"].tolist() == [b"", b"Flash Cab"]
+    assert rows["hour"].dtype == np.int64 and rows["hour"].tolist() == [0, 7]
+    columns = to_arrays(parse_body({"inputs": {"miles": [1.5, 2.0]}}), TRIP, defaults)  # two inputs left out
+    assert columns["company"].tolist() == [b"", b""] and columns["hour"].tolist() == [0, 0]
+    for body in ({"instances": [{"company": "Flash Cab"}]}, {"inputs": {"company": ["Flash Cab"]}}):
+        with pytest.raises(RequestError, match="input 'miles' of signature 'serving_default' is missing"):
+            to_arrays(parse_body(body), TRIP, defaults)
+    with pytest.raises(RequestError, match="'company' is left out, so its default fills a batch"):
+        to_arrays(parse_body({"inputs": {"miles": 1.5}}), TRIP, defaults)
+    with pytest.raises(RequestError, match="input 'company' of signature 'serving_default' is missing"):
+        to_arrays(parse_body({"instances": [{"miles": 1.5}]}), TRIP)  # no defaults: every input is required
+
+
 def test_b64_values_become_bytes_for_string_inputs_and_plain_strings_too():
     raw = bytes([0, 255, 10])
     got = arrays({"instances": [{"b64": base64.b64encode(raw).decode()}, "plain"]}, TEXT)

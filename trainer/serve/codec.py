@@ -173,18 +173,19 @@ def to_array(value: Any, spec: InputSpec) -> np.ndarray:
     return array
 
 
-def _check_names(given: dict, names: list[str], signature: str, where: str) -> None:
-    """`given` (one row, or the columnar inputs) names exactly the signature's inputs."""
+def _check_names(given: dict, names: list[str], signature: str, where: str, defaults: dict) -> None:
+    """`given` (one row, or the columnar inputs) names the signature's inputs: all of them
+    but those with a default."""
     unknown = sorted(set(given) - set(names))
     if unknown:
         raise RequestError(f"{where}: {unknown[0]!r} is not an input of signature {signature!r} "
                            f"(inputs: {', '.join(names)})")
-    missing = [name for name in names if name not in given]
+    missing = [name for name in names if name not in given and name not in defaults]
     if missing:
         raise RequestError(f"{where}: input {missing[0]!r} of signature {signature!r} is missing")
 
 
-def _row_columns(instances: list, specs: dict[str, InputSpec], signature: str) -> dict[str, list]:
+def _row_columns(instances: list, specs: dict[str, InputSpec], signature: str, defaults: dict) -> dict[str, list]:
     names = sorted(specs)
     single = len(names) == 1
     if single and not any(isinstance(row, dict) and not _is_b64(row) for row in instances):
@@ -194,16 +195,24 @@ def _row_columns(instances: list, specs: dict[str, InputSpec], signature: str) -
         if not isinstance(row, dict) or _is_b64(row):
             raise RequestError(f"instance {number}: signature {signature!r} has inputs {', '.join(names)}; "
                                "send each instance as an object naming them")
-        _check_names(row, names, signature, f"instance {number}")
+        _check_names(row, names, signature, f"instance {number}", defaults)
         for name in names:
-            columns[name].append(row[name])
+            columns[name].append(row[name] if name in row else defaults[name])
     return columns
 
 
-def _columnar(data: Any, specs: dict[str, InputSpec], signature: str) -> dict[str, Any]:
+def _columnar(data: Any, specs: dict[str, InputSpec], signature: str, defaults: dict) -> dict[str, Any]:
     names = sorted(specs)
     if isinstance(data, dict) and not _is_b64(data):
-        _check_names(data, names, signature, "inputs")
+        _check_names(data, names, signature, "inputs", defaults)
+        left_out = [name for name in names if name not in data]
+        if left_out:
+            lengths = {len(value) for value in data.values() if isinstance(value, list)}
+            if len(lengths) != 1:
+                raise RequestError(f"inputs: {left_out[0]!r} is left out, so its default fills a batch; give the "
+                                   "other inputs as lists of one length")
+            (length,) = lengths
+            data = dict(data, **{name: [defaults[name]] * length for name in left_out})
         return dict(data)
     if len(names) != 1:
         raise RequestError(f"inputs: signature {signature!r} has inputs {', '.join(names)}; "
@@ -211,12 +220,13 @@ def _columnar(data: Any, specs: dict[str, InputSpec], signature: str) -> dict[st
     return {names[0]: data}
 
 
-def to_arrays(request: Request, specs: dict[str, InputSpec]) -> dict[str, np.ndarray]:
-    """The request's values as one array per input of the signature."""
+def to_arrays(request: Request, specs: dict[str, InputSpec], defaults: dict | None = None) -> dict[str, np.ndarray]:
+    """The request's values as one array per input of the signature; an input left out
+    takes its value in `defaults` (a feature model's optional fields), if it has one."""
     if request.columnar:
-        values = _columnar(request.data, specs, request.signature_name)
+        values = _columnar(request.data, specs, request.signature_name, defaults or {})
     else:
-        values = _row_columns(request.data, specs, request.signature_name)
+        values = _row_columns(request.data, specs, request.signature_name, defaults or {})
     return {name: to_array(value, specs[name]) for name, value in values.items()}
 
 

@@ -1,7 +1,9 @@
 """A SavedModel behind kserve's model server, speaking TensorFlow Serving's REST API.
 
 Model-generic: everything comes from the SavedModel's signatures (their input names,
-dtypes and shapes); nothing here knows MNIST.
+dtypes and shapes); nothing here knows MNIST. A feature model's export that carries
+`instance_defaults()` (taxi) has its optional fields filled in when a request leaves them
+out, as `trainer.predict` does (TF Serving itself fills in nothing).
 
     MODEL_BASE/                       what TF Serving and KServe's storageUri expect
       1700000000/saved_model.pb       numeric version dirs; the highest is served
@@ -26,6 +28,7 @@ from kserve.errors import InvalidInput, ModelNotFound
 from kserve.protocol.rest.v1_endpoints import V1Endpoints
 from tensorflow.core.framework import types_pb2
 
+from trainer.predict import instance_defaults
 from trainer.serve.codec import InputSpec, RequestError, parse_body, to_arrays, to_response
 
 
@@ -107,10 +110,13 @@ class SavedModel(kserve.Model):
         self.model_dir = model_dir
         self.path, self.version = resolve(model_dir)
         self.signatures: dict[str, Signature] = {}
+        self.defaults: dict[str, Any] = {}
 
     def load(self) -> bool:
         self._loaded = tf.saved_model.load(self.path)
         self.signatures = signatures(self._loaded)
+        self.defaults, required = instance_defaults(self._loaded)  # a feature model's optional fields
+        self.defaults = {name: value for name, value in self.defaults.items() if name not in required}
         self.ready = True
         return self.ready
 
@@ -130,7 +136,7 @@ class SavedModel(kserve.Model):
         if signature is None:
             raise RequestError(f"Serving signature name: {request.signature_name!r} not found in signature def "
                                f"(signatures: {', '.join(sorted(self.signatures))})")
-        arrays = to_arrays(request, signature.inputs)
+        arrays = to_arrays(request, signature.inputs, self.defaults)
         try:
             outputs = signature.function(**{name: tf.constant(value) for name, value in arrays.items()})
         except (tf.errors.InvalidArgumentError, ValueError, TypeError) as error:
