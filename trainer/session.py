@@ -152,11 +152,12 @@ class StopRequest:
     """Notes SIGTERM (pod deletion, a spot VM's preemption: Kubernetes then grants 30 s by
     default) so that the loop saves a checkpoint and stops at once instead of dying
     mid-interval (the variables must still be reachable: a ps deleted at the same moment
-    takes them along, and the last periodic checkpoint stands). Only in the main thread, and not under MultiWorkerMirrored, whose
-    checkpoints every worker must write together."""
+    takes them along, and the last periodic checkpoint stands). Only in the main thread.
+    Under MultiWorkerMirrored, whose checkpoints every worker must write together, the
+    request is voted on in the next call (see run)."""
 
-    def __init__(self, enabled: bool = True):
-        self.enabled = enabled and threading.current_thread() is threading.main_thread()
+    def __init__(self):
+        self.enabled = threading.current_thread() is threading.main_thread()
         self.signum: int | None = None
         self._previous = None
 
@@ -177,26 +178,32 @@ class StopRequest:
         return self.signum is not None
 
 
-def run(session: Session, launch, in_flight: int, count: bool = False) -> tuple[int, str | None]:
-    """Dispatch `launch(n)` calls (each returns a handle whose fetch() gives (loss, accuracy))
-    until --train-steps, keeping at most `in_flight` pending, and take their results in the
-    order they complete (one slow worker holds up only its own call); then finish.
+def run(session: Session, launch, in_flight: int, count: bool = False, vote: bool = False
+        ) -> tuple[int, str | None]:
+    """Dispatch `launch(n, stopping)` calls (each returns a handle whose fetch() gives (loss,
+    accuracy, the model's metrics)) until --train-steps, keeping at most `in_flight`
+    pending, and take their results in the order they complete (one slow worker holds up
+    only its own call); then finish.
     count: the calls do not count their steps (see train/step.py make_train_fn), so set the
     global step to the steps of the calls fetched so far, the only writer of it; a
     checkpoint then holds exactly the step it is numbered by.
     On SIGTERM: within WAKE_S, save a checkpoint at the step reached (the results it
     has; calls still out are redone after the restart) and raise Stopped.
+    vote (MultiWorkerMirrored): `stopping` tells the call whether this worker got SIGTERM,
+    and its result ends with how many workers did (all-reduced); all workers stop, save
+    and raise Stopped after the first call with a vote, at the same step.
     Returns the final step and the export path (None on non-chief workers)."""
     args = session.args
     scheduled = done = session.start
+    voted = False  # a worker of this MultiWorkerMirrored job got SIGTERM (vote)
     pending: dict[futures.Future, int] = {}
     fetcher = futures.ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix="fetch")
     try:
-        with StopRequest(enabled=session.cluster.mode != "sync") as stop:
-            while done < args.train_steps and not stop.requested:
+        with StopRequest() as stop:
+            while done < args.train_steps and not (voted if vote else stop.requested):
                 while scheduled < args.train_steps and len(pending) < in_flight:
                     n = min(args.steps_per_execution, args.train_steps - scheduled)
-                    pending[fetcher.submit(launch(n).fetch)] = n
+                    pending[fetcher.submit(launch(n, stop.requested).fetch)] = n
                     scheduled += n
                 # a bounded wait: SIGTERM is acted on within WAKE_S, without waiting for a result
                 finished, _ = futures.wait(pending, timeout=WAKE_S, return_when=futures.FIRST_COMPLETED)
@@ -206,6 +213,9 @@ def run(session: Session, launch, in_flight: int, count: bool = False) -> tuple[
                     if result is None:  # the call failed; ClusterCoordinator holds its error for the
                         scheduled -= n  # next schedule, which raises it (or, recovered, runs these steps)
                         continue
+                    if vote:
+                        *result, votes = result
+                        voted = voted or votes > 0
                     loss, accuracy, *extra = result
                     session.progress.add(n, float(loss), float(accuracy),
                                          **dict(zip(session.train_metrics, map(float, extra))))
@@ -215,9 +225,10 @@ def run(session: Session, launch, in_flight: int, count: bool = False) -> tuple[
                     session.at(done - n, done)
     finally:
         fetcher.shutdown(wait=False, cancel_futures=True)
-    if stop.requested:
-        session.save()
-        raise Stopped(f"SIGTERM: saved checkpoint at step {int(session.step.numpy())} in "
+    if voted or (stop.requested and not vote):
+        session.save()  # under MultiWorkerMirrored: every worker, at the same step
+        why = "SIGTERM" if stop.requested else "a peer got SIGTERM"
+        raise Stopped(f"{why}: saved checkpoint at step {int(session.step.numpy())} in "
                       f"{session.saver.directory}; exiting {Stopped.code} (retryable): a restart resumes there")
     path = session.finish()
     return int(session.step.numpy()), path

@@ -78,3 +78,50 @@ def test_a_lost_mirrored_peer_exits_retryable_and_both_workers_resume_from_one_c
     for log in logs.values():  # the same checkpoint on both
         assert f"Restored {job}/checkpoints/ckpt-{step} at step {step}" in log
     assert final_metrics(logs["worker-0"])[0] == step + 10
+
+
+_STOPPED = re.compile(r"^trainer: (SIGTERM|a peer got SIGTERM): saved checkpoint at step (\d+) in (\S+); exiting 143 "
+                      r"\(retryable\)", re.M)
+
+
+def test_sigterm_to_one_mirrored_worker_makes_every_worker_save_one_step_and_a_restart_resumes_there(
+        mnist_dir, tmp_path):  # noqa: F811
+    """Its pod deleted or its spot VM preempted: worker-1 (not the one that writes the job
+    dir's checkpoints) gets SIGTERM; the next call's all-reduce tells worker-0 too, both
+    save the same step and exit 143, and both restarted resume there."""
+    job = tmp_path / "job"
+    with TrainerCluster({"Worker": 2}, args(job, mnist_dir, 100000), tmp_path) as cluster:
+        cluster.wait_for_line("worker-0", "Train [worker/0] step 30 of", WAIT_S)
+        cluster.replicas["worker-1"].process.send_signal(signal.SIGTERM)
+        assert cluster.wait(120) == {"worker-0": 143, "worker-1": 143}, cluster.tails()
+        stopped = {name: _STOPPED.search(cluster.log(name)) for name in ("worker-0", "worker-1")}
+        assert stopped["worker-1"][1] == "SIGTERM" and stopped["worker-0"][1] == "a peer got SIGTERM", cluster.tails()
+        step = int(stopped["worker-0"][2])
+        assert int(stopped["worker-1"][2]) == step >= progress(cluster.log("worker-0"))[-1].step >= 30
+        assert stopped["worker-0"][3] == str(job / "checkpoints")  # worker-1 wrote its copy to a scratch dir
+        assert (job / "checkpoints" / f"ckpt-{step}.index").is_file() and not (job / "export").exists()
+
+        for name in ("worker-0", "worker-1"):  # the operator restarts both (ExitCode: 143 is retryable)
+            cluster.restart(name, args(job, mnist_dir, step + 10))
+        assert cluster.wait(WAIT_S) == {"worker-0": 0, "worker-1": 0}, cluster.tails()
+        logs = {name: cluster.log(name).split(f"Starting worker/{name[-1]} ")[-1] for name in ("worker-0", "worker-1")}
+    for log in logs.values():
+        assert f"Restored {job}/checkpoints/ckpt-{step} at step {step}" in log
+    assert final_metrics(logs["worker-0"])[0] == step + 10
+
+
+def test_sigterm_to_a_single_process_saves_and_a_restart_resumes_there(mnist_dir, tmp_path):  # noqa: F811
+    job = tmp_path / "job"
+    with TrainerCluster({"Chief": 1}, args(job, mnist_dir, 100000), tmp_path / "first") as first:
+        first.wait_for_line("chief-0", "Train [chief/0] step 20 of", WAIT_S)
+        first.replicas["chief-0"].process.send_signal(signal.SIGTERM)
+        assert first.wait(120) == {"chief-0": 143}, first.tails()
+        stopped = _STOPPED.search(first.log("chief-0"))
+    assert stopped[1] == "SIGTERM" and stopped[3] == str(job / "checkpoints")
+    step = int(stopped[2])
+    assert step >= 20 and (job / "checkpoints" / f"ckpt-{step}.index").is_file()
+    with TrainerCluster({"Chief": 1}, args(job, mnist_dir, step + 10), tmp_path / "second") as second:
+        assert second.wait(WAIT_S) == {"chief-0": 0}, second.tails()
+        log = second.log("chief-0")
+    assert f"Restored {job}/checkpoints/ckpt-{step} at step {step}" in log
+    assert final_metrics(log)[0] == step + 10

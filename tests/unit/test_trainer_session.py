@@ -6,6 +6,7 @@ The dispatch test hands session.run a stand-in for ClusterCoordinator's RemoteVa
 from __future__ import annotations
 
 import json
+import signal
 import threading
 import time
 
@@ -32,15 +33,18 @@ def state(tmp_path):
 
 class Handle:
     """TEST DOUBLE of a coordinator RemoteValue: fetch() blocks until `ready` is set; a
-    failed call's gives None (ClusterCoordinator keeps the error for the next schedule)."""
+    failed call's gives None (ClusterCoordinator keeps the error for the next schedule).
+    `votes`: the result ends with that count, as a MultiWorkerMirrored call's does."""
 
-    def __init__(self, ready: threading.Event, failed: bool = False):
-        self.ready, self.failed = ready, failed
+    def __init__(self, ready: threading.Event, failed: bool = False, votes: float | None = None):
+        self.ready, self.failed, self.votes = ready, failed, votes
 
     def fetch(self):
         if not self.ready.wait(timeout=60):
             raise TimeoutError("never released")
-        return None if self.failed else (0.5, 0.9)
+        if self.failed:
+            return None
+        return (0.5, 0.9) if self.votes is None else (0.5, 0.9, self.votes)
 
 
 def finished() -> threading.Event:
@@ -54,7 +58,7 @@ def test_results_are_taken_as_they_complete_while_one_call_is_slow(state):
     slow = threading.Event()
     done_at_release: list[int] = []
 
-    def launch(n: int) -> Handle:
+    def launch(n: int, stopping: bool) -> Handle:
         launched.append(n)
         if len(launched) == 1:
             return Handle(slow)  # the oldest call: its worker is slow
@@ -71,7 +75,7 @@ def test_results_are_taken_as_they_complete_while_one_call_is_slow(state):
 def test_a_failed_call_is_not_counted_and_its_steps_are_scheduled_again(state):
     launched: list[int] = []
 
-    def launch(n: int) -> Handle:
+    def launch(n: int, stopping: bool) -> Handle:
         launched.append(n)
         return Handle(finished(), failed=len(launched) == 3)
 
@@ -82,7 +86,7 @@ def test_a_failed_call_is_not_counted_and_its_steps_are_scheduled_again(state):
 def test_a_failed_calls_error_raised_by_the_next_schedule_ends_the_run(state):
     launched: list[int] = []
 
-    def launch(n: int) -> Handle:
+    def launch(n: int, stopping: bool) -> Handle:
         if len(launched) == 3:  # ClusterCoordinator.schedule raising the failed closure's error
             raise tf.errors.InternalError(None, None, "Unable to parse request")
         launched.append(n)
@@ -90,6 +94,28 @@ def test_a_failed_calls_error_raised_by_the_next_schedule_ends_the_run(state):
 
     with pytest.raises(tf.errors.InternalError):
         session.run(state, launch, in_flight=2, count=True)
+
+
+@pytest.mark.parametrize("local", [False, True], ids=["a peer's SIGTERM", "this worker's SIGTERM"])
+def test_a_stop_vote_saves_the_step_reached_and_stops_every_worker(state, local):
+    """MultiWorkerMirrored: a call's all-reduced vote says some worker got SIGTERM; every
+    worker saves the same step and stops (exit 143). This worker's own SIGTERM reaches the
+    next call as `stopping` and does not stop it alone (its peers would wait for it)."""
+    calls: list[bool] = []
+
+    def launch(n: int, stopping: bool) -> Handle:
+        calls.append(stopping)
+        if local and len(calls) == 2:
+            signal.raise_signal(signal.SIGTERM)  # noted by session.run's handler, not acted on alone
+        votes = float(stopping) if local else float(len(calls) == 3)  # a peer's vote in call 3
+        return Handle(finished(), votes=votes)
+
+    with pytest.raises(session.Stopped) as stopped:
+        session.run(state, launch, in_flight=1, count=True, vote=True)  # the double counts no steps itself
+    assert calls == ([False, False, True] if local else [False, False, False])
+    assert str(stopped.value).startswith(("SIGTERM" if local else "a peer got SIGTERM") + ": saved checkpoint at "
+                                         f"step 30 in {state.saver.directory}; exiting 143 (retryable)")
+    assert state.saved_at == 30 and tf.train.latest_checkpoint(state.saver.directory).endswith("ckpt-30")
 
 
 def test_periodic_evaluation_is_left_to_a_live_side_car_evaluator(state, capsys):

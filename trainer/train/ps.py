@@ -43,7 +43,7 @@ def run(args: argparse.Namespace, cluster: Cluster) -> tuple[int, str | None]:
     iterator = iter(coordinator.create_per_worker_dataset(worker_dataset_fn(args)))
     train = train_step.make_train_fn(strategy, state, count_steps=False, worker_lines=args.log_every_steps)
 
-    def launch(n: int):
+    def launch(n: int, stopping: bool):  # the chief acts on its own SIGTERM (session.run)
         return coordinator.schedule(train, args=(iterator, tf.constant(n)))
 
     workers = len(cluster.spec["worker"])

@@ -142,7 +142,7 @@ class WorkerLines:
 
 
 def make_train_fn(strategy: tf.distribute.Strategy, state, count_steps: bool = True,
-                  worker_lines: int = 0):
+                  worker_lines: int = 0, stop_vote: bool = False):
     """`state`: a session.Session (model, optimizer, step) made under `strategy`.
 
     count_steps: the call adds `n` to the global step (MultiWorkerMirrored and single
@@ -151,7 +151,11 @@ def make_train_fn(strategy: tf.distribute.Strategy, state, count_steps: bool = T
     updated the variables, so the coordinator counts the calls it got results for instead
     (session.run); the global step then equals --train-steps exactly.
     worker_lines: under parameter-server training, each worker prints its own Train line
-    every that many of its steps (WorkerLines); 0: none."""
+    every that many of its steps (WorkerLines); 0: none.
+    stop_vote: the call takes a third argument, 1.0 when this process was asked to stop
+    (SIGTERM), and returns last how many replicas asked, summed across the workers with
+    the step's own all-reduce: under MultiWorkerMirrored every worker then learns of a
+    peer's SIGTERM at the same call, so all save the same step together."""
     model, optimizer, step = state.model, state.optimizer, state.step
     spec = models.get(state.args.model)
     loss_and_hits, names = spec.loss_and_hits, getattr(spec, "TRAIN_METRICS", ())
@@ -168,7 +172,7 @@ def make_train_fn(strategy: tf.distribute.Strategy, state, count_steps: bool = T
         return loss, tf.reduce_mean(hits), extra
 
     @tf.function
-    def train(iterator, n):
+    def train(iterator, n, stop=0.0):
         loss_sum = tf.constant(0.0)
         accuracy_sum = tf.constant(0.0)
         extra_sum = tf.zeros([len(names)])
@@ -187,8 +191,10 @@ def make_train_fn(strategy: tf.distribute.Strategy, state, count_steps: bool = T
         if lines is not None:
             lines.add(n, tf.concat([[loss_sum, accuracy_sum], extra_sum], axis=0), began, mark)
         count = tf.cast(n, tf.float32)
-        if names:
-            return (loss_sum / count, accuracy_sum / count, *tf.unstack(extra_sum / count, num=len(names)))
-        return loss_sum / count, accuracy_sum / count
+        means = (loss_sum / count, accuracy_sum / count, *tf.unstack(extra_sum / count, num=len(names)))
+        if stop_vote:
+            votes = strategy.run(tf.identity, args=(tf.convert_to_tensor(stop, tf.float32),))
+            return (*means, strategy.reduce(tf.distribute.ReduceOp.SUM, votes, axis=None))
+        return means
 
     return train

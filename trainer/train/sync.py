@@ -4,6 +4,8 @@ any) when there are no ps tasks, or the default strategy in a single process.
 Every worker runs the same loop; gradients are all-reduced each step. The chief (or
 worker 0) logs, evaluates, writes checkpoints and exports; the others save checkpoints
 into a scratch dir, as MultiWorkerMirroredStrategy requires every worker to take part.
+SIGTERM to any worker (its pod deleted, its spot VM preempted) is voted on in each call's
+all-reduce, so every worker saves the same step and exits 143 (session.run).
 """
 from __future__ import annotations
 
@@ -43,5 +45,9 @@ def run(args: argparse.Namespace, cluster: Cluster) -> tuple[int, str | None]:
                             parse=models.get(args.model).parser(source))
 
     iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
-    train = train_step.make_train_fn(strategy, state)
-    return session.run(state, lambda n: Done(train(iterator, tf.constant(n))), in_flight=1)
+    vote = cluster.mode == "sync"  # a SIGTERM to any worker stops them all at the same step
+    train = train_step.make_train_fn(strategy, state, stop_vote=vote)
+    if not vote:
+        return session.run(state, lambda n, stopping: Done(train(iterator, tf.constant(n))), in_flight=1)
+    return session.run(state, lambda n, stopping: Done(train(iterator, tf.constant(n), tf.constant(float(stopping)))),
+                       in_flight=1, vote=True)
