@@ -203,6 +203,16 @@ build_base() {
   check_no_build_mounts "$base_image"
 }
 
+remove_working_containers() {  # and their overlay mounts: buildah 1.28 leaves the working container
+  # of the serve stage (FROM trainer, whose image is the tagged trainer image) mounted after `bud`
+  local ids
+  ids="$(buildah containers --format '{{.ContainerID}} {{.ImageName}}' | awk '$2 ~ /^localhost\/tfjob-/ {print $1}')"
+  if [[ -n "$ids" ]]; then
+    # shellcheck disable=SC2086  # one ID per word
+    buildah rm $ids >/dev/null
+  fi
+}
+
 check_no_build_mounts() {  # the build-time mounts must leave nothing behind in the image
   local leftovers
   leftovers="$(podman run --rm --network none "${run_opts[@]}" --entrypoint sh "$1" -c \
@@ -237,6 +247,7 @@ build_image() {  # build_image IMAGE ARCHIVE WHAT BUILDAH_ARGS...: the Dockerfil
     timed "build $name ($what, BASE_IMAGE=$base_image)" \
       buildah bud --pull=never "${run_opts[@]}" --layers=false "$@" \
         --build-arg "BASE_IMAGE=$base_image" -f "$root/Dockerfile" -t "$name" "$root"
+    remove_working_containers
     check_no_build_mounts "$name"
   fi
   save_archive "$name" "$out"
@@ -269,6 +280,7 @@ if [[ "${1:-}" == "--lock" ]]; then
 fi
 check_locks
 start=$SECONDS
+remove_working_containers  # what an interrupted earlier build left
 log "cache: $cache_root (base $base_image, trainer $image, serving $serve_image)"
 build_image "$image" "$archive" "Dockerfile" --network none  # the trainer: no network at all
 # the `serve` target: pip downloads serve-requirements.lock's wheels, the host CA a secret

@@ -6,6 +6,7 @@ for that step only)."""
 from __future__ import annotations
 
 import glob
+import subprocess
 import gzip
 import json
 import re
@@ -92,3 +93,15 @@ def test_no_layer_holds_the_host_ca_or_build_mounts_and_only_the_trainer_is_inst
     assert "opt/venv/bin/tfjob" not in names  # the console script needs the launcher: removed
     serving = image.reference.startswith("localhost/tfjob-serve:")
     assert (f"{SITE}/kserve/__init__.py" in names) == serving  # kserve: in the serving image only
+
+
+def test_the_build_leaves_no_working_container_and_no_mount(trainer_image, serve_image):
+    """Both images are built (scripts/test ran build.sh): buildah keeps no working container
+    of them, and with it no overlay mount (buildah 1.28 left the serve stage's one mounted)."""
+    listed = subprocess.run(["buildah", "containers", "--format", "{{.ContainerName}} {{.ImageName}}"],
+                            capture_output=True, text=True, timeout=60, check=True).stdout.splitlines()
+    assert not [line for line in listed if " localhost/tfjob-" in line], listed
+    with open("/proc/mounts") as mounts:
+        merged = [line.split()[1] for line in mounts if line.split()[1].startswith("/var/lib/containers/storage/")
+                  and line.split()[1].endswith("/merged")]
+    assert merged == [], merged
