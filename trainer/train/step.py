@@ -171,8 +171,7 @@ def make_train_fn(strategy: tf.distribute.Strategy, state, count_steps: bool = T
         extra = tf.stack(spec.batch_metrics(labels, logits)) if names else tf.zeros([0])
         return loss, tf.reduce_mean(hits), extra
 
-    @tf.function
-    def train(iterator, n, stop=0.0):
+    def steps(iterator, n, stop=None):
         loss_sum = tf.constant(0.0)
         accuracy_sum = tf.constant(0.0)
         extra_sum = tf.zeros([len(names)])
@@ -192,9 +191,20 @@ def make_train_fn(strategy: tf.distribute.Strategy, state, count_steps: bool = T
             lines.add(n, tf.concat([[loss_sum, accuracy_sum], extra_sum], axis=0), began, mark)
         count = tf.cast(n, tf.float32)
         means = (loss_sum / count, accuracy_sum / count, *tf.unstack(extra_sum / count, num=len(names)))
-        if stop_vote:
+        if stop is not None:
             votes = strategy.run(tf.identity, args=(tf.convert_to_tensor(stop, tf.float32),))
             return (*means, strategy.reduce(tf.distribute.ReduceOp.SUM, votes, axis=None))
         return means
 
-    return train
+    # Two functions, not one with `stop` optional: ClusterCoordinator.schedule calls the
+    # concrete function traced for its args, which binds no Python default, so an optional
+    # third parameter fails every parameter-server call ("missing a required argument").
+    @tf.function
+    def train(iterator, n):
+        return steps(iterator, n)
+
+    @tf.function
+    def train_voting(iterator, n, stop):
+        return steps(iterator, n, stop)
+
+    return train_voting if stop_vote else train
