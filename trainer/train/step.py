@@ -45,7 +45,18 @@ class FusedAdam(keras.optimizers.Adam):
     parameter-server training these run on the ps for every step of every worker: the
     unfused ops were about a fifth of the ps's CPU time (perf, bench/ps_vs_single.py).
     Sparse (IndexedSlices) gradients, such as the taxi model's embeddings, and any variable
-    that is not a plain resource variable take Keras's own update."""
+    that is not a plain resource variable take Keras's own update.
+
+    Its step count goes up by TensorFlow's own assign_add, one locked op on the variable's
+    device: Keras 3's Variable.assign_add is assign(self + value), a read and a write, so
+    parameter-server workers updating at the same time lost increments (2 workers, 200
+    steps: 159), and the learning-rate schedule and Adam's bias correction, which follow
+    that count, fell behind the global step (the rate at the last step 18x its floor)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        counter = self._iterations
+        counter.assign_add = lambda value: variables.underlying(counter).assign_add(tf.cast(value, counter.dtype))
 
     def update_step(self, gradient, variable, learning_rate):
         def unwrapped(v):  # a Keras variable -> its tf.Variable (tf.Variable.value is a method)
