@@ -11,6 +11,7 @@ trips (`--dataset taxi`): see trainer/models/taxi/prepare.py.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from dataclasses import dataclass
 
@@ -103,9 +104,8 @@ def files(data: str | Source, split: str) -> list[str]:
     if src.given(split):
         found = sorted({path for pattern in src.given(split) for path in tf.io.gfile.glob(pattern)})
         if not found:
-            flag = "--train_data_paths" if split == "train" else "--eval_data_paths"
-            raise DataError(f"{flag}: no files match {', '.join(src.given(split))}; give existing TFRecord "
-                            "files or patterns (local or gs://)")
+            raise DataError(f"{_flag(src, split)}: no files match {', '.join(src.given(split))}; give existing "
+                            "TFRecord files or patterns (local or gs://)")
         return found
     found = ([path for pattern in src.patterns(split) for path in tf.io.gfile.glob(pattern)]
              if tf.io.gfile.exists(src.data_dir) else [])
@@ -113,6 +113,67 @@ def files(data: str | Source, split: str) -> list[str]:
         raise DataError(f"--data-dir: no {src.dataset} {split} records at {src.data_dir}; "
                         f"create them with: python -m trainer.data {src.prepare}--out {src.data_dir}")
     return sorted(found)
+
+
+def reading_line(data: str | Source, found: dict[str, list[str]]) -> str:
+    """`Reading train: 3 files matching gs://b/train-*.tfr.gz; test: 1 file in data/mnist`:
+    how many files of each split (`found`: files() of each) the job reads, and whence."""
+    src = _source(data)
+    parts = []
+    for split, paths in found.items():
+        whence = f"matching {', '.join(src.given(split))}" if src.given(split) else f"in {src.data_dir}"
+        parts.append(f"{split}: {len(paths)} file{'' if len(paths) == 1 else 's'} {whence}")
+    return "Reading " + "; ".join(parts)
+
+
+_MAP_ERROR = re.compile(r"^Error in user-defined function passed to \S+ transformation with iterator: \S+: "
+                        r"|Name: <unknown>, ")  # tf.data's wrapping of the parser's error
+
+
+def _flag(src: Source, split: str) -> str:
+    if not src.given(split):
+        return "--data-dir"
+    return "--train_data_paths" if split == "train" else "--eval_data_paths"
+
+
+def check_records(data: str | Source, found: dict[str, list[str]], parse, hint: str = "") -> None:
+    """Read the first record of each split's first file (`found`: files() of each) and parse
+    it as training will, with the model's `parse`; DataError (one line: the flag, the file,
+    TensorFlow's reason, the record's features, the model's `hint`) when that fails: files
+    that are not TFRecords, or records of another layout (seed 000's `image_raw`)."""
+    from trainer import failures
+
+    src = _source(data)
+    for split, paths in found.items():
+        first = records(tf.constant(paths[0])).take(1)
+        serialized = None
+        try:
+            serialized = next(iter(first), None)
+            if serialized is not None:
+                next(iter(first.batch(1).map(parse)))
+        except (tf.errors.InvalidArgumentError, tf.errors.DataLossError) as error:
+            reason = _MAP_ERROR.sub("", failures.summary(error, limit=1000))
+            why = f"{_flag(src, split)}: cannot read {paths[0]} as {src.dataset} records ({reason})"
+            if serialized is None:
+                raise DataError(f"{why}; give TFRecord files (.gz or .gzip names: GZIP)") from None
+            try:
+                names = sorted(tf.train.Example.FromString(serialized.numpy()).features.feature)
+            except Exception:  # noqa: BLE001 - protobuf's DecodeError: not a tf.train.Example
+                raise DataError(f"{why}; its records are not tf.train.Example") from None
+            raise DataError(f"{why}; its records have the features {', '.join(names) or '(none)'}"
+                            + (f"; {hint}" if hint else "")) from None
+
+
+def check(args) -> None:
+    """check_records for parsed trainer flags, with the model's parser and RECORDS_HINT.
+    It runs TensorFlow ops eagerly, so only once the strategy exists (MultiWorkerMirrored
+    must configure TensorFlow before its first op) and threads are limited."""
+    from trainer import models
+
+    model = models.get(args.model)
+    src = source(args)
+    found = {split: files(src, split) for split in ("train", model.EVAL_SPLIT)}
+    check_records(src, found, model.parser(src), getattr(model, "RECORDS_HINT", ""))
 
 
 def records(path: tf.Tensor) -> tf.data.Dataset:

@@ -122,6 +122,7 @@ class SideCar:
 
 
 def run(args: argparse.Namespace, cluster: Cluster) -> int:
+    data.check(args)
     watch = lifecycle.Watch(args.job_dir, cluster.chief_address, args.poll_seconds, args.orphan_seconds)
     sidecar = SideCar(args)
     print(f"Evaluator watching {sidecar.directory}"

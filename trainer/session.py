@@ -127,7 +127,10 @@ class Session:
 
 def start(args: argparse.Namespace, cluster: Cluster, strategy: tf.distribute.Strategy) -> Session:
     """Model, optimizer and global step made inside strategy.scope() (so under PS they are
-    created on the ps tasks), then restored from the latest checkpoint."""
+    created on the ps tasks), then restored from the latest checkpoint. First the model's
+    parser reads the first record of each split (data.check): after the strategy, which
+    MultiWorkerMirrored needs made before any TensorFlow op runs."""
+    data.check(args)
     with strategy.scope():
         model = models.build(args.model)
         optimizer = train_step.build_optimizer(model, train_step.learning_rate(args))

@@ -47,19 +47,26 @@ def quiet_tensorflow() -> None:
 
 
 def ensure_data(args: argparse.Namespace) -> None:
-    """Raise DataError when --data-dir has no records, unless --prepare-data writes them."""
+    """Raise DataError when --data-dir (or a pattern of --train_data_paths/--eval_data_paths)
+    has no records, unless --prepare-data writes them; then say which files the job reads.
+    (Whether the model can parse them is data.check's, once TensorFlow is configured.)"""
     from trainer import data, models
 
     model = models.get(args.model)
     source = data.source(args)
+
+    def found() -> dict[str, list[str]]:
+        return {split: data.files(source, split) for split in ("train", model.EVAL_SPLIT)}
+
     try:
-        data.files(source, "train")
-        data.files(source, model.EVAL_SPLIT)
+        files = found()
     except data.DataError:
         if not args.prepare_data:
             raise
         print(f"Preparing {model.DATASET} in {args.data_dir} (--prepare-data)")
         model.prepare_data(args.data_dir)
+        files = found()
+    print(data.reading_line(source, files))
 
 
 def serve(args: argparse.Namespace, cluster: Cluster) -> int:
@@ -113,7 +120,7 @@ def compute(args: argparse.Namespace, cluster: Cluster) -> int:
 
             return evaluator.run(args, cluster)
         return train(args, cluster)
-    except checkpoints.MismatchError as error:
+    except (checkpoints.MismatchError, data.DataError) as error:  # data.check: records it cannot parse
         return fail(str(error))
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import signal
 from pathlib import Path
@@ -9,15 +10,20 @@ from pathlib import Path
 import pytest
 
 from tests.support.trainer_cluster import (TEST_SLICE, TrainerCluster, evaluate_export, export_path, final_metrics,
-                                           progress, run_module)
+                                           progress, run_module, summaries)
 
 pytestmark = pytest.mark.slow
 WAIT_S = 540
-_VARIABLE = re.compile(r"^Variable (\S+) \(.*\) on (.+)$", re.M)
+_VARIABLE = re.compile(r"^Variable (\S+) \((.*)\) on (.+)$", re.M)
 
 
 def placements(log: str) -> dict[str, list[str]]:
-    return {name: devices.split(", ") for name, devices in _VARIABLE.findall(log)}
+    return {name: devices.split(", ") for name, _, devices in _VARIABLE.findall(log)}
+
+
+def sizes(log: str) -> dict[str, int]:
+    """{weight: how many numbers it holds}, from the chief's Variable lines."""
+    return {name: math.prod(int(d) for d in re.findall(r"\d+", shape)) for name, shape, _ in _VARIABLE.findall(log)}
 
 
 def args(job_dir: Path, data_dir: str, steps: int, every: int) -> list[str]:
@@ -28,7 +34,8 @@ def args(job_dir: Path, data_dir: str, steps: int, every: int) -> list[str]:
 
 def test_chief_ps_and_two_workers_train_and_all_exit_0(mnist_dir, tmp_path):  # noqa: F811
     job = tmp_path / "job"
-    with TrainerCluster({"Chief": 1, "PS": 1, "Worker": 2}, args(job, mnist_dir, 200, 100), tmp_path) as cluster:
+    flags = [*args(job, mnist_dir, 200, 100), "--histogram-every-steps", "100"]
+    with TrainerCluster({"Chief": 1, "PS": 1, "Worker": 2}, flags, tmp_path) as cluster:
         codes = cluster.wait(WAIT_S)
         chief = cluster.log("chief-0")
         assert codes == {"chief-0": 0, "ps-0": 0, "worker-0": 0, "worker-1": 0}, cluster.tails()
@@ -71,8 +78,20 @@ def test_chief_ps_and_two_workers_train_and_all_exit_0(mnist_dir, tmp_path):  # 
     assert examples == TEST_SLICE and abs(exported_accuracy - accuracy) <= 0.00005 + 1e-9, (exported_accuracy, accuracy)
     assert f"Eval step 200: loss {final_metrics(chief)[1]:.4f}, accuracy {accuracy:.4f}" in chief
     assert (job / "checkpoints" / "ckpt-200.index").is_file()
-    assert list((job / "train").glob("events.out.tfevents.*")) and list((job / "eval").glob("events.out.tfevents.*"))
+    assert list((job / "eval").glob("events.out.tfevents.*"))
     assert json.loads((job / "done.json").read_text())["step"] == 200
+
+    # TensorBoard from the coordinator: the model graph, the learning rate with every Train
+    # line (Adam's schedule at its step count on the ps: warm-up over 50 steps, then cosine
+    # to 1% at step 200) and every weight's histogram, read whole from the ps, every 100 steps
+    board = summaries(str(job / "train"))
+    assert board["graph"] and board["scalars"]["learning_rate"] == list(range(20, 201, 20))
+    rates = board["values"]["learning_rate"]
+    assert 0 < rates[0] < 0.003 and max(rates) <= 0.003 * (1 + 1e-6), rates
+    assert rates[-1] == pytest.approx(0.003 * 0.01, rel=1e-3), rates
+    weights = sizes(chief)
+    assert board["histograms"] == {name: [100, 200] for name in weights}
+    assert all(board["values"][name] == [weights[name]] * 2 for name in weights), board["values"]
 
     request = tmp_path / "request.json"
     assert run_module("trainer.make_request", ["--data-dir", mnist_dir, "--count", "4", "--out", str(request)]).returncode == 0
@@ -90,10 +109,11 @@ def test_chief_ps_and_two_workers_train_and_all_exit_0(mnist_dir, tmp_path):  # 
 def test_variables_partition_across_two_ps_and_the_evaluator_follows(mnist_dir, tmp_path):  # noqa: F811
     job = tmp_path / "job"
     counts = {"Chief": 1, "PS": 2, "Worker": 1, "Evaluator": 1}
-    with TrainerCluster(counts, args(job, mnist_dir, 40, 20), tmp_path) as cluster:
+    with TrainerCluster(counts, [*args(job, mnist_dir, 40, 20), "--histogram-every-steps", "40"], tmp_path) as cluster:
         codes = cluster.wait(WAIT_S)
         assert set(codes.values()) == {0}, cluster.tails()
         variables = placements(cluster.log("chief-0"))
+        dense = sizes(cluster.log("chief-0"))["mnist/dense/kernel"]
         # the 12.8 MB dense kernel is split by MinSizePartitioner, one shard per ps task
         assert sorted(d.split("/device")[0] for d in variables["mnist/dense/kernel"]) == \
             ["/job:ps/replica:0/task:0", "/job:ps/replica:0/task:1"]
@@ -103,6 +123,9 @@ def test_variables_partition_across_two_ps_and_the_evaluator_follows(mnist_dir, 
         assert re.findall(r"^Eval step (\d+): loss", evaluator, re.M) == ["20", "40"]  # each once, in order
         assert "Chief marked the job done" in evaluator
     assert list((job / "evaluator").glob("events.out.tfevents.*"))
+    # the histogram of the kernel split over both ps holds all of it, not one shard
+    board = summaries(str(job / "train"))
+    assert board["histograms"]["mnist/dense/kernel"] == [40] and board["values"]["mnist/dense/kernel"] == [dense]
 
     # the 2-ps checkpoint restores whole into 1 ps: weights and Adam's state (m, v, iterations)
     probe = run_module("tests.support.restore_probe", [str(job), "--model", "mnist", "--ps", "1"])

@@ -111,20 +111,25 @@ print(json.dumps({"accuracy": hits / count, "count": count}))
 _SUMMARIES = """
 import json, sys
 import tensorflow as tf
-tags, graph = {}, False
+tags, values, graph = {}, {}, False
 for path in tf.io.gfile.glob(sys.argv[1] + "/events.out.tfevents.*"):
     for event in tf.compat.v1.train.summary_iterator(path):
         graph = graph or bool(event.graph_def)
         for value in event.summary.value:
             kind = value.metadata.plugin_data.plugin_name or "scalars"
             tags.setdefault(kind, {}).setdefault(value.tag, []).append(event.step)
-print(json.dumps({"graph": graph, **tags}))
+            array = tf.make_ndarray(value.tensor) if value.HasField("tensor") else value.simple_value
+            # a scalar's value; a histogram's (left, right, count) buckets: how many values it holds
+            number = float(array[:, 2].sum()) if kind == "histograms" else float(array)
+            values.setdefault(value.tag, []).append(number)
+print(json.dumps({"graph": graph, **tags, "values": values}))
 """
 
 
 def summaries(directory: str) -> dict:
     """What TensorBoard finds in `directory`'s event files: {"graph": bool, "scalars":
-    {tag: [steps]}, "histograms": {tag: [steps]}} (read in a subprocess)."""
+    {tag: [steps]}, "histograms": {tag: [steps]}, "values": {tag: [each scalar's value, or
+    how many numbers each histogram counts]}} in the files' order (read in a subprocess)."""
     done = subprocess.run([sys.executable, "-c", _SUMMARIES, directory], cwd=ROOT, env=trainer_env(),
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]

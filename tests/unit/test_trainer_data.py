@@ -114,3 +114,47 @@ def test_file_patterns_with_gzip_records_and_the_image_raw_feature(tmp_path):
     assert sorted(batch[1].numpy().tolist()) == sorted(labels[:4].tolist())
     with pytest.raises(data.DataError, match=r"^--train_data_paths: no files match /nowhere/\*\.tfr"):
         data.files(data.Source("d", train_paths=("/nowhere/*.tfr",)), "train")
+
+
+def test_records_the_model_cannot_parse_are_refused_naming_their_features_and_the_flag(tmp_path):
+    import tensorflow as tf
+
+    from trainer.models.mnist import common as mnist
+
+    images, labels = synthetic(3)
+    for name in ("train.tfrecords", "test.tfrecords"):  # the TF MNIST tutorials' layout
+        with tf.io.TFRecordWriter(str(tmp_path / name)) as writer:
+            for image, label in zip(images, labels):
+                feature = {"image_raw": tf.train.Feature(bytes_list=tf.train.BytesList(value=[image.tobytes()])),
+                           "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)]))}
+                writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+    data.write_split(str(tmp_path), "test", images, labels)  # the trainer's own layout (`image`)
+    (tmp_path / "notes.tfr.gz").write_bytes(b"not gzip, not a TFRecord\n" * 4)
+    tutorials = {"train": [str(tmp_path / "train.tfrecords")], "test": [str(tmp_path / "test.tfrecords")]}
+
+    def check(image_feature: str, found: dict) -> None:
+        source = data.Source(str(tmp_path), train_paths=(str(tmp_path / "train.tfrecords"),),
+                             image_feature=image_feature)
+        data.check_records(source, found, mnist.parser(source), mnist.RECORDS_HINT)
+
+    check("image_raw", tutorials)
+    with pytest.raises(data.DataError, match=r"^--data-dir: cannot read .*/test-00000-of-00002\.tfrecord as MNIST "
+                                             r"records \(Feature: image_raw \(data type: string\) is required"):
+        check("image_raw", {**tutorials, "test": data.files(str(tmp_path), "test")})  # one --image-feature for both
+    with pytest.raises(data.DataError) as error:
+        check("image", tutorials)
+    assert str(error.value) == (
+        f"--train_data_paths: cannot read {tmp_path}/train.tfrecords as MNIST records (Feature: image (data type: "
+        "string) is required but could not be found.); its records have the features image_raw, label; pass "
+        "--image-feature NAME, the feature holding the image's 784 bytes (image_raw in the TensorFlow MNIST "
+        "tutorials' records)")
+    with pytest.raises(data.DataError, match=r"^--data-dir: cannot read .*/notes\.tfr\.gz as MNIST records \(.*\); "
+                                             r"give TFRecord files \(\.gz or \.gzip names: GZIP\)$"):
+        check("image_raw", {**tutorials, "test": [str(tmp_path / "notes.tfr.gz")]})
+
+
+def test_the_reading_line_counts_the_files_of_each_split_and_says_whence(tmp_path):
+    source = data.Source("data/mnist", train_paths=("gs://b/train-*.tfr.gz", "gs://b/more*"))
+    found = {"train": ["gs://b/train-0.tfr.gz", "gs://b/more-0"], "test": ["data/mnist/test-00000-of-00001.tfrecord"]}
+    assert data.reading_line(source, found) == \
+        "Reading train: 2 files matching gs://b/train-*.tfr.gz, gs://b/more*; test: 1 file in data/mnist"

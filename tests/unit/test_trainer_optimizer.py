@@ -47,3 +47,22 @@ def test_sparse_gradients_take_keras_update():
     np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
     untouched = [i for i in range(50) if i not in (3, 9)]
     np.testing.assert_array_equal(ours.numpy()[untouched], twins()[0][1].numpy()[untouched])
+
+
+def test_the_step_count_goes_up_in_one_locked_op_not_a_read_and_a_write():
+    """Keras 3's Variable.assign_add is assign(self + value): parameter-server workers
+    updating at once lost increments, and the learning-rate schedule lagged
+    (tests/integration/test_trainer_ps.py sees it in TensorBoard's learning rate)."""
+    (fused, ours), _ = twins()
+
+    @tf.function
+    def apply():
+        fused.apply_gradients([(tf.ones([50, 7]), ours)])
+
+    graph = apply.get_concrete_function().graph.as_graph_def()
+    counter = [node for node in graph.node if node.op in ("AssignAddVariableOp", "AssignVariableOp")
+               and node.attr["dtype"].type == tf.int64.as_datatype_enum]
+    assert [node.op for node in counter] == ["AssignAddVariableOp"]
+    apply()
+    apply()
+    assert int(fused.iterations.numpy()) == 2

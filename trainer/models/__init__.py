@@ -10,6 +10,8 @@ predict.py, data.py) needs, and nothing else knows about it:
     build()               -> keras.Model (plain; variables named the same in every process)
     parser(source)        -> fn(batch of serialized tf.train.Example) -> (inputs, labels):
                           parsing and preprocessing, run in tf.data (the same code serves)
+    RECORDS_HINT (optional) how to read records of another layout, the end of the line that
+                          refuses records its parser cannot read (MNIST: --image-feature)
     loss_and_hits(model, inputs, labels, training) -> per-example losses, hits (float 0/1), logits
     TRAIN_METRICS, batch_metrics(labels, logits) (optional): names and values (scalars) of
                           per-batch metrics averaged into the Train lines (e.g. "auc")

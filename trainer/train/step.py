@@ -45,7 +45,18 @@ class FusedAdam(keras.optimizers.Adam):
     parameter-server training these run on the ps for every step of every worker: the
     unfused ops were about a fifth of the ps's CPU time (perf, bench/ps_vs_single.py).
     Sparse (IndexedSlices) gradients, such as the taxi model's embeddings, and any variable
-    that is not a plain resource variable take Keras's own update."""
+    that is not a plain resource variable take Keras's own update.
+
+    Its step count goes up by TensorFlow's own assign_add, one locked op on the variable's
+    device: Keras 3's Variable.assign_add is assign(self + value), a read and a write, so
+    parameter-server workers updating at the same time lost increments (2 workers, 200
+    steps: 159), and the learning-rate schedule and Adam's bias correction, which follow
+    that count, fell behind the global step (the rate at the last step 18x its floor)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        counter = self._iterations
+        counter.assign_add = lambda value: variables.underlying(counter).assign_add(tf.cast(value, counter.dtype))
 
     def update_step(self, gradient, variable, learning_rate):
         def unwrapped(v):  # a Keras variable -> its tf.Variable (tf.Variable.value is a method)
@@ -171,8 +182,7 @@ def make_train_fn(strategy: tf.distribute.Strategy, state, count_steps: bool = T
         extra = tf.stack(spec.batch_metrics(labels, logits)) if names else tf.zeros([0])
         return loss, tf.reduce_mean(hits), extra
 
-    @tf.function
-    def train(iterator, n, stop=0.0):
+    def steps(iterator, n, stop=None):
         loss_sum = tf.constant(0.0)
         accuracy_sum = tf.constant(0.0)
         extra_sum = tf.zeros([len(names)])
@@ -192,9 +202,20 @@ def make_train_fn(strategy: tf.distribute.Strategy, state, count_steps: bool = T
             lines.add(n, tf.concat([[loss_sum, accuracy_sum], extra_sum], axis=0), began, mark)
         count = tf.cast(n, tf.float32)
         means = (loss_sum / count, accuracy_sum / count, *tf.unstack(extra_sum / count, num=len(names)))
-        if stop_vote:
+        if stop is not None:
             votes = strategy.run(tf.identity, args=(tf.convert_to_tensor(stop, tf.float32),))
             return (*means, strategy.reduce(tf.distribute.ReduceOp.SUM, votes, axis=None))
         return means
 
-    return train
+    # Two functions, not one with `stop` optional: ClusterCoordinator.schedule calls the
+    # concrete function traced for its args, which binds no Python default, so an optional
+    # third parameter fails every parameter-server call ("missing a required argument").
+    @tf.function
+    def train(iterator, n):
+        return steps(iterator, n)
+
+    @tf.function
+    def train_voting(iterator, n, stop):
+        return steps(iterator, n, stop)
+
+    return train_voting if stop_vote else train

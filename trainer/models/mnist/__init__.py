@@ -12,7 +12,8 @@ import keras
 
 from trainer.models.mnist import cnn
 from trainer.models.mnist.common import (  # noqa: F401 - the model interface
-    DATASET, EVAL_SPLIT, input_spec, loss_and_hits, metrics, parser, prepare_data, request_instances, scores, serving)
+    DATASET, EVAL_SPLIT, RECORDS_HINT, input_spec, loss_and_hits, metrics, parser, prepare_data, request_instances,
+    scores, serving)
 
 PIXEL_MEAN, PIXEL_STD = 0.1307, 0.3081  # of MNIST's training images in [0, 1]
 

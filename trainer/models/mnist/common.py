@@ -25,6 +25,8 @@ FEATURES = {"image": tf.io.FixedLenFeature([], tf.string),
 IMAGE = tf.TensorSpec(shape=None, dtype=tf.float32, name="image")
 KEY = tf.TensorSpec(shape=[None], dtype=tf.int64, name="key")
 UNKEYED = "unkeyed"
+RECORDS_HINT = ("pass --image-feature NAME, the feature holding the image's 784 bytes (image_raw in the "
+                "TensorFlow MNIST tutorials' records)")
 
 
 def parse(records: tf.Tensor, image_feature: str = "image") -> tuple[tf.Tensor, tf.Tensor]:
