@@ -1,17 +1,21 @@
 """Online prediction latency and throughput: the model server (`python -m trainer.serve`,
-kserve's model server, TF Serving REST JSON over HTTP on 127.0.0.1) against calling the
-same SavedModel in-process, for batches of 1 and 64 real MNIST test images, in one run.
+kserve's model server over HTTP on 127.0.0.1) against calling the same SavedModel
+in-process, for batches of 1 and 64 real MNIST test images, in one run, in both request
+formats it speaks: TF Serving's REST JSON (v1) and the Open Inference Protocol (v2) with
+its binary data extension.
 
 In-process: `signatures["unkeyed"](image=tensor)` (the image-only signature; serving_default
 also takes a key) on a float32 array already in memory. Server: one client on one
 keep-alive connection, each request a pre-encoded JSON body `{"instances": [[784 floats],
 ...], "signature_name": "unkeyed"}` (the images `trainer.make_request --no-keys` writes), the
-answer read and JSON-decoded. Requests are sequential, so requests/s = 1 / mean latency.
-Both are measured after --warmup calls, one in-process call and one request in turn, in
+answer read and JSON-decoded; v2: the same images as one FP32 tensor after a small JSON
+header (`Inference-Header-Content-Length`), the classes asked for as binary INT64 and
+read with numpy. Requests are sequential, so requests/s = 1 / mean latency.
+Each is measured after --warmup calls, one in-process call and one request in turn, in
 --rounds, so that load from other work on the machine hits both alike. Each line also
 gives what the server spends on the body before TensorFlow runs (JSON parsing and the
 float32 conversion of trainer.serve.codec, timed here in-process). Targets (issue 19): server p99 at batch 1 under 20 ms; server throughput at
-batch 64 at least 0.7x in-process.
+batch 64 at least 0.7x in-process; both are judged for each format.
 
     .venv/bin/python bench/serving.py [--model-dir JOB_DIR/export] [--requests 200] [--rounds 3]
 
@@ -38,6 +42,7 @@ from tests.support.ports import free_port  # noqa: E402
 from tests.support.trainer_cluster import reap, trainer_env  # noqa: E402
 
 BATCHES = (1, 64)
+FORMATS = ("v1 JSON", "v2 binary")
 TARGET_P99_MS, TARGET_RATIO = 20.0, 0.7
 
 
@@ -131,6 +136,18 @@ class Server:
         self.connection.request("GET", path)
         return json.loads(self.connection.getresponse().read())
 
+    def infer(self, body: bytes, header_length: int) -> np.ndarray:
+        """An Open Inference Protocol request with binary data; the classes it answers."""
+        self.connection.request("POST", "/v2/models/mnist/infer", body=body,
+                                headers={"Content-Type": "application/octet-stream",
+                                         "Inference-Header-Content-Length": str(header_length)})
+        response = self.connection.getresponse()
+        answer = response.read()
+        if response.status != 200:
+            raise RuntimeError(answer)
+        length = int(response.getheader("Inference-Header-Content-Length"))
+        return np.frombuffer(answer[length:], np.int64)
+
     def predict(self, body: bytes) -> dict:
         self.connection.request("POST", "/v1/models/mnist:predict", body=body,
                                 headers={"Content-Type": "application/json"})
@@ -166,39 +183,52 @@ def main() -> None:
         rows = images(max(BATCHES))
         server = Server(model_dir, workdir)
         try:
-            local = {b: [] for b in BATCHES}
-            remote = {b: [] for b in BATCHES}
+            cases = [(fmt, batch) for fmt in FORMATS for batch in BATCHES]
+            local = {case: [] for case in cases}
+            remote = {case: [] for case in cases}
             for _ in range(args.rounds):
-                for batch in BATCHES:
-                    tensor = tf.constant(np.asarray(rows[:batch], np.float32))
-                    body = json.dumps({"instances": rows[:batch], "signature_name": "unkeyed"}).encode()
+                for fmt, batch in cases:
+                    array = np.asarray(rows[:batch], np.float32)
+                    tensor = tf.constant(array)
                     expected = signature(image=tensor)["classes"].numpy().tolist()
-                    got = [p["classes"] for p in server.predict(body)["predictions"]]
-                    assert got == expected, "the server and the SavedModel disagree"
-                    here, there = time_pairs(lambda: signature(image=tensor), lambda: server.predict(body),
-                                             args.requests, args.warmup)
-                    local[batch] += here
-                    remote[batch] += there
+                    if fmt == "v1 JSON":
+                        body = json.dumps({"instances": rows[:batch], "signature_name": "unkeyed"}).encode()
+                        request = lambda body=body: server.predict(body)  # noqa: E731
+                        got = [p["classes"] for p in request()["predictions"]]
+                    else:
+                        head = json.dumps({"parameters": {"signature_name": "unkeyed"},
+                                           "inputs": [{"name": "image", "datatype": "FP32", "shape": list(array.shape),
+                                                       "parameters": {"binary_data_size": array.nbytes}}],
+                                           "outputs": [{"name": "classes", "parameters": {"binary_data": True}}]})
+                        body = head.encode() + array.tobytes()
+                        request = lambda body=body, length=len(head): server.infer(body, length)  # noqa: E731
+                        got = request().tolist()
+                    assert got == expected, f"the server ({fmt}) and the SavedModel disagree"
+                    here, there = time_pairs(lambda: signature(image=tensor), request, args.requests, args.warmup)
+                    local[fmt, batch] += here
+                    remote[fmt, batch] += there
         finally:
             server.close()
     codec_ms = decode_ms(rows)
-    figures, results = [], {}
-    for batch in BATCHES:
-        here, there = percentiles(local[batch]), percentiles(remote[batch])
-        results[batch] = (here, there)
-        print(f"batch {batch:>2}: in-process {here['rps']:8.1f} calls/s p50 {here['p50']:6.2f} ms "
-              f"p99 {here['p99']:6.2f} ms | server {there['rps']:8.1f} requests/s p50 {there['p50']:6.2f} ms "
-              f"p99 {there['p99']:6.2f} ms | server/in-process {there['rps'] / here['rps']:.2f}x | JSON parse + "
-              f"array {codec_ms[batch]:.2f} ms")
-        figures.append(f"batch {batch}: server {there['rps']:.0f} req/s ({there['rps'] * batch:.0f} images/s), "
-                       f"p50 {there['p50']:.1f} ms, p99 {there['p99']:.1f} ms, {there['rps'] / here['rps']:.2f}x "
-                       "in-process")
-    p99_ok = results[1][1]["p99"] < TARGET_P99_MS
-    ratio = results[64][1]["rps"] / results[64][0]["rps"]
-    print(f"serving: {'; '.join(figures)} — targets p99(batch 1) < {TARGET_P99_MS:g} ms "
-          f"{'met' if p99_ok else 'MISSED'}, throughput(batch 64) >= {TARGET_RATIO}x in-process "
-          f"{'met' if ratio >= TARGET_RATIO else 'MISSED'}; {args.rounds}x{args.requests} timed calls each; "
-          f"{cpu_model()}, {machine()}")
+    figures, verdicts = [], []
+    for fmt in FORMATS:
+        results = {}
+        for batch in BATCHES:
+            here, there = percentiles(local[fmt, batch]), percentiles(remote[fmt, batch])
+            results[batch] = (here, there)
+            parse = f" | JSON parse + array {codec_ms[batch]:.2f} ms" if fmt == "v1 JSON" else ""
+            print(f"{fmt:>9} batch {batch:>2}: in-process {here['rps']:8.1f} calls/s p50 {here['p50']:6.2f} ms "
+                  f"p99 {here['p99']:6.2f} ms | server {there['rps']:8.1f} requests/s p50 {there['p50']:6.2f} ms "
+                  f"p99 {there['p99']:6.2f} ms | server/in-process {there['rps'] / here['rps']:.2f}x{parse}")
+            figures.append(f"{fmt} batch {batch}: server {there['rps']:.0f} req/s ({there['rps'] * batch:.0f} "
+                           f"images/s), p50 {there['p50']:.1f} ms, p99 {there['p99']:.1f} ms, "
+                           f"{there['rps'] / here['rps']:.2f}x in-process")
+        p99_ok = results[1][1]["p99"] < TARGET_P99_MS
+        ratio = results[64][1]["rps"] / results[64][0]["rps"]
+        verdicts.append(f"{fmt}: p99(batch 1) < {TARGET_P99_MS:g} ms {'met' if p99_ok else 'MISSED'}, "
+                        f"throughput(batch 64) >= {TARGET_RATIO}x in-process {'met' if ratio >= TARGET_RATIO else 'MISSED'}")
+    print(f"serving: {'; '.join(figures)} — targets {'; '.join(verdicts)}; {args.rounds}x{args.requests} timed "
+          f"calls each; {cpu_model()}, {machine()}")
 
 
 if __name__ == "__main__":

@@ -1,12 +1,14 @@
 """Serving for real: the MNIST export of a real `launcher submit --backend local` job,
 served by `launcher serve` (a `python -m trainer.serve` process: kserve's model server
-with TensorFlow), asked by `launcher predict` and by plain HTTP in TF Serving's format."""
+with TensorFlow), asked by `launcher predict` and by plain HTTP in TF Serving's format and in the Open
+Inference Protocol's (KServe v2, JSON and binary)."""
 from __future__ import annotations
 
 import json
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -19,7 +21,7 @@ from launcher.backends.local.procs import alive
 from tests.support.launcher_process import LAUNCHER, run_launcher
 from tests.support.polling import wait_for
 from tests.support.serving import (COMMAND_TIMEOUT, ROOT, TrainedJob, Request, get, mnist_request, parse_table,
-                                   post)
+                                   post, post_raw)
 from tests.support.ports import free_port
 from tests.support.trainer_cluster import reap
 
@@ -179,6 +181,83 @@ def test_malformed_requests_get_400_with_an_error_and_the_server_keeps_serving(s
     assert alive(served.pid)
     status, answer = post(f"{model}:predict", json.dumps({"instances": [{"image": image, "key": 3}]}).encode())
     assert status == 200 and [p["key"] for p in answer["predictions"]] == [3]
+
+
+def v2_binary(header: dict, *tensors: bytes) -> tuple[bytes, dict[str, str]]:
+    """An Open Inference Protocol request with the binary data extension, by hand: the JSON
+    header, then the raw tensors; its length in Inference-Header-Content-Length."""
+    head = json.dumps(header).encode()
+    return head + b"".join(tensors), {"Content-Type": "application/octet-stream",
+                                      "Inference-Header-Content-Length": str(len(head))}
+
+
+def test_open_inference_protocol_binary_tensors_in_and_out(served, request_file, in_process):
+    infer = f"{served.base}/v2/models/{served.name}/infer"
+    images = np.asarray([row["image"] for row in request_file.rows[:64]], "<f4")
+    keys = np.arange(100, 164, dtype="<i8")
+    body, headers = v2_binary({"id": "batch-1", "inputs": [
+        {"name": "image", "datatype": "FP32", "shape": [64, 784], "parameters": {"binary_data_size": images.nbytes}},
+        {"name": "key", "datatype": "INT64", "shape": [64], "parameters": {"binary_data_size": keys.nbytes}}],
+        "outputs": [{"name": "classes", "parameters": {"binary_data": True}}, {"name": "probabilities"},
+                    {"name": "key"}]}, images.tobytes(), keys.tobytes())
+    status, answer_headers, answer = post_raw(infer, body, headers)
+    assert status == 200, answer[:500]
+    length = int(answer_headers["inference-header-content-length"])
+    head = json.loads(answer[:length])
+    assert head["id"] == "batch-1" and head["model_name"] == "mnist" and head["model_version"] == served.version
+    classes, probabilities, key = head["outputs"]
+    assert classes == {"name": "classes", "datatype": "INT64", "shape": [64], "parameters": {"binary_data_size": 512}}
+    assert np.frombuffer(answer[length:], "<i8").tolist() == in_process["classes"][:64].tolist()
+    assert probabilities["datatype"] == "FP32" and probabilities["shape"] == [64, 10]
+    np.testing.assert_allclose(np.reshape(probabilities["data"], (64, 10)), in_process["probabilities"][:64],
+                               rtol=0, atol=1e-6)
+    assert key["data"] == keys.tolist()
+    # JSON data (nested rows), the image-only signature, the versioned path; all outputs, as JSON
+    status, answer_headers, answer = post_raw(f"{served.base}/v2/models/{served.name}/versions/{served.version}/infer",
+                                              json.dumps({"parameters": {"signature_name": "unkeyed"}, "inputs": [
+                                                  {"name": "image", "datatype": "FP32", "shape": [3, 784],
+                                                   "data": images[:3].tolist()}]}).encode(),
+                                              {"Content-Type": "application/json"})
+    assert status == 200 and "inference-header-content-length" not in answer_headers, answer[:500]
+    outputs = {o["name"]: o for o in json.loads(answer)["outputs"]}
+    assert sorted(outputs) == ["classes", "key", "probabilities"]
+    assert outputs["classes"]["data"] == in_process["classes"][:3].tolist()
+    # the v2 metadata describes serving_default from the signature
+    status, answer = get(f"{served.base}/v2/models/{served.name}")
+    assert status == 200, answer
+    assert {i["name"]: i["datatype"] for i in answer["inputs"]} == {"image": "FP32", "key": "INT64"}
+    assert {o["name"]: o["datatype"] for o in answer["outputs"]} == {"classes": "INT64", "key": "INT64",
+                                                                     "probabilities": "FP32"}
+
+
+def test_malformed_open_inference_protocol_requests_get_400_and_the_server_keeps_serving(served, request_file):
+    infer = f"{served.base}/v2/models/{served.name}/infer"
+    image = np.asarray(request_file.rows[0]["image"], "<f4")
+    one = {"name": "image", "datatype": "FP32", "shape": [1, 784], "parameters": {"binary_data_size": image.nbytes}}
+    key = {"name": "key", "datatype": "INT64", "shape": [1], "data": [1]}
+    bad = {
+        "FP64 for an FP32 input": v2_binary({"inputs": [dict(one, datatype="FP64"), key]}, image.tobytes() * 2),
+        "fewer bytes than the shape": v2_binary({"inputs": [one, key]}, image.tobytes()[:-4]),
+        "bytes left over": v2_binary({"inputs": [one, key]}, image.tobytes() + b"\0\0"),
+        "header length beyond the body": (b'{"inputs": []}', {"Inference-Header-Content-Length": "4096"}),
+        "key missing": v2_binary({"inputs": [one]}, image.tobytes()),
+        "unknown output": v2_binary({"inputs": [one, key], "outputs": [{"name": "logits"}]}, image.tobytes()),
+        "unknown signature": v2_binary({"inputs": [one, key], "parameters": {"signature_name": "nope"}},
+                                       image.tobytes()),
+        "not JSON": (b"image=0.5", {}),
+    }
+    for what, (body, headers) in bad.items():
+        status, _, answer = post_raw(infer, body, headers)
+        assert status == 400, (what, status, answer)
+        assert json.loads(answer)["error"], what
+    status, _, answer = post_raw(f"{served.base}/v2/models/{served.name}/versions/1/infer",
+                                 *v2_binary({"inputs": [one, key]}, image.tobytes()))
+    assert status == 404 and json.loads(answer)["error"]
+    assert alive(served.pid)
+    status, headers, answer = post_raw(infer, *v2_binary({"inputs": [one, key], "parameters": {
+        "binary_data_output": True}, "outputs": [{"name": "key"}]}, image.tobytes()))
+    length = int(headers["inference-header-content-length"])
+    assert status == 200 and struct.unpack("<q", answer[length:]) == (1,)
 
 
 def test_models_list_shows_the_served_model_ready(mnist_job, served):

@@ -2,18 +2,20 @@
 the real trips (`taxi_job`), served by `launcher serve --backend local` (kserve's model
 server with TensorFlow), asked about raw trip instances by `launcher predict
 --json-instances` and by plain HTTP in TensorFlow Serving's format. Both answer what
-`trainer.predict` answers on the same trips; a bad instance is HTTP 400 naming the field,
-and the server keeps serving."""
+`trainer.predict` answers on the same trips, and so does the Open Inference Protocol
+(KServe v2) with a string field as binary BYTES; a bad instance is HTTP 400 naming the
+field, and the server keeps serving."""
 from __future__ import annotations
 
 import json
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tests.support.launcher_process import run_launcher
-from tests.support.serving import COMMAND_TIMEOUT, TrainedJob, get, launcher_env, post, served_model
+from tests.support.serving import COMMAND_TIMEOUT, TrainedJob, get, launcher_env, post, post_raw, served_model
 from tests.support.trainer_cluster import run_module
 
 pytestmark = pytest.mark.slow
@@ -110,6 +112,42 @@ def test_optional_fields_left_out_take_the_models_defaults_as_in_trainer_predict
     status, answer = post(f"{served.model}:predict", json.dumps({"inputs": columns}).encode())
     assert status == 200 and [round(x[0], 4) for x in answer["outputs"]["logistic"]] == \
         [round(g, 4) for g in got], answer
+
+
+def test_open_inference_protocol_takes_trips_with_strings_as_binary_bytes_and_fills_defaults(served, trips, tmp_path):
+    """The required fields only, as v2 tensors (payment_type as binary BYTES: each value a
+    4-byte little-endian length and its bytes), the rest from the model's defaults: the
+    answers of `trainer.predict` on the same short trips."""
+    required = ("trip_miles", "trip_seconds", "fare", "payment_type")
+    short = [{name: row[name] for name in required} for row in trips.rows[:20]]
+    path = tmp_path / "short.json"
+    path.write_text("".join(json.dumps(row) + "\n" for row in short))
+    done = run_module("trainer.predict", ["--model-dir", str(served.job.export), "--json-instances", str(path)])
+    assert done.returncode == 0, done.stderr[-2000:]
+    want = [float(line.split()[1]) for line in done.stdout.splitlines()[1:]]
+    base = served.model.removesuffix("/v1/models/taxi")
+    status, metadata = get(f"{base}/v2/models/taxi")
+    assert status == 200, metadata
+    types = {i["name"]: i["datatype"] for i in metadata["inputs"]}
+    assert (types["trip_miles"], types["payment_type"], types["trip_start_hour"]) == ("FP32", "BYTES", "INT64")
+    inputs = [{"name": name, "datatype": types[name], "shape": [len(short)], "data": [row[name] for row in short]}
+              for name in required if name != "payment_type"]
+    strings = b"".join(struct.pack("<I", len(v)) + v for v in (row["payment_type"].encode() for row in short))
+    inputs.append({"name": "payment_type", "datatype": "BYTES", "shape": [len(short)],
+                   "parameters": {"binary_data_size": len(strings)}})
+    head = json.dumps({"inputs": inputs, "outputs": [{"name": "logistic"}, {"name": "classes"}]}).encode()
+    status, _, answer = post_raw(f"{base}/v2/models/taxi/infer", head + strings,
+                                 {"Inference-Header-Content-Length": str(len(head))})
+    assert status == 200, answer[:500]
+    logistic, classes = json.loads(answer)["outputs"]
+    assert logistic["shape"] == [len(short), 1] and classes["shape"] == [len(short)]
+    assert all(abs(g - w) <= ROUNDING for g, w in zip(logistic["data"], want)), (logistic["data"], want)
+    inputs[0]["datatype"] = "FP64"  # trip_miles is float32 in the signature
+    payment = {"name": "payment_type", "datatype": "BYTES", "shape": [len(short)],
+               "data": [row["payment_type"] for row in short]}  # JSON strings this time
+    status, answer = post(f"{base}/v2/models/taxi/infer", json.dumps({"inputs": inputs[:-1] + [payment]}).encode())
+    assert status == 400 and answer["error"] == "input 'trip_miles': datatype FP64 given, signature " \
+        "'serving_default' takes FP32", answer
 
 
 def test_a_bad_trip_is_a_400_naming_the_field_and_the_server_keeps_serving(served, trips):

@@ -5,7 +5,8 @@ Dockerfile's `serve` target) in a real pod under Pod Security "restricted"; KSer
 Deployment and Service and mounts the claim (no storage initializer), the InferenceService
 gets Ready with its URL; `launcher predict --backend k8s` reaches it through the API
 server's service proxy and agrees with the true labels of real MNIST test images; a
-malformed request gets HTTP 400 with {"error": ...}; `models delete --wait` removes it and
+the Open Inference Protocol (v2) with binary tensors reaches it too; a malformed request
+gets HTTP 400 with {"error": ...}; `models delete --wait` removes it and
 its pods. The launcher runs as the tfjob-launcher service account of k8s/rbac.yaml."""
 from __future__ import annotations
 
@@ -81,15 +82,22 @@ def predictor_url(node_cluster, namespace: str, path: str) -> str:
 
 def raw_post(node_cluster, url: str, body: bytes) -> tuple[int, dict]:
     """POST `body` as is through the API server (as `kubectl proxy` would), as the admin."""
+    status, _, answer = exchange(node_cluster, url, body, {"Content-Type": "application/json"})
+    return status, json.loads(answer)
+
+
+def exchange(node_cluster, url: str, body: bytes, headers: dict[str, str]) -> tuple[int, dict, bytes]:
+    """POST through the API server as the admin: (status, answer headers in lower case, bytes)."""
     pki = node_cluster.cp.pki
     context = ssl.create_default_context(cafile=str(pki.ca))
     context.load_cert_chain(str(pki.admin_cert), str(pki.admin_key))
     host, path = url.removeprefix("https://").split("/", 1)
     connection = http.client.HTTPSConnection(host, context=context, timeout=60)
     try:
-        connection.request("POST", "/" + path, body=body, headers={"Content-Type": "application/json"})
+        connection.request("POST", "/" + path, body=body, headers=headers)
         response = connection.getresponse()
-        return response.status, json.loads(response.read())
+        answer = response.read()
+        return response.status, {name.lower(): value for name, value in response.getheaders()}, answer
     finally:
         connection.close()
 
@@ -144,6 +152,24 @@ def test_batch_prediction_through_the_api_server(served, node_cluster, tmp_path)
     assert [r["key"] for r in results] == list(range(COUNT))
     assert np.mean(np.asarray([r["classes"] for r in results]) == np.asarray(served.request.labels)) >= AGREEMENT
     assert (out / "prediction.errors_stats-00000-of-00001").read_text() == ""
+
+
+def test_open_inference_protocol_binary_tensors_through_the_api_server(served, node_cluster):
+    """KServe's v2 protocol with the binary data extension, to the real pod: 100 images as
+    one FP32 tensor after a JSON header, the classes back as a binary INT64 tensor."""
+    images = np.asarray([row["image"] for row in served.request.rows[:100]], "<f4")
+    head = json.dumps({"parameters": {"signature_name": "unkeyed"}, "inputs": [
+        {"name": "image", "datatype": "FP32", "shape": [100, 784], "parameters": {"binary_data_size": images.nbytes}}],
+        "outputs": [{"name": "classes", "parameters": {"binary_data": True}}]}).encode()
+    status, headers, answer = exchange(node_cluster, predictor_url(node_cluster, served.namespace,
+                                                                   f"/v2/models/{NAME}/infer"),
+                                       head + images.tobytes(), {"Content-Type": "application/octet-stream",
+                                                                 "Inference-Header-Content-Length": str(len(head))})
+    assert status == 200, answer[:500]
+    length = int(headers["inference-header-content-length"])
+    assert json.loads(answer[:length])["outputs"][0]["parameters"] == {"binary_data_size": 800}
+    classes = np.frombuffer(answer[length:], "<i8")
+    assert np.mean(classes == np.asarray(served.request.labels[:100])) >= AGREEMENT
 
 
 @pytest.mark.parametrize("body", [b"not json", b'{"instances": [{"image": [0.5, 0.5], "key": 1}]}'])

@@ -7,6 +7,7 @@
     mnist_request() `trainer.make_request` lines of real MNIST test images and their labels
     parse_table()   `launcher predict`'s MNIST table: keys, classes, probabilities
     post(...)       a raw HTTP POST (what curl sends), returning (status, parsed JSON)
+    post_raw(...)   the same with any headers, returning (status, headers, bytes)
     served_model()  context manager: `launcher serve` of a job's export, stopped afterwards
 """
 from __future__ import annotations
@@ -100,13 +101,19 @@ def parse_table(stdout: str):
 def post(url: str, body: bytes, content_type: str | None = "application/json",
          timeout: float = 60.0) -> tuple[int, dict]:
     """POST `body` as is (curl -d sends application/x-www-form-urlencoded): (status, JSON answer)."""
+    status, _, answer = post_raw(url, body, {"Content-Type": content_type} if content_type else {}, timeout)
+    return status, json.loads(answer)
+
+
+def post_raw(url: str, body: bytes, headers: dict[str, str], timeout: float = 60.0) -> tuple[int, dict, bytes]:
+    """POST `body` with `headers`: (status, answer headers with lower-case names, answer bytes)."""
     parts = url.split("/", 3)  # http:, '', host:port, path
     connection = http.client.HTTPConnection(parts[2], timeout=timeout)
     try:
-        headers = {"Content-Type": content_type} if content_type else {}
         connection.request("POST", "/" + parts[3], body=body, headers=headers)
         response = connection.getresponse()
-        return response.status, json.loads(response.read())
+        answer = response.read()
+        return response.status, {name.lower(): value for name, value in response.getheaders()}, answer
     finally:
         connection.close()
 

@@ -1,4 +1,5 @@
-"""Serve a SavedModel over TensorFlow Serving's REST API (kserve's V1 protocol):
+"""Serve a SavedModel over TensorFlow Serving's REST API (kserve's V1 protocol) and the Open
+Inference Protocol (KServe's v2, with binary tensors):
 
     python -m trainer.serve --model-dir JOB_DIR/export --name mnist --port 8080
 
@@ -6,6 +7,10 @@
     GET  /v1/models/NAME[/versions/V]/metadata        signatures: input/output names, dtypes, shapes
     POST /v1/models/NAME[/versions/V]:predict         {"instances": [...]} or {"inputs": ...},
                                                       optional "signature_name"
+    GET  /v2/models/NAME                              serving_default's inputs and outputs
+    POST /v2/models/NAME[/versions/V]/infer           {"inputs": [{"name", "datatype", "shape",
+                                                      "data"}]}, or binary tensors after the JSON
+                                                      (header Inference-Header-Content-Length)
 
 --model-dir is an export base with numeric version dirs (the highest is served, as TF
 Serving does) or one SavedModel dir; a local path or gs://. A bad request gets HTTP 400

@@ -12,7 +12,11 @@ out, as `trainer.predict` does (TF Serving itself fills in nothing).
 kserve 0.21 gives `GET /v1/models/NAME` (ready), `POST /v1/models/NAME:predict` and its
 error handlers; `add_routes` adds what TF Serving also has: the versioned paths
 (`/v1/models/NAME/versions/V[:predict]`) and `GET /v1/models/NAME[/versions/V]/metadata`
-(each signature's inputs and outputs).
+(each signature's inputs and outputs). It also answers the Open Inference Protocol's
+`POST /v2/models/NAME[/versions/V]/infer` (KServe's v2, `trainer.serve.v2`) in place of
+kserve's own handler, which turns a binary tensor into a Python list and back: here a
+binary batch goes from the request body to TensorFlow without a copy in Python. kserve's
+`GET /v2/models/NAME` (metadata) describes serving_default.
 """
 from __future__ import annotations
 
@@ -23,13 +27,14 @@ from typing import Any, Callable
 import kserve
 import numpy as np
 import tensorflow as tf
-from fastapi import Request
-from kserve.errors import InvalidInput, ModelNotFound
+from fastapi import Request, Response
+from kserve.errors import InvalidInput, ModelNotFound, ModelNotReady
 from kserve.protocol.rest.v1_endpoints import V1Endpoints
 from tensorflow.core.framework import types_pb2
 
 from trainer.predict import instance_defaults
-from trainer.serve.codec import InputSpec, RequestError, parse_body, to_arrays, to_response
+from trainer.serve import v2
+from trainer.serve.codec import DEFAULT_SIGNATURE, InputSpec, RequestError, parse_body, to_arrays, to_response
 
 
 class ModelDirError(ValueError):
@@ -129,19 +134,49 @@ class SavedModel(kserve.Model):
         return {"model_spec": {"name": self.name, "signature_name": "", "version": self.version},
                 "metadata": {"signature_def": {"signature_def": defs}}}
 
-    def run(self, body: Any) -> dict:
-        """One predict request, body to response (raises RequestError for a bad request)."""
-        request = parse_body(body)
-        signature = self.signatures.get(request.signature_name)
+    def signature(self, name: str) -> Signature:
+        signature = self.signatures.get(name)
         if signature is None:
-            raise RequestError(f"Serving signature name: {request.signature_name!r} not found in signature def "
+            raise RequestError(f"Serving signature name: {name!r} not found in signature def "
                                f"(signatures: {', '.join(sorted(self.signatures))})")
-        arrays = to_arrays(request, signature.inputs, self.defaults)
+        return signature
+
+    @staticmethod
+    def call(signature: Signature, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         try:
             outputs = signature.function(**{name: tf.constant(value) for name, value in arrays.items()})
         except (tf.errors.InvalidArgumentError, ValueError, TypeError) as error:
             raise RequestError(tf_message(getattr(error, "message", None) or str(error))) from None
-        return to_response({name: value.numpy() for name, value in outputs.items()}, request.columnar)
+        return {name: value.numpy() for name, value in outputs.items()}
+
+    def run(self, body: Any) -> dict:
+        """One predict request, body to response (raises RequestError for a bad request)."""
+        request = parse_body(body)
+        signature = self.signature(request.signature_name)
+        arrays = to_arrays(request, signature.inputs, self.defaults)
+        return to_response(self.call(signature, arrays), request.columnar)
+
+    def infer(self, body: bytes, headers: dict[str, str]) -> tuple[bytes, dict[str, str]]:
+        """One Open Inference Protocol request: (answer body, its headers)."""
+        request = v2.parse(body, headers)
+        signature = self.signature(request.signature_name)
+        arrays = v2.check_inputs(request.arrays, signature.inputs, request.signature_name, self.defaults)
+        return v2.response(request, self.name, self.version, self.call(signature, arrays))
+
+    def _types(self, specs: dict[str, tf.TensorSpec]) -> list[dict]:
+        return [{"name": name, "datatype": v2.datatype(np.dtype(object) if spec.dtype == tf.string
+                                                       else np.dtype(spec.dtype.as_numpy_dtype)),
+                 "shape": [-1] if spec.shape.rank is None else [-1 if d is None else d for d in spec.shape.as_list()]}
+                for name, spec in sorted(specs.items())]
+
+    def get_input_types(self) -> list[dict]:
+        """serving_default's inputs, for the v2 metadata (`GET /v2/models/NAME`)."""
+        signature = self.signatures.get(DEFAULT_SIGNATURE)
+        return self._types(signature.tensor_inputs) if signature else []
+
+    def get_output_types(self) -> list[dict]:
+        signature = self.signatures.get(DEFAULT_SIGNATURE)
+        return self._types(signature.outputs) if signature else []
 
     async def predict(self, payload: Any, headers: dict[str, str] | None = None) -> dict:
         # TensorFlow releases the GIL: run it off the event loop, so that health checks and
@@ -179,11 +214,31 @@ def add_routes(app, dataplane, model: SavedModel) -> None:
         check(model_name, version)
         return model.metadata()
 
+    async def infer(model_name: str, request: Request, version: str | None = None) -> Response:
+        check(model_name, version)
+        if not model.ready:
+            raise ModelNotReady(model_name)
+        body = await request.body()
+        try:
+            answer, headers = await asyncio.get_running_loop().run_in_executor(
+                None, model.infer, body, dict(request.headers))
+        except RequestError as error:
+            raise InvalidInput(str(error)) from None
+        return Response(answer, headers=headers)
+
+    async def versioned_infer(model_name: str, version: str, request: Request) -> Response:
+        return await infer(model_name, request, version)
+
     app.add_api_route("/v1/models/{model_name}/versions/{version}", version_status, methods=["GET"])
     app.add_api_route("/v1/models/{model_name}/versions/{version}:predict", versioned_predict,
                       methods=["POST"], response_model=None)
     app.add_api_route("/v1/models/{model_name}/metadata", metadata, methods=["GET"])
     app.add_api_route("/v1/models/{model_name}/versions/{version}/metadata", versioned_metadata, methods=["GET"])
+    for path, endpoint in (("/v2/models/{model_name}/infer", infer),
+                           ("/v2/models/{model_name}/versions/{version}/infer", versioned_infer)):
+        kserve_own = "/v2/models/{model_name}/versions/{model_version}/infer" if "versions" in path else path
+        app.router.routes[:] = [route for route in app.router.routes if getattr(route, "path", None) != kserve_own]
+        app.add_api_route(path, endpoint, methods=["POST"], response_model=None)
 
 
 __all__ = ["ModelDirError", "SavedModel", "add_routes", "resolve"]
