@@ -95,43 +95,46 @@ def test_plain_http_takes_raw_trips_in_tf_serving_format(served, trips):
     assert status == 200 and answer["outputs"]["classes"] == trips.classes[:3], answer
 
 
-def test_optional_fields_left_out_take_the_models_defaults_as_in_trainer_predict(served, trips, tmp_path):
-    required = ("trip_miles", "trip_seconds", "fare", "payment_type")  # the sample's; the rest have defaults
-    short = [{name: row[name] for name in required} for row in trips.rows[:20]]
-    path = tmp_path / "short.json"
+REQUIRED = ("trip_miles", "trip_seconds", "fare", "payment_type")  # the sample's; the rest have defaults
+
+
+@pytest.fixture(scope="module")
+def short_trips(served, trips, tmp_path_factory) -> tuple[list[dict], list[float]]:
+    """20 trips with the required fields only, and trainer.predict's logistic on them."""
+    short = [{name: row[name] for name in REQUIRED} for row in trips.rows[:20]]
+    path = tmp_path_factory.mktemp("short") / "short.json"
     path.write_text("".join(json.dumps(row) + "\n" for row in short))
     done = run_module("trainer.predict", ["--model-dir", str(served.job.export), "--json-instances", str(path)])
     assert done.returncode == 0, done.stderr[-2000:]
     want = [float(line.split()[1]) for line in done.stdout.splitlines()[1:]]
     assert len(want) == len(short) and want != trips.logistic[:len(short)]  # the defaults change the answers
+    return short, want
+
+
+def test_optional_fields_left_out_take_the_models_defaults_as_in_trainer_predict(served, short_trips):
+    short, want = short_trips
     status, answer = post(f"{served.model}:predict", json.dumps({"instances": short}).encode())
     assert status == 200, answer
     got = [p["logistic"][0] for p in answer["predictions"]]
     assert all(abs(g - w) <= ROUNDING for g, w in zip(got, want)), (got, want)
-    columns = {name: [row[name] for row in short] for name in required}
+    columns = {name: [row[name] for row in short] for name in REQUIRED}
     status, answer = post(f"{served.model}:predict", json.dumps({"inputs": columns}).encode())
     assert status == 200 and [round(x[0], 4) for x in answer["outputs"]["logistic"]] == \
         [round(g, 4) for g in got], answer
 
 
-def test_open_inference_protocol_takes_trips_with_strings_as_binary_bytes_and_fills_defaults(served, trips, tmp_path):
+def test_open_inference_protocol_takes_trips_with_strings_as_binary_bytes_and_fills_defaults(served, short_trips):
     """The required fields only, as v2 tensors (payment_type as binary BYTES: each value a
     4-byte little-endian length and its bytes), the rest from the model's defaults: the
     answers of `trainer.predict` on the same short trips."""
-    required = ("trip_miles", "trip_seconds", "fare", "payment_type")
-    short = [{name: row[name] for name in required} for row in trips.rows[:20]]
-    path = tmp_path / "short.json"
-    path.write_text("".join(json.dumps(row) + "\n" for row in short))
-    done = run_module("trainer.predict", ["--model-dir", str(served.job.export), "--json-instances", str(path)])
-    assert done.returncode == 0, done.stderr[-2000:]
-    want = [float(line.split()[1]) for line in done.stdout.splitlines()[1:]]
+    short, want = short_trips
     base = served.model.removesuffix("/v1/models/taxi")
     status, metadata = get(f"{base}/v2/models/taxi")
     assert status == 200, metadata
     types = {i["name"]: i["datatype"] for i in metadata["inputs"]}
     assert (types["trip_miles"], types["payment_type"], types["trip_start_hour"]) == ("FP32", "BYTES", "INT64")
     inputs = [{"name": name, "datatype": types[name], "shape": [len(short)], "data": [row[name] for row in short]}
-              for name in required if name != "payment_type"]
+              for name in REQUIRED if name != "payment_type"]
     strings = b"".join(struct.pack("<I", len(v)) + v for v in (row["payment_type"].encode() for row in short))
     inputs.append({"name": "payment_type", "datatype": "BYTES", "shape": [len(short)],
                    "parameters": {"binary_data_size": len(strings)}})

@@ -58,7 +58,7 @@ def test_a_left_out_input_with_a_default_is_filled_for_the_batch():
                                             "data": [1, 2, 3]}]}).encode(), {})
     filled = check_inputs(request.arrays, TAXI, "serving_default", {"company": b""})
     assert filled["company"].tolist() == [b"", b"", b""]
-    with pytest.raises(RequestError, match="input 'company' of signature 'serving_default' is missing"):
+    with pytest.raises(RequestError, match="inputs: input 'company' of signature 'serving_default' is missing"):
         check_inputs(request.arrays, TAXI, "serving_default")
 
 
@@ -107,7 +107,7 @@ def test_inputs_that_do_not_fit_the_signature_name_the_input_and_what_it_takes()
         check_inputs({"image": image, "key": np.zeros(1, np.int64)}, KEYED, "s")
     with pytest.raises(RequestError, match=r"input 'key': shape \[1, 1\] does not match the signature's \[-1\]"):
         check_inputs({"image": image.astype(np.float32), "key": np.zeros((1, 1), np.int64)}, KEYED, "s")
-    with pytest.raises(RequestError, match="input 'label' is not an input of signature 's'"):
+    with pytest.raises(RequestError, match="inputs: 'label' is not an input of signature 's'"):
         check_inputs({"label": image}, KEYED, "s")
 
 

@@ -111,7 +111,7 @@ def _has_b64(value: Any) -> bool:
     return isinstance(value, list) and any(_has_b64(item) for item in value)
 
 
-def _shape_text(shape: tuple | None) -> str:
+def shape_text(shape: tuple | None) -> str:
     if shape is None:
         return "any shape"
     return "[" + ", ".join("-1" if dim is None else str(dim) for dim in shape) + "]"
@@ -169,11 +169,11 @@ def to_array(value: Any, spec: InputSpec) -> np.ndarray:
             want is None or want == got for want, got in zip(spec.shape, array.shape))
         if not fits:
             raise RequestError(f"{where}: shape {list(array.shape)} does not match the signature's "
-                               f"{_shape_text(spec.shape)}")
+                               f"{shape_text(spec.shape)}")
     return array
 
 
-def _check_names(given: dict, names: list[str], signature: str, where: str, defaults: dict) -> None:
+def check_names(given: dict, names: list[str], signature: str, where: str, defaults: dict) -> None:
     """`given` (one row, or the columnar inputs) names the signature's inputs: all of them
     but those with a default."""
     unknown = sorted(set(given) - set(names))
@@ -195,7 +195,7 @@ def _row_columns(instances: list, specs: dict[str, InputSpec], signature: str, d
         if not isinstance(row, dict) or _is_b64(row):
             raise RequestError(f"instance {number}: signature {signature!r} has inputs {', '.join(names)}; "
                                "send each instance as an object naming them")
-        _check_names(row, names, signature, f"instance {number}", defaults)
+        check_names(row, names, signature, f"instance {number}", defaults)
         for name in names:
             columns[name].append(row[name] if name in row else defaults[name])
     return columns
@@ -204,7 +204,7 @@ def _row_columns(instances: list, specs: dict[str, InputSpec], signature: str, d
 def _columnar(data: Any, specs: dict[str, InputSpec], signature: str, defaults: dict) -> dict[str, Any]:
     names = sorted(specs)
     if isinstance(data, dict) and not _is_b64(data):
-        _check_names(data, names, signature, "inputs", defaults)
+        check_names(data, names, signature, "inputs", defaults)
         left_out = [name for name in names if name not in data]
         if left_out:
             lengths = {len(value) for value in data.values() if isinstance(value, list)}

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from trainer.serve.codec import DEFAULT_SIGNATURE, InputSpec, RequestError
+from trainer.serve.codec import DEFAULT_SIGNATURE, InputSpec, RequestError, check_names, shape_text
 
 HEADER_LENGTH = "inference-header-content-length"
 
@@ -221,13 +221,7 @@ def check_inputs(arrays: dict[str, np.ndarray], specs: dict[str, InputSpec], sig
     default (a feature model's optional field) is filled in for the batch."""
     names = sorted(specs)
     defaults = defaults or {}
-    unknown = sorted(set(arrays) - set(names))
-    if unknown:
-        raise RequestError(f"input {unknown[0]!r} is not an input of signature {signature!r} "
-                           f"(inputs: {', '.join(names)})")
-    missing = [name for name in names if name not in arrays and name not in defaults]
-    if missing:
-        raise RequestError(f"input {missing[0]!r} of signature {signature!r} is missing")
+    check_names(arrays, names, signature, "inputs", defaults)
     checked = {}
     for name, array in arrays.items():
         spec = specs[name]
@@ -237,8 +231,8 @@ def check_inputs(arrays: dict[str, np.ndarray], specs: dict[str, InputSpec], sig
                                f"takes {datatype(spec.dtype)}")
         if spec.shape is not None and (array.ndim != len(spec.shape) or any(
                 want is not None and want != got for want, got in zip(spec.shape, array.shape))):
-            shape = "[" + ", ".join("-1" if d is None else str(d) for d in spec.shape) + "]"
-            raise RequestError(f"input {name!r}: shape {list(array.shape)} does not match the signature's {shape}")
+            raise RequestError(f"input {name!r}: shape {list(array.shape)} does not match the signature's "
+                               f"{shape_text(spec.shape)}")
         checked[name] = array
     left_out = [name for name in names if name not in arrays]
     if left_out:
