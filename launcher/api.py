@@ -145,7 +145,8 @@ class TrainingClient:
         if _reached(status, conditions):
             return status
         seen: queue.Queue = queue.Queue()
-        stream = self.events(name, namespace)
+        stop = threading.Event()  # set when the wait ends, however: the stream lets go of its watches
+        stream = self.backend.events(name, namespace, stop=stop)
 
         def pump() -> None:
             try:
@@ -161,21 +162,24 @@ class TrainingClient:
 
         threading.Thread(target=pump, name=f"wait-{name}", daemon=True).start()
         deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            try:
-                kind, item = seen.get(timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
-            except queue.Empty:  # the pump thread (a daemon) ends with the job's event stream
-                raise TimeoutError(f"tfjob {name} in {namespace} has none of {', '.join(conditions)} "
-                                   f"after {timeout} s; it keeps running") from None
-            if kind == "error":
-                raise item
-            if kind == "changed" and callback is None:
-                continue
-            status = self.get_job(name, namespace)
-            if callback is not None:
-                callback(status)
-            if kind != "changed":
-                return status
+        try:
+            while True:
+                try:
+                    kind, item = seen.get(timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    raise TimeoutError(f"tfjob {name} in {namespace} has none of {', '.join(conditions)} "
+                                       f"after {timeout} s; it keeps running") from None
+                if kind == "error":
+                    raise item
+                if kind == "changed" and callback is None:
+                    continue
+                status = self.get_job(name, namespace)
+                if callback is not None:
+                    callback(status)
+                if kind != "changed":
+                    return status
+        finally:  # a timeout, the callback's exception, Ctrl-C, or done: the pump thread ends too
+            stop.set()
 
     # ---- delete --------------------------------------------------------------------------
     def delete_job(self, name: str, namespace: str = "default", wait: bool = False):

@@ -7,6 +7,7 @@ is terminal. The CLI and the view never know which backend they talk to.
 from __future__ import annotations
 
 import abc
+import threading
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -129,8 +130,10 @@ class Backend(abc.ABC):
         """Current conditions and replicas; NotFound if there is no such job."""
 
     @abc.abstractmethod
-    def events(self, name: str, namespace: str) -> Iterator[Event]:
-        """Yield JobCondition / ReplicaPhase transitions (each once) until a terminal condition."""
+    def events(self, name: str, namespace: str, stop: threading.Event | None = None) -> Iterator[Event]:
+        """Yield JobCondition / ReplicaPhase transitions (each once) until a terminal condition.
+        Once `stop` is set (from another thread) the stream ends within about a second and
+        lets go of what it holds (watch connections), without a terminal condition."""
 
     @abc.abstractmethod
     def logs(self, name: str, namespace: str, replica: str | None = None,

@@ -6,6 +6,7 @@ the job ends, the typed events of the run, get_job, list_jobs, delete_job. The s
 the local backend: tests/integration/test_api.py."""
 from __future__ import annotations
 
+import threading
 from typing import Iterator
 
 import pytest
@@ -16,8 +17,10 @@ from launcher.events import JobCondition, ReplicaPhase
 from launcher.spec import JobSpec, ReplicaSpec
 from tests.e2e.tfjobs import log_text, wait_running
 from tests.support.k8s_backend import Collector
+from tests.support.polling import wait_threads_end
 
 WAIT_S = 120.0
+THREADS_END_S = 10.0  # a stopped wait closes its watches within about a second
 REPLICAS = {"chief-0", "ps-0", "worker-0"}
 
 
@@ -79,3 +82,19 @@ def test_wait_for_job_conditions_raises_for_a_job_that_failed(client, control_pl
     with pytest.raises(RuntimeError, match=f"tfjob api-fail in {namespace} Failed .*before Succeeded"):
         training.wait_for_job_conditions("api-fail", namespace, wait_timeout=WAIT_S)
     assert training.wait_for_job_conditions("api-fail", namespace, {"Failed"}, wait_timeout=WAIT_S).phase == "Failed"
+
+
+def test_a_wait_that_times_out_closes_its_watches(client, control_plane):
+    """The job keeps running after a TimeoutError, but the wait's TFJob, pod and events
+    watches (and the thread that read them) end: a notebook that polls with short waits
+    does not pile up open watches."""
+    training, namespace = client
+    training.create_job(spec("api-slow", namespace))
+    wait_running(control_plane, namespace, "api-slow", len(REPLICAS))
+    before = set(threading.enumerate())
+    with pytest.raises(TimeoutError, match="keeps running"):
+        training.wait_for_job("api-slow", namespace, timeout=2)
+    with pytest.raises(TimeoutError, match="keeps running"):
+        training.wait_for_job_conditions("api-slow", namespace, wait_timeout=2, callback=lambda status: None)
+    wait_threads_end(before, THREADS_END_S)
+    assert training.get_job("api-slow", namespace).phase == "Running"

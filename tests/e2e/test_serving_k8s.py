@@ -10,9 +10,11 @@ import yaml
 from launcher import schemas
 from tests.support.launcher_process import run_launcher
 from tests.support.controlplane.procs import has_condition, wait_until
+from tests.support.polling import wait_for
 
 EXPORT = "gs://bucket/runs/mnist-1/export"
 CRD_NAME = "inferenceservices.serving.kserve.io"
+GONE_S = 60.0  # the garbage collector, on a loaded machine
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +60,10 @@ def test_created_listed_and_deleted(kserve_crd):
 
         deleted = run_launcher(kserve_crd, "models", "delete", "mnist", "--backend", "k8s", "-n", namespace)
         assert deleted.returncode == 0 and "inferenceservice mnist deleted" in deleted.stdout, deleted.stderr
-        assert kserve_crd.kubectl_json("get", "inferenceservices", "-n", namespace)["items"] == []
+        # without --wait, delete returns once the server accepted it (as kubectl delete
+        # --wait=false): the garbage collector removes the object after its foreground finalizer
+        wait_for(lambda: kserve_crd.kubectl_json("get", "inferenceservices", "-n", namespace)["items"] == [],
+                 "the InferenceService to be gone after models delete", GONE_S)
 
 
 def test_waiting_for_ready_is_bounded_and_says_why(kserve_crd):

@@ -9,6 +9,7 @@ import json
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -19,8 +20,10 @@ from launcher.events import JobCondition, ReplicaPhase
 from launcher.spec import JobSpec, ReplicaSpec, SpecError
 from tests.support.k8s_backend import Collector
 from tests.support.local_jobs import REPLICA
+from tests.support.polling import wait_threads_end
 
 WAIT_S = 60.0
+THREADS_END_S = 10.0  # a stopped wait lets go of its event stream within about a second
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -112,10 +115,12 @@ def test_wait_times_out_while_the_job_runs(client, tmp_path):
     state = tmp_path / "state"
     state.mkdir()
     client.create_job(standin_spec("api-slow", state, {"*": ["serve"]}))
+    before = set(threading.enumerate())
     with pytest.raises(TimeoutError, match="keeps running"):
         client.wait_for_job("api-slow", timeout=1)
     with pytest.raises(TimeoutError, match="keeps running"):
         client.wait_for_job_conditions("api-slow", wait_timeout=1)
+    wait_threads_end(before, THREADS_END_S)  # the waits' event streams stopped, though the job runs on
     assert client.get_job("api-slow").phase not in ("Succeeded", "Failed")
 
 

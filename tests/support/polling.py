@@ -5,6 +5,7 @@ bound after which the test fails with a message that says what it was waiting fo
 """
 from __future__ import annotations
 
+import threading
 import time
 from typing import Callable, TypeVar, Union
 
@@ -35,3 +36,11 @@ def wait_for(ready: Callable[[], T], what: Union[str, Callable[[], str]], timeou
             described = what if isinstance(what, str) else what()
             raise WaitTimeout(f"timed out after {timeout:g} s waiting for {described}")
         time.sleep(interval)
+
+
+def wait_threads_end(before: set[threading.Thread], timeout: float) -> None:
+    """Wait until every thread started since `before` (a `set(threading.enumerate())`) has
+    ended: a call that returned must not leave its workers (watches, pumps) behind."""
+    started = [thread for thread in threading.enumerate() if thread not in before]
+    wait_for(lambda: not any(thread.is_alive() for thread in started),
+             lambda: "these threads to end: " + ", ".join(t.name for t in started if t.is_alive()), timeout)

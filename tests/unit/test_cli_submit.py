@@ -159,7 +159,7 @@ def test_event_stream_ending_early_falls_back_to_status(cli):
 
 
 class BrokenEvents(FakeBackend):
-    def events(self, name, namespace):
+    def events(self, name, namespace, stop=None):
         yield JobCondition("Created")
         raise BackendError("watch failed: connection reset")
 

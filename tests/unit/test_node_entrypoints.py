@@ -19,7 +19,8 @@ def run(*argv: str, stdin: str = "") -> subprocess.CompletedProcess:
 def test_scripts_node_program_starts_and_lists_its_commands():
     done = run("-m", "tests.support.node", "--help")  # what scripts/node/up and down exec
     assert done.returncode == 0, done.stderr
-    assert "{up,down,serve}" in done.stdout and done.stderr == ""
+    assert "{up,down,check}" in done.stdout and done.stderr == ""
+    assert "serve" not in done.stdout and "SUPPRESS" not in done.stdout  # the internal command stays out of --help
 
 
 def test_local_backend_programs_start_without_warnings():

@@ -1,8 +1,8 @@
 """`scripts/node/up` on a machine that cannot run the node: one line naming what is
-missing, exit 2, nothing started or written. Real refusals, no node: the script run as an
-unprivileged user, and its program (`python -m tests.support.node up`, what the script
-execs once its builds are done) in a mount namespace of its own where no cgroup
-filesystem is mounted, as on a machine without cgroups."""
+missing, exit 2, nothing started, built or written. Real refusals, no node: the script run
+as an unprivileged user, and the script and its program (`python -m tests.support.node up`,
+what the script execs once its builds are done) in a mount namespace of its own where no
+cgroup filesystem is mounted, as on a machine without cgroups."""
 from __future__ import annotations
 
 import os
@@ -35,13 +35,16 @@ def test_without_root_scripts_node_up_is_one_line_and_exit_2(tmp_path):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root: makes a mount namespace without cgroups")
-def test_without_cgroups_the_node_program_is_one_line_and_exit_2(tmp_path):
+@pytest.mark.parametrize("command", [
+    [sys.executable, "-m", "tests.support.node", "up", "--timeout", "30"],
+    [str(ROOT / "scripts" / "node" / "up"), "--timeout", "30"],  # says so before its builds print a line
+], ids=["program", "script"])
+def test_without_cgroups_the_node_program_is_one_line_and_exit_2(tmp_path, command):
     # private propagation: the unmount stays inside the namespace, which ends with the process
     hide_cgroups = "umount -R /sys/fs/cgroup && exec \"$@\""
     done = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", hide_cgroups, "sh",
-                           sys.executable, "-m", "tests.support.node", "up", "--timeout", "30"],
-                          cwd=ROOT, env=node_env(tmp_path), capture_output=True, text=True, timeout=TIMEOUT_S,
-                          check=False)
+                           *command], cwd=ROOT, env=node_env(tmp_path), capture_output=True, text=True,
+                          timeout=TIMEOUT_S, check=False)
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.splitlines() == ["scripts/node: no cgroup filesystem mounted under /sys/fs/cgroup"], done.stderr
     assert done.stdout == "" and not (tmp_path / "node").exists()

@@ -18,6 +18,7 @@ pods to a new template, so an in-place update would not replace the job.
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from typing import Iterator
 
@@ -119,8 +120,8 @@ class KubernetesBackend(Backend):
                          replicas=tuple(phases), created=created(tfjob), backend=self.name,
                          suspended=suspended(tfjob), queue=queue_of(tfjob))
 
-    def events(self, name: str, namespace: str) -> Iterator[Event]:
-        return job_events(self.api, name, namespace)
+    def events(self, name: str, namespace: str, stop: threading.Event | None = None) -> Iterator[Event]:
+        return job_events(self.api, name, namespace, stop)
 
     def logs(self, name: str, namespace: str, replica: str | None = None,
              follow: bool = False, options: LogOptions | None = None) -> Iterator[LogLine]:

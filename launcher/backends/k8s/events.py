@@ -14,6 +14,7 @@ shown as it is and its pod read again at the row's next change or relist.
 """
 from __future__ import annotations
 
+import threading
 from typing import Callable, Iterator
 
 from kubernetes.client.exceptions import ApiException
@@ -24,6 +25,8 @@ from .client import TRANSPORT_ERRORS, KubeApi
 from .objects import job_conditions, replica_phase
 from .table import PodRow
 from .watch import JobFeed, Synced, WatchEvent, job_from
+
+STOP_POLL_SECONDS = 0.5  # how often a stream that may be stopped looks at its stop event
 
 Fetch = Callable[[PodRow], "dict | None"]  # one pod object, for what its row does not say
 
@@ -154,16 +157,21 @@ def pod_fetcher(api: KubeApi, namespace: str) -> Fetch:
     return fetch
 
 
-def job_events(api: KubeApi, name: str, namespace: str) -> Iterator[Event]:
+def job_events(api: KubeApi, name: str, namespace: str, stop: threading.Event | None = None) -> Iterator[Event]:
     """JobCondition / ReplicaPhase transitions until the TFJob is Succeeded or Failed; the
-    terminal condition comes last, after the pod changes already received."""
+    terminal condition comes last, after the pod changes already received. Once `stop` is
+    set, it ends within STOP_POLL_SECONDS and closes the watches."""
     conditions, replicas = ConditionTracker(), ReplicaTracker(name, pod_fetcher(api, namespace))
     job_synced = pods_synced = False
     held: list = []  # pod and scheduling items that came before the TFJob (its GPUs per type)
     final: list[JobCondition] = []  # the terminal condition (and any after it), held back
     with JobFeed(api, name, namespace, scheduling=True) as feed:
         while not (final and pods_synced and feed.queue.empty()):
-            item = feed.get()
+            item = feed.get(timeout=None if stop is None else STOP_POLL_SECONDS)
+            if stop is not None and stop.is_set():
+                return
+            if item is None:
+                continue
             if isinstance(item, (Synced, WatchEvent)) and item.kind == "tfjob":
                 job = job_from(item, name, namespace, job_synced)
                 replicas.gpus = table.replica_gpus(job)

@@ -22,6 +22,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Iterator
@@ -179,7 +180,7 @@ class LocalBackend(Backend):
     def status(self, name: str, namespace: str) -> JobStatus:
         return job_status(self._current(self._run(name, namespace)))
 
-    def events(self, name: str, namespace: str) -> Iterator[Event]:
+    def events(self, name: str, namespace: str, stop: threading.Event | None = None) -> Iterator[Event]:
         run = self._run(name, namespace)
         self._claim(name, namespace, run)
         cursor = 0
@@ -193,7 +194,10 @@ class LocalBackend(Backend):
             cursor = len(history)
             if is_terminal(raw):
                 return
-            time.sleep(POLL_SECONDS)
+            if stop is None:
+                time.sleep(POLL_SECONDS)
+            elif stop.wait(POLL_SECONDS):
+                return
 
     def logs(self, name: str, namespace: str, replica: str | None = None,
              follow: bool = False, options=None) -> Iterator[LogLine]:

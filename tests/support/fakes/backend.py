@@ -82,7 +82,7 @@ class FakeBackend(Backend):
                 latest[event.replica] = event
         return JobStatus(name, namespace, conditions, tuple(latest.values()), backend=self.name)
 
-    def events(self, name: str, namespace: str) -> Iterator[Event]:
+    def events(self, name: str, namespace: str, stop=None) -> Iterator[Event]:
         for index, event in enumerate(self.script):
             if self.interrupt_after is not None and index == self.interrupt_after:
                 os.kill(os.getpid(), signal.SIGINT)

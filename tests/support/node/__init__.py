@@ -338,6 +338,15 @@ def _serve(args) -> int:
     return 0
 
 
+def _check(args) -> int:
+    """What scripts/node/up asks before it builds: root, tools, kernel features, cgroups."""
+    problem = missing_feature()
+    if problem:
+        print(f"scripts/node: {problem}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def _up(args) -> int:
     problem = missing_prerequisite()
     if problem:
@@ -399,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
         "A single-node Kubernetes cluster on this Linux machine without Docker: control plane, "
         "kubelet, containerd + runc, CNI bridge and CoreDNS in a network namespace of their own. "
         "Needs root and the binaries of scripts/controlplane/build.sh and scripts/node/build.sh."))
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{up,down,check}")  # serve: internal
     up = sub.add_parser("up", help="start the cluster in the background and print its KUBECONFIG")
     up.add_argument("--import", dest="image_archive", action="append", default=[], metavar="OCI_ARCHIVE",
                     help="an image for the pods, as an OCI archive (repeatable), e.g. from scripts/image/build.sh")
@@ -407,9 +416,10 @@ def main(argv: list[str] | None = None) -> int:
                     "CRDs and webhooks; scripts/kserve/build.sh) for `launcher serve --backend k8s`")
     up.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the node (default 600)")
     sub.add_parser("down", help="stop the cluster and remove everything it made, also after a crash")
-    serve = sub.add_parser("serve", help=argparse.SUPPRESS)
+    sub.add_parser("check", help="say in one line what this machine lacks for a node (exit 2), before any build")
+    serve = sub.add_parser("serve")  # what `up` starts in the background; no help: not listed
     serve.add_argument("--import", dest="image_archive", action="append", default=[], type=Path)
     serve.add_argument("--kserve", action="store_true")
     args = parser.parse_args(argv)
-    return {"up": _up, "down": _down, "serve": _serve}[args.command](args)
+    return {"up": _up, "down": _down, "check": _check, "serve": _serve}[args.command](args)
 
