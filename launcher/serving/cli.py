@@ -182,6 +182,7 @@ def serve(args, factory) -> int:
     model, process = models.serve(args.name, model_dir, args.host, args.port, args.timeout,
                                   foreground=args.foreground)
     _print(f"Model {model.name} is ready: {model.predict_url}")
+    _print(f"  Open Inference Protocol (KServe v2, binary tensors for throughput): {model.infer_url}")
     if not args.foreground:
         _print(f"  model dir {model.model_dir}, log {model.log}; stop it with `{PROG} models delete {model.name}`")
         return EXIT_OK
@@ -259,6 +260,9 @@ def serve_k8s(args) -> int:
             return EXIT_OK
         url = api.wait_ready(args.name, namespace, args.timeout)
         _print(f"Model {args.name} is ready: {url}/v1/models/{args.name}:predict")
+        if args.runtime_image:  # the project's server; TF Serving's own image speaks v1 only
+            _print(f"  Open Inference Protocol (KServe v2, binary tensors for throughput): "
+                   f"{url}/v2/models/{args.name}/infer")
         address = (api.get(args.name, namespace).get("status") or {}).get("address", {}).get("url")
         if address:
             _print(f"  in the cluster: {address}/v1/models/{args.name}:predict; from here: "

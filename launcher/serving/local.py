@@ -56,6 +56,11 @@ class LocalModel:
     def predict_url(self) -> str:
         return f"{self.url}/v1/models/{self.name}:predict"
 
+    @property
+    def infer_url(self) -> str:
+        """The Open Inference Protocol's (KServe v2) path of the same server."""
+        return f"{self.url}/v2/models/{self.name}/infer"
+
 
 def _base_url(host: str, port: int) -> str:
     """The URL to reach a server listening on host:port from this machine."""

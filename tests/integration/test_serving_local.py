@@ -76,6 +76,8 @@ def served(mnist_job) -> Served:
     try:
         assert done.returncode == 0, done.stderr
         assert f"Model mnist is ready: http://127.0.0.1:{port}/v1/models/mnist:predict" in done.stdout
+        assert f"Open Inference Protocol (KServe v2, binary tensors for throughput): http://127.0.0.1:{port}" \
+            "/v2/models/mnist/infer" in done.stdout
         version = max(p.name for p in mnist_job.export.iterdir() if p.name.isdigit())
         yield Served("mnist", f"http://127.0.0.1:{port}", server_record(mnist_job, "mnist")["pid"], version)
     finally:

@@ -106,6 +106,7 @@ def test_serve_returns_once_the_inferenceservice_is_ready_with_its_url(served):
     status = served.isvc["status"]
     assert {c["type"]: c["status"] for c in status["conditions"]}["Ready"] == "True"
     assert f"Model {NAME} is ready: {status['url']}/v1/models/{NAME}:predict" in served.output
+    assert f"(KServe v2, binary tensors for throughput): {status['url']}/v2/models/{NAME}/infer" in served.output
     assert status["address"]["url"] == f"http://{NAME}-predictor.{served.namespace}.svc.cluster.local"
     assert f"in the cluster: {status['address']['url']}/v1/models/{NAME}:predict" in served.output
     # KServe's own defaulting webhook ran on it (the launcher does not set the mode)
