@@ -174,3 +174,31 @@ def test_an_image_pull_back_off_is_read_once_per_reason_for_the_kubelets_message
     # the pod moved on between the row and the GET (pulled, now running): the row's reason stays
     later = ReplicaTracker("j", lambda found: pod(**container({"running": {}})))
     assert [r.message for r in later.apply("MODIFIED", pulling("ErrImagePull"))] == ["ErrImagePull"]
+
+
+def test_an_image_no_replica_can_pull_is_read_once_per_replica_type_and_reason():
+    """A mistyped image on a big job: every worker waits on it with the same kubelet message
+    (it names the image): one GET per replica type and reason, not one per pod."""
+    fetched, now = [], {"reason": "ErrImagePull", "message": 'failed to pull "x:0": not found'}
+
+    def fetch(found: PodRow) -> dict:
+        fetched.append(found.name)
+        return pod(phase="Pending", **container({"waiting": dict(now)}, cid=""))
+
+    track = ReplicaTracker("j", fetch)
+    workers = [f"j-worker-{index}" for index in range(50)]  # restarts 3: the istio sidecar's, as the printer sums
+    for name in workers:
+        assert [r.message for r in track.apply("MODIFIED", row(name, "ErrImagePull", restarts=3))] == \
+            ['ErrImagePull: failed to pull "x:0": not found']
+    assert fetched == ["j-worker-0"]
+    now.update(reason="ImagePullBackOff", message='Back-off pulling image "x:0"')
+    for name in workers:
+        assert [r.message for r in track.apply("MODIFIED", row(name, "ImagePullBackOff", restarts=3))] == \
+            ['ImagePullBackOff: Back-off pulling image "x:0"']
+    assert [r.message for r in track.apply("MODIFIED", row("j-ps-0", "ImagePullBackOff", restarts=3))] == \
+        ['ImagePullBackOff: Back-off pulling image "x:0"']
+    assert fetched == ["j-worker-0", "j-worker-0", "j-ps-0"]  # per type and reason
+    # a failure that is the pod's own (its exit code) is still read per pod
+    now.clear()
+    track.apply("MODIFIED", row("j-worker-7", "Error", ended="Failed"))
+    assert fetched[-1] == "j-worker-7"

@@ -33,6 +33,9 @@ _FAILED_EXIT = {"Error", "OOMKilled", "ContainerCannotRun", "DeadlineExceeded", 
 # message (which image, which registry answer, which missing Secret or ConfigMap key).
 WAITING_WITH_MESSAGE = {"ImagePullBackOff", "ErrImagePull", "ErrImageNeverPull", "InvalidImageName",
                         "CreateContainerConfigError", "CreateContainerError", "RunContainerError"}
+# waiting reasons about the image, which every replica of a type shares (one pod template):
+# the kubelet's message names the image, not the pod
+IMAGE_WAITING = {"ImagePullBackOff", "ErrImagePull", "ErrImageNeverPull", "InvalidImageName"}
 _EXIT_CODE = re.compile(r"^(?:Init:)?ExitCode:(-?\d+)$")
 _RESTARTS = re.compile(r"^(\d+)")
 _AGE = re.compile(r"(\d+)([ydhms])")
