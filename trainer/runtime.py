@@ -33,12 +33,17 @@ def default_threads(cluster: Cluster, cpus: int | None = None, limit: int | None
     """Intra-op threads when --threads is 0 (0: TensorFlow's own default).
 
     Tasks on one machine share its cores: the training tasks (workers, and the chief of
-    synchronous training) split them; the ps and the coordinator mostly wait on the
-    network and get one thread. Elsewhere a CPU limit caps the pool."""
+    synchronous training) split them; a ps mostly waits on the network and gets one
+    thread, as does a side-car evaluator, which runs beside the training. The coordinator
+    (the chief of parameter-server training) waits too, but it evaluates on the test set,
+    and its workers run dry while it does: it gets every core for that. Elsewhere a CPU
+    limit caps the pool."""
     cpus = cpus or os.cpu_count() or 1
     limit = limit if limit is not None else cpu_limit()
     if co_located(cluster):
-        if cluster.mode == "ps" and cluster.role != "worker":
+        if cluster.mode == "ps" and cluster.role == "chief":  # the coordinator
+            return min(limit or cpus, cpus)
+        if cluster.mode == "ps" and cluster.role != "worker":  # ps, side-car evaluator (beside the training)
             return 1
         trainers = len(cluster.spec.get("worker", [])) + (len(cluster.spec.get("chief", [])) if cluster.mode == "sync" else 0)
         return max(1, min(limit or cpus, cpus) // max(1, trainers))

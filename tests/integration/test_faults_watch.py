@@ -141,7 +141,7 @@ def test_submit_follows_through_dropped_watch_streams(launch, fake_apiserver, fa
 
     run_job(fake_operator, outage, [submit])
     lines = assert_followed(submit)
-    assert any(line.startswith("[worker-1] Running (restarts 1") for line in lines)
+    assert any(line.startswith("[worker-1] Running (restarts 1") for line in lines), lines
     # one list per feed (events, logs), then only watches resumed from the last version seen
     assert fake_apiserver.count("tfjobs", "list") == 2 and len(fake_apiserver.watches("tfjobs")) > 2
 
