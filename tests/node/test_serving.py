@@ -10,7 +10,6 @@ gets HTTP 400 with {"error": ...}; `models delete --wait` removes it and
 its pods. The launcher runs as the tfjob-launcher service account of k8s/rbac.yaml."""
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import shutil
@@ -25,7 +24,7 @@ import pytest
 from tests.support.launcher_process import run_launcher
 from tests.support.node.jobs import CLAIM, TRAINER_UID, container_pids, process_uid, training_namespace
 from tests.support.polling import wait_for
-from tests.support.serving import Request, mnist_request, parse_table
+from tests.support.serving import Request, mnist_request, parse_table, post_raw
 
 NAME = "mnist"
 COUNT = 500            # real test images asked for
@@ -91,15 +90,7 @@ def exchange(node_cluster, url: str, body: bytes, headers: dict[str, str]) -> tu
     pki = node_cluster.cp.pki
     context = ssl.create_default_context(cafile=str(pki.ca))
     context.load_cert_chain(str(pki.admin_cert), str(pki.admin_key))
-    host, path = url.removeprefix("https://").split("/", 1)
-    connection = http.client.HTTPSConnection(host, context=context, timeout=60)
-    try:
-        connection.request("POST", "/" + path, body=body, headers=headers)
-        response = connection.getresponse()
-        answer = response.read()
-        return response.status, {name.lower(): value for name, value in response.getheaders()}, answer
-    finally:
-        connection.close()
+    return post_raw(url, body, headers, context=context)
 
 
 def test_serve_returns_once_the_inferenceservice_is_ready_with_its_url(served):

@@ -18,6 +18,7 @@ import json
 import os
 import re
 import signal
+import ssl
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -105,10 +106,13 @@ def post(url: str, body: bytes, content_type: str | None = "application/json",
     return status, json.loads(answer)
 
 
-def post_raw(url: str, body: bytes, headers: dict[str, str], timeout: float = 60.0) -> tuple[int, dict, bytes]:
-    """POST `body` with `headers`: (status, answer headers with lower-case names, answer bytes)."""
-    parts = url.split("/", 3)  # http:, '', host:port, path
-    connection = http.client.HTTPConnection(parts[2], timeout=timeout)
+def post_raw(url: str, body: bytes, headers: dict[str, str], timeout: float = 60.0,
+             context: ssl.SSLContext | None = None) -> tuple[int, dict, bytes]:
+    """POST `body` with `headers` (https:// with `context`, e.g. an API server's CA and a
+    client certificate): (status, answer headers with lower-case names, answer bytes)."""
+    parts = url.split("/", 3)  # http: or https:, '', host:port, path
+    connection = (http.client.HTTPSConnection(parts[2], context=context, timeout=timeout) if parts[0] == "https:"
+                  else http.client.HTTPConnection(parts[2], timeout=timeout))
     try:
         connection.request("POST", "/" + parts[3], body=body, headers=headers)
         response = connection.getresponse()

@@ -50,7 +50,7 @@ class Request:
     data: Any  # the value of "instances" or "inputs"
 
 
-def _loads(body: bytes | str) -> Any:
+def loads(body: bytes | str) -> Any:
     try:
         import orjson  # the model server's own JSON library (a kserve dependency)
 
@@ -63,7 +63,7 @@ def parse_body(body: Any) -> Request:
     """The request body (raw bytes or already decoded JSON) as a `Request`."""
     if isinstance(body, (bytes, bytearray, str)):
         try:
-            body = _loads(body)
+            body = loads(body)
         except ValueError as error:  # json.JSONDecodeError and orjson.JSONDecodeError
             raise RequestError(f"the request body is not JSON ({error}); send a JSON object "
                                'with "instances" or "inputs"') from None
@@ -164,13 +164,18 @@ def to_array(value: Any, spec: InputSpec) -> np.ndarray:
                                "(rows of different lengths, or values of the wrong type)") from None
         if spec.binary and any(not isinstance(item, bytes) for item in array.flat):
             raise RequestError(f"{where}: expects strings (or {{\"b64\": ...}} values)")
+    check_shape(array, spec, where)
+    return array
+
+
+def check_shape(array: np.ndarray, spec: InputSpec, where: str) -> None:
+    """RequestError unless `array` has the signature's rank and its known dimensions."""
     if spec.shape is not None:
         fits = array.ndim == len(spec.shape) and all(
             want is None or want == got for want, got in zip(spec.shape, array.shape))
         if not fits:
             raise RequestError(f"{where}: shape {list(array.shape)} does not match the signature's "
                                f"{shape_text(spec.shape)}")
-    return array
 
 
 def check_names(given: dict, names: list[str], signature: str, where: str, defaults: dict) -> None:

@@ -163,11 +163,12 @@ class SavedModel(kserve.Model):
         arrays = v2.check_inputs(request.arrays, signature.inputs, request.signature_name, self.defaults)
         return v2.response(request, self.name, self.version, self.call(signature, arrays))
 
-    def _types(self, specs: dict[str, tf.TensorSpec]) -> list[dict]:
-        return [{"name": name, "datatype": v2.datatype(np.dtype(object) if spec.dtype == tf.string
-                                                       else np.dtype(spec.dtype.as_numpy_dtype)),
-                 "shape": [-1] if spec.shape.rank is None else [-1 if d is None else d for d in spec.shape.as_list()]}
-                for name, spec in sorted(specs.items())]
+    @staticmethod
+    def _types(specs: dict[str, tf.TensorSpec]) -> list[dict]:
+        described = [_input_spec(name, spec) for name, spec in sorted(specs.items())]
+        return [{"name": spec.name, "datatype": v2.datatype(spec.dtype),
+                 "shape": [-1] if spec.shape is None else [-1 if d is None else d for d in spec.shape]}
+                for spec in described]
 
     def get_input_types(self) -> list[dict]:
         """serving_default's inputs, for the v2 metadata (`GET /v2/models/NAME`)."""
@@ -234,11 +235,11 @@ def add_routes(app, dataplane, model: SavedModel) -> None:
                       methods=["POST"], response_model=None)
     app.add_api_route("/v1/models/{model_name}/metadata", metadata, methods=["GET"])
     app.add_api_route("/v1/models/{model_name}/versions/{version}/metadata", versioned_metadata, methods=["GET"])
-    for path, endpoint in (("/v2/models/{model_name}/infer", infer),
-                           ("/v2/models/{model_name}/versions/{version}/infer", versioned_infer)):
-        kserve_own = "/v2/models/{model_name}/versions/{model_version}/infer" if "versions" in path else path
-        app.router.routes[:] = [route for route in app.router.routes if getattr(route, "path", None) != kserve_own]
-        app.add_api_route(path, endpoint, methods=["POST"], response_model=None)
+    kserve_infer = {"/v2/models/{model_name}/infer", "/v2/models/{model_name}/versions/{model_version}/infer"}
+    app.router.routes[:] = [route for route in app.router.routes if getattr(route, "path", None) not in kserve_infer]
+    app.add_api_route("/v2/models/{model_name}/infer", infer, methods=["POST"], response_model=None)
+    app.add_api_route("/v2/models/{model_name}/versions/{version}/infer", versioned_infer, methods=["POST"],
+                      response_model=None)
 
 
 __all__ = ["ModelDirError", "SavedModel", "add_routes", "resolve"]

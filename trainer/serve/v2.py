@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from trainer.serve.codec import DEFAULT_SIGNATURE, InputSpec, RequestError, check_names, shape_text
+from trainer.serve.codec import DEFAULT_SIGNATURE, InputSpec, RequestError, check_names, check_shape, loads
 
 HEADER_LENGTH = "inference-header-content-length"
 
@@ -64,12 +64,8 @@ class InferRequest:
 
 def _json(header: bytes) -> dict:
     try:
-        import orjson
-
-        body = orjson.loads(header)
-    except ImportError:
-        body = json.loads(header)
-    except ValueError as error:
+        body = loads(header)
+    except ValueError as error:  # json.JSONDecodeError and orjson.JSONDecodeError
         raise RequestError(f"the request is not JSON ({error}); send the Open Inference Protocol's "
                            'object with "inputs"') from None
     if not isinstance(body, dict):
@@ -225,14 +221,10 @@ def check_inputs(arrays: dict[str, np.ndarray], specs: dict[str, InputSpec], sig
     checked = {}
     for name, array in arrays.items():
         spec = specs[name]
-        if (spec.dtype == np.dtype(object)) != (array.dtype == np.dtype(object)) or (
-                spec.dtype != np.dtype(object) and array.dtype.newbyteorder("=") != spec.dtype):
+        if datatype(array.dtype) != datatype(spec.dtype):
             raise RequestError(f"input {name!r}: datatype {datatype(array.dtype)} given, signature {signature!r} "
                                f"takes {datatype(spec.dtype)}")
-        if spec.shape is not None and (array.ndim != len(spec.shape) or any(
-                want is not None and want != got for want, got in zip(spec.shape, array.shape))):
-            raise RequestError(f"input {name!r}: shape {list(array.shape)} does not match the signature's "
-                               f"{shape_text(spec.shape)}")
+        check_shape(array, spec, f"input {name!r}")
         checked[name] = array
     left_out = [name for name in names if name not in arrays]
     if left_out:

@@ -23,7 +23,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Iterator
 
@@ -183,6 +182,7 @@ class LocalBackend(Backend):
     def events(self, name: str, namespace: str, stop: threading.Event | None = None) -> Iterator[Event]:
         run = self._run(name, namespace)
         self._claim(name, namespace, run)
+        stop = stop or threading.Event()  # never set: a poll interval of sleep
         cursor = 0
         while True:
             try:
@@ -194,9 +194,7 @@ class LocalBackend(Backend):
             cursor = len(history)
             if is_terminal(raw):
                 return
-            if stop is None:
-                time.sleep(POLL_SECONDS)
-            elif stop.wait(POLL_SECONDS):
+            if stop.wait(POLL_SECONDS):
                 return
 
     def logs(self, name: str, namespace: str, replica: str | None = None,
