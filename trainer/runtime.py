@@ -36,8 +36,8 @@ def default_threads(cluster: Cluster, cpus: int | None = None, limit: int | None
     synchronous training) split them; a ps mostly waits on the network and gets one
     thread, as does a side-car evaluator, which runs beside the training. The coordinator
     (the chief of parameter-server training) waits too, but it evaluates on the test set,
-    and its workers run dry while it does: it gets every core for that. Elsewhere a CPU
-    limit caps the pool."""
+    beside the training (session.Session.evaluate_aside), and each Eval line waits for
+    that: it gets every core for it. Elsewhere a CPU limit caps the pool."""
     cpus = cpus or os.cpu_count() or 1
     limit = limit if limit is not None else cpu_limit()
     if co_located(cluster):

@@ -10,6 +10,7 @@ import signal
 import threading
 from concurrent import futures
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import keras
 import tensorflow as tf
@@ -34,6 +35,11 @@ class Session:
     _evaluation: Evaluation | None = field(init=False, default=None)
     evaluator_seen: bool = field(init=False, default=False)
     graph_written: bool = field(init=False, default=False)
+    # The coordinator of parameter-server training evaluates aside (see at()): its workers
+    # train on meanwhile. Elsewhere evaluation is the training processes' own time anyway.
+    evaluate_aside: bool = field(init=False, default=False)
+    _aside: list[tuple[futures.Future, Callable[[Any], None]]] = field(init=False, default_factory=list)
+    _aside_thread: futures.ThreadPoolExecutor | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         chief = self.cluster.is_chief
@@ -50,6 +56,7 @@ class Session:
         self.progress = progress.Progress(self.args.job_dir, self.cluster.name, self.args.train_steps,
                                           self.start, scalars=chief)
         self.saved_at = self.start if restored else None
+        self.evaluate_aside = self.cluster.mode == "ps" and chief
 
     @property
     def train_metrics(self) -> tuple[str, ...]:
@@ -74,14 +81,44 @@ class Session:
         return float(tf.convert_to_tensor(self.optimizer.learning_rate))
 
     def write_graph(self) -> None:
-        """The model's forward graph for TensorBoard, once (chief only)."""
+        """The model's forward graph for TensorBoard, once (chief only); traced aside when
+        evaluations are (it uses the evaluation's model)."""
         if self.graph_written or not self.cluster.is_chief:
             return
         model = self.evaluation.model
         spec = models.get(self.args.model).input_spec()
-        self.progress.train.graph(tf.function(lambda inputs: model(inputs, training=False))
-                                  .get_concrete_function(spec).graph)
+        trace = lambda: tf.function(lambda inputs: model(inputs, training=False)).get_concrete_function(spec).graph
+        self._run(trace, self.progress.train.graph)
         self.graph_written = True
+
+    def _evaluate_at(self, step: int) -> None:
+        """The periodic evaluation of the weights at `step`. Aside: the weights are copied
+        now, then evaluated in the evaluation thread while the loop goes on dispatching, and
+        the Eval line comes from the first at() after it finished (or finish())."""
+        if not self.evaluate_aside:
+            self.progress.report_eval(step, **self.evaluate())
+            return
+        self._collect(wait=True)  # the previous one done: it evaluates the same plain model
+        variables.copy(self.model, self.evaluation.model)
+        self._run(self.evaluation.evaluate, lambda metrics: self.progress.report_eval(step, **metrics))
+
+    def _run(self, work: Callable[[], Any], report: Callable[[Any], None]) -> None:
+        """report(work()), or with evaluate_aside: work() in the evaluation thread (one job
+        at a time, in order) and report(result) by a later _collect() in this thread, so
+        that printing and summary writing stay in the loop's thread."""
+        if not self.evaluate_aside:
+            report(work())
+            return
+        if self._aside_thread is None:
+            self._aside_thread = futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="evaluation")
+        self._aside.append((self._aside_thread.submit(work), report))
+
+    def _collect(self, wait: bool) -> None:
+        """Report the finished jobs of the evaluation thread, oldest first (with `wait`: all,
+        waiting for them); a job's error is raised here."""
+        while self._aside and (wait or self._aside[0][0].done()):
+            job, report = self._aside.pop(0)
+            report(job.result())
 
     def _note_evaluator(self) -> None:
         if not self.evaluator_seen:
@@ -98,6 +135,7 @@ class Session:
     def at(self, before: int, after: int) -> None:
         """Log, evaluate and checkpoint when `after` crosses the configured intervals."""
         args = self.args
+        self._collect(wait=False)
         if crossed(before, after, args.log_every_steps) or after >= args.train_steps:
             self.progress.report_train(after, learning_rate=self.learning_rate())
             self.write_graph()
@@ -107,7 +145,7 @@ class Session:
             if evaluator.alive(args.job_dir):  # a side-car evaluator does it; dispatch goes on
                 self._note_evaluator()
             else:
-                self.progress.report_eval(after, **self.evaluate())
+                self._evaluate_at(after)
         if crossed(before, after, args.checkpoint_every_steps) and after < args.train_steps:
             self.save()
 
@@ -116,6 +154,7 @@ class Session:
         self.save()
         if not self.cluster.is_chief:
             return None
+        self._collect(wait=True)
         step = int(self.step.numpy())
         metrics = self.evaluate()
         self.progress.report_eval(step, **metrics)

@@ -6,6 +6,7 @@ The dispatch test hands session.run a stand-in for ClusterCoordinator's RemoteVa
 from __future__ import annotations
 
 import json
+import re
 import signal
 import threading
 import time
@@ -130,3 +131,55 @@ def test_periodic_evaluation_is_left_to_a_live_side_car_evaluator(state, capsys)
     tf.io.gfile.remove(path)  # the evaluator is gone: the chief evaluates again
     state.at(40, 50)
     assert "Eval step 50: loss" in capsys.readouterr().out
+
+
+def blocking_evaluation(state, started: threading.Event, release: threading.Event, error: Exception | None = None):
+    """The session's real evaluation, held until `release` (or failing with `error`)."""
+    evaluate = state.evaluation.evaluate
+
+    def held():
+        started.set()
+        if not release.wait(timeout=20):
+            raise TimeoutError("the evaluation was never released")
+        if error is not None:
+            raise error
+        return evaluate()
+
+    state.evaluation.evaluate = held
+
+
+def test_the_coordinator_evaluates_aside_while_dispatch_goes_on(state, capsys):
+    """Parameter-server training: the chief's periodic evaluation runs in its own thread,
+    so the workers get calls meanwhile; its Eval line comes once it is done, in order,
+    before the final evaluation. Without it, dispatch would wait for the evaluation (which
+    waits for dispatch here: the evaluation would time out)."""
+    state.evaluate_aside = True  # as the chief of parameter-server training sets it
+    started, release = threading.Event(), threading.Event()
+    blocking_evaluation(state, started, release)
+    steps_while_evaluating: list[int] = []
+
+    def launch(n: int, stopping: bool) -> Handle:
+        if started.is_set() and not release.is_set():
+            steps_while_evaluating.append(int(state.step.numpy()))
+            if len(steps_while_evaluating) == 3:
+                release.set()
+        return Handle(finished())
+
+    step, _ = session.run(state, launch, in_flight=2, count=True)
+    out = capsys.readouterr().out
+    assert step == 100
+    assert steps_while_evaluating[0] >= 50 and len(steps_while_evaluating) == 3  # the evaluation began at 50
+    evals = re.findall(r"^Eval step (\d+): loss", out, re.M)
+    assert evals == ["50", "100"], out  # the periodic one, then the final one
+    assert out.index("Eval step 50:") < out.index("Final metrics after 100 steps")
+
+
+def test_an_evaluation_that_fails_aside_ends_the_run_with_its_error(state):
+    state.evaluate_aside = True
+    started, release = threading.Event(), threading.Event()
+    blocking_evaluation(state, started, release, error=tf.errors.UnavailableError(None, None, "test set unreadable"))
+    release.set()
+
+    with pytest.raises(tf.errors.UnavailableError, match="test set unreadable"):
+        session.run(state, lambda n, stopping: Handle(finished()), in_flight=2, count=True)
+    assert started.is_set()

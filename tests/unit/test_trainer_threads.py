@@ -18,7 +18,7 @@ def test_parameter_server_tasks_on_one_machine():
     assert threads("worker", LOCAL_PS) == 4  # the workers split the cores
     assert threads("ps", LOCAL_PS) == 1  # it waits on the network
     assert threads("evaluator", LOCAL_PS) == 1  # a side-car evaluator runs beside the training
-    # the coordinator evaluates on the test set while its workers run dry: every core for that
+    # the coordinator evaluates on the test set (beside the training): every core for that
     assert threads("chief", LOCAL_PS) == 8
     assert threads("chief", LOCAL_PS, limit=2) == 2  # but within a CPU limit
 
