@@ -95,9 +95,6 @@ class Session:
         """The periodic evaluation of the weights at `step`. Aside: the weights are copied
         now, then evaluated in the evaluation thread while the loop goes on dispatching, and
         the Eval line comes from the first at() after it finished (or finish())."""
-        if not self.evaluate_aside:
-            self.progress.report_eval(step, **self.evaluate())
-            return
         self._collect(wait=True)  # the previous one done: it evaluates the same plain model
         variables.copy(self.model, self.evaluation.model)
         self._run(self.evaluation.evaluate, lambda metrics: self.progress.report_eval(step, **metrics))
