@@ -88,7 +88,8 @@ def parser() -> Parser:
                    help="training steps per scheduled tf.function call (cuts coordinator overhead)")
     p.add_argument("--log-every-steps", type=_positive, default=100, help="print a Train line every N steps")
     p.add_argument("--eval-every-steps", type=_non_negative, default=500,
-                   help="evaluate on the test set every N steps (0: only at the end)")
+                   help="evaluate on the test set every N steps (0: only at the end); a parameter-server chief "
+                        "evaluates beside the training, and its Eval line, naming step N, comes when that is done")
     p.add_argument("--histogram-every-steps", type=_non_negative, default=500,
                    help="write weight histograms to TensorBoard (train/) every N steps (0: never); the "
                         "learning rate goes with every Train line, the model graph once")
