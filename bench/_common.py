@@ -2,6 +2,7 @@
 training-throughput figures read from the chief's `Train` lines."""
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import subprocess
@@ -50,3 +51,11 @@ def cpu_seconds(pid: int) -> float:
     except (FileNotFoundError, ProcessLookupError):
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
+def round_arguments(parser: argparse.ArgumentParser) -> None:
+    """--rounds, --data-dir and --timeout: those of the benches that run their setups in
+    turn, round after round."""
+    parser.add_argument("--rounds", type=int, default=2, help="times each setup runs, interleaved")
+    parser.add_argument("--data-dir", default=str(DATA_DIR))
+    parser.add_argument("--timeout", type=float, default=1200, help="per run")

@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _common import DATA_DIR, SETUPS, ensure_data, machine, train_points
+from _common import SETUPS, ensure_data, machine, round_arguments, train_points
 
 from tests.support.trainer_cluster import TrainerCluster  # noqa: E402
 
@@ -54,11 +54,9 @@ def run(every: int, args: argparse.Namespace, workdir: Path) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=2, help="times each setup runs, interleaved")
+    round_arguments(parser)
     parser.add_argument("--steps", type=int, default=700, help="--train-steps of each run")
     parser.add_argument("--every", type=int, default=100, help="--eval-every-steps of the evaluating runs")
-    parser.add_argument("--data-dir", default=str(DATA_DIR))
-    parser.add_argument("--timeout", type=float, default=1200, help="per run")
     args = parser.parse_args()
     if len(os.sched_getaffinity(0)) < 2:
         parser.error("needs at least 2 CPUs: one for the chief, the others for the ps and the workers")

@@ -30,7 +30,7 @@ import threading
 import time
 from pathlib import Path
 
-from _common import DATA_DIR, ensure_data, machine
+from _common import ensure_data, machine, round_arguments
 from ps_vs_single import WARMUP, watch
 
 from tests.support.trainer_cluster import TrainerCluster  # noqa: E402
@@ -105,11 +105,9 @@ def run(name: str, args: argparse.Namespace, workdir: Path) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--examples", type=int, default=48_000, help="training examples per run")
-    parser.add_argument("--rounds", type=int, default=2, help="times each setup runs, interleaved")
+    round_arguments(parser)
     parser.add_argument("--batch-size", type=int, default=100, help="per worker")
     parser.add_argument("--duty", type=float, default=0.25, help="share of wall time the slowed worker-1 may run")
-    parser.add_argument("--data-dir", default=str(DATA_DIR))
-    parser.add_argument("--timeout", type=float, default=1200, help="per run")
     args = parser.parse_args()
     ensure_data(args.data_dir)
     results: dict[str, list[dict]] = {name: [] for name in SETUPS}

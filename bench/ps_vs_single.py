@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import DATA_DIR, SETUPS, cpu_seconds, ensure_data, machine, train_points
+from _common import SETUPS, cpu_seconds, ensure_data, machine, round_arguments, train_points
 
 from tests.support.trainer_cluster import TrainerCluster  # noqa: E402
 from trainer.flags import parser as trainer_flags  # noqa: E402
@@ -93,14 +93,12 @@ def ratios(results: dict[str, list[dict]], key: str) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--examples", type=int, default=96_000, help="training examples per run")
-    parser.add_argument("--rounds", type=int, default=2, help="times each setup runs, interleaved")
+    round_arguments(parser)
     parser.add_argument("--batch-size", type=int, default=trainer_flags().get_default("batch_size"),
                         help="per worker (and per process); default: the trainer's")
     parser.add_argument("--threads", type=int, default=0, help="TRAINER_THREADS (0: the trainer's default)")
     parser.add_argument("--only", choices=sorted(SETUPS), action="append", help="run only these setups")
     parser.add_argument("--trainer-flag", action="append", default=[], help="extra trainer flag (repeatable)")
-    parser.add_argument("--data-dir", default=str(DATA_DIR))
-    parser.add_argument("--timeout", type=float, default=1200, help="per run")
     args = parser.parse_args()
     ensure_data(args.data_dir)
     names = args.only or list(SETUPS)
