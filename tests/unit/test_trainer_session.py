@@ -159,7 +159,10 @@ def test_the_coordinator_evaluates_aside_while_dispatch_goes_on(state, capsys):
     steps_while_evaluating: list[int] = []
 
     def launch(n: int, stopping: bool) -> Handle:
-        if started.is_set() and not release.is_set():
+        # at step 50 at() handed the evaluation on, before this launch; at most 2 calls were
+        # out then, so at least 3 more are launched while it is held
+        if int(state.step.numpy()) >= 50 and not release.is_set():
+            assert started.wait(timeout=20), "the evaluation at step 50 never began"
             steps_while_evaluating.append(int(state.step.numpy()))
             if len(steps_while_evaluating) == 3:
                 release.set()
