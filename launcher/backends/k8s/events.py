@@ -16,6 +16,7 @@ shown as it is and its pod read again at the row's next change or relist.
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 from typing import Callable, Iterator
 
@@ -95,7 +96,7 @@ class ReplicaTracker:
             return phase
         image = (phase.type, row.status) if row.status in table.IMAGE_WAITING else None
         if image in self._image_messages:  # the same image, the same kubelet message: no GET per replica
-            return ReplicaPhase(**{**phase.__dict__, "message": self._image_messages[image]})
+            return dataclasses.replace(phase, message=self._image_messages[image])
         key = (row.name, row.restarts, row.status)
         if key not in self._fetched:  # once per failure: the exit code is in the pod only
             try:
@@ -109,7 +110,7 @@ class ReplicaTracker:
             return phase  # the pod moved on since the row (restarted, ended, pulled): its detail is not this row's
         if image is not None and full.message:
             self._image_messages[image] = full.message
-        return ReplicaPhase(**{**phase.__dict__, "exit_code": full.exit_code, "message": full.message or phase.message})
+        return dataclasses.replace(phase, exit_code=full.exit_code, message=full.message or phase.message)
 
     def apply(self, kind: str, row: PodRow) -> list[ReplicaPhase]:
         phase = self.phase_of(row)
