@@ -22,8 +22,8 @@ the model's signatures take one); a field left
 out gets the model's default, a required one left out, an unknown field or a value of
 the wrong type is refused naming the field.
 
-    LOGISTIC  CLASSES  PROBABILITIES
-    0.9731    1        [0.0269, 0.9731]
+    CLASSES  LOGISTIC  PROBABILITIES
+    1        0.9731    [0.0269, 0.9731]
 
 --model-dir may also be JOB_DIR/export (the newest export is used).
 """
