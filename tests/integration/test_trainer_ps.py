@@ -39,6 +39,7 @@ def test_chief_ps_and_two_workers_train_and_all_exit_0(mnist_dir, tmp_path):  # 
         codes = cluster.wait(WAIT_S)
         chief = cluster.log("chief-0")
         assert codes == {"chief-0": 0, "ps-0": 0, "worker-0": 0, "worker-1": 0}, cluster.tails()
+        assert cluster.lines_with("AutoGraph could not transform") == []  # a user reads these logs
 
         variables = placements(chief)
         assert len(variables) == 8

@@ -59,6 +59,7 @@ def test_parameter_server_training_learns_and_the_export_predicts_raw_trips(taxi
         codes = cluster.wait(WAIT_S)
         chief = cluster.log("chief-0")
         assert codes == {"chief-0": 0, "ps-0": 0, "worker-0": 0, "worker-1": 0}, cluster.tails()
+        assert cluster.lines_with("AutoGraph could not transform") == []  # a user reads these logs
     # the wide table: 16 payment ids + 100 companies + 11 miles and 5 seconds buckets + 64 crosses + 1
     assert "Variable wide_weights/embeddings (197, 1) on /job:ps/replica:0/task:0/" in chief
     lines = progress(chief)  # the Train lines, as the launcher parses them

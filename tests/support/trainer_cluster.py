@@ -222,6 +222,10 @@ class TrainerCluster:
     def log(self, name: str) -> str:
         return self.replicas[name].log_path.read_text(errors="replace")
 
+    def lines_with(self, text: str) -> list[str]:
+        """`replica: line` for every line of every replica's log that contains `text`."""
+        return [f"{name}: {line}" for name in self.replicas for line in self.log(name).splitlines() if text in line]
+
     def tails(self, lines: int = 15) -> str:
         return "\n".join(f"--- {n} ---\n" + "\n".join(self.log(n).splitlines()[-lines:]) for n in self.replicas)
 

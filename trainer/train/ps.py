@@ -26,12 +26,16 @@ def strategy_for(cluster: Cluster, min_shard_bytes: int) -> tf.distribute.Parame
 def worker_dataset_fn(args: argparse.Namespace):
     """The input pipeline each worker runs. Built on the coordinator but run by each worker:
     no private thread pool (whose size would be the coordinator's --threads), so tf.data
-    runs on the worker's own pools, sized by the worker's threads (runtime.start_server)."""
+    runs on the worker's own pools, sized by the worker's threads (runtime.start_server).
+    The model's module is looked up here, not in dataset_fn: ClusterCoordinator traces
+    dataset_fn with AutoGraph, which would convert the lookup's importlib call and warn
+    twice in the chief's log that it could not. The parser itself is made in dataset_fn:
+    what it creates (the taxi model's lookup table) must be each worker's own."""
+    source, model = data.source(args), models.get(args.model)
 
     def dataset_fn():
-        source = data.source(args)
         return data.dataset(source, "train", args.batch_size, training=True, threads=0,
-                            parse=models.get(args.model).parser(source))
+                            parse=model.parser(source))
 
     return dataset_fn
 
