@@ -116,6 +116,10 @@ def plain_line(event: Event, job: str, queue: str = "", namespace: str = "") -> 
             return f"{job}: Suspended ({suspended_note(queue, namespace)})"
         detail = "admitted by Kueue" if queue else ": ".join(p for p in (event.reason, event.message) if p)
         return f"{job}: Resumed" + (f" ({detail})" if detail else "")
+    if isinstance(event, JobCondition) and event.status == "False":
+        # training-operator turns Running False when the job succeeds, fails or is suspended,
+        # keeping its "is running" reason and message; the line of that condition says it
+        return None
     if isinstance(event, JobCondition):
         detail = ": ".join(part for part in (event.reason, event.message) if part)
         state = event.type if event.status == "True" else f"{event.type}={event.status}"

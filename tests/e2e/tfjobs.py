@@ -68,7 +68,7 @@ def _state(cp: ControlPlane, namespace: str, name: str, what: str) -> str:
 
 def condition_sequence(output: str, name: str) -> list[str]:
     """TFJob conditions the launcher printed as true, in order, repeats collapsed
-    (plain-mode lines `NAME: Running (...)`; `NAME: Running=False` is not a transition)."""
+    (plain-mode lines `NAME: Running (...)`; a condition turning False is not printed)."""
     pattern = re.compile(rf"^{re.escape(name)}: ({'|'.join(CONDITIONS)})(?![=\w])", re.M)
     seen: list[str] = []
     for match in pattern.finditer(output):

@@ -20,6 +20,8 @@ SCRIPT = [
     replica_phase("worker-0", "Failed", restarts=1, exit_code=137, message="OOMKilled"),
     replica_phase("worker-0", "Running", restarts=1, node="kind-worker"),
     Progress(step=30, total=40, loss=0.4, accuracy=0.875),
+    # as training-operator ends a job: Running turns False, keeping its reason and message (not printed)
+    JobCondition("Running", status="False", reason="TFJobRunning", message="TFJob mnist is running."),
     JobCondition("Succeeded", reason="TFJobSucceeded"),
 ]
 
