@@ -16,7 +16,8 @@ get_job_logs), on the launcher's own JobSpec, backends and typed events:
     status = client.wait_for_job_conditions("mnist-ps", wait_timeout=600)
     print(status.phase)                                  # Succeeded (RuntimeError if Failed)
 
-Errors are the CLI's: `SpecError` (bad input: nothing was submitted), `BackendError`
+Errors are the CLI's: `SpecError` (bad input, trainer arguments the trainer would refuse
+included: nothing was submitted), `BackendError`
 (and its `NotFound`, `AlreadyExists`); `TimeoutError` from the waits, and from
 `wait_for_job_conditions`, as in the Kubeflow SDK, `RuntimeError` for a job that Failed
 when Failed was not expected and `ValueError` for a condition a TFJob does not have.
@@ -32,7 +33,7 @@ from typing import Callable, Iterable, Iterator
 from .backends import get_backend
 from .backends.base import Backend, CRDUnavailable, JobStatus, JobSummary, LogOptions
 from .events import Event, JobCondition, LogLine, TERMINAL
-from .spec import JobSpec
+from .spec import JobSpec, check_trainer_args
 
 __all__ = ["TrainingClient", "JOB_CONDITIONS"]
 
@@ -60,6 +61,7 @@ class TrainingClient:
         from .validate import validate
 
         spec = self._with_default_job_dir(spec)
+        check_trainer_args(spec, self.backend.name)
         crd = None
         if not schemas.configured_path("tfjob"):
             try:

@@ -20,6 +20,7 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 ISTIO_INJECT = "sidecar.istio.io/inject"
 CLEAN_POD_POLICIES = ("Running", "All", "None")
 DEFAULT_IMAGE = "tfjob-trainer:0.1.0"
+TRAINER_MODULE = "trainer.task"  # what the default image (and the local backend) runs
 DEFAULT_NAMESPACE = "default"
 TF_PORT = 2222
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"  # training-operator labels every pod of a job with it
@@ -499,3 +500,30 @@ class JobSpec:
 def replica_name(job_name: str, role: str, index: int) -> str:
     """Pod and headless-service name the operator gives a replica (GenGeneralName)."""
     return f"{job_name}-{role.lower()}-{index}".replace("/", "-")
+
+
+TRAINER_HELP = "see `python -m trainer.task --help`"
+
+
+def runs_this_trainer(spec: JobSpec, kind: str) -> bool:
+    """The replicas run this package's `python -m trainer.task`: the local backend does
+    whatever the image; on a cluster, the default image's ENTRYPOINT is it. Another image
+    may run a program of its own, whose flags the launcher cannot know."""
+    if spec.command or spec.package_path or spec.module_name not in (None, TRAINER_MODULE):
+        return False
+    return kind == "local" or spec.image == DEFAULT_IMAGE
+
+
+def check_trainer_args(spec: JobSpec, kind: str) -> None:
+    """The trainer arguments (after --) that the trainer would refuse at its start (exit 2)
+    stop the launcher before anything is applied: every replica would fail on them, and
+    under the OnFailure policy restart on them without end."""
+    if not runs_this_trainer(spec, kind):
+        return
+    from trainer.flags import FlagError, check
+
+    try:
+        check(spec.container_args())
+    except FlagError as err:  # on one line: the arguments it quotes may hold newlines
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(err))
+        raise SpecError("trainer arguments (after --)", f"{text}; {TRAINER_HELP}") from None

@@ -8,30 +8,46 @@ import sys
 from trainer.models import MODELS, default_data_dir
 
 
+class FlagError(ValueError):
+    """A flag `python -m trainer.task` refuses, in argparse's words (check())."""
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse with a one-line error (exit 2) instead of usage + error."""
+    """argparse with a one-line error (exit 2) instead of usage + error; with `raising`,
+    FlagError instead (check())."""
+
+    raising = False
 
     def error(self, message: str):
+        if self.raising:
+            raise FlagError(message)
         print(f"{self.prog}: error: {message} (see --help)", file=sys.stderr)
         sys.exit(2)
 
 
+def _number(text: str, cast, what: str):
+    try:
+        return cast(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+
+
 def _positive(text: str) -> int:
-    value = int(text)
+    value = _number(text, int, "an integer > 0")
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
     return value
 
 
 def _positive_float(text: str) -> float:
-    value = float(text)
+    value = _number(text, float, "a number > 0")
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
     return value
 
 
 def _non_negative(text: str) -> int:
-    value = int(text)
+    value = _number(text, int, "an integer >= 0")
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
     return value
@@ -118,6 +134,14 @@ def _split(patterns: list[str] | None) -> list[str] | None:
     if patterns is None:
         return None
     return [part for pattern in patterns for part in pattern.split(",") if part]
+
+
+def check(argv: list[str]) -> None:
+    """Raise FlagError if `python -m trainer.task ARGV` would refuse ARGV at its start (exit
+    2), e.g. for a launcher about to run it; -h/--help are left out (not acted on here)."""
+    p = parser()
+    p.raising = True
+    p.parse_args([arg for arg in argv if arg not in ("-h", "--help")])
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:

@@ -12,7 +12,7 @@ from ..backends import resolve_kind
 from . import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from .args import build_spec, uses_gpus
 from ..events import JobCondition
-from ..spec import JobSpec, SpecError
+from ..spec import JobSpec, SpecError, check_trainer_args
 from ..view import suspended_note
 
 DEFAULT_MAX_RESUBMITS = 3
@@ -156,6 +156,7 @@ def write_values(spec: JobSpec, path: str) -> None:
 def render_command(args, trainer_args, factory) -> int:
     spec, notes = build_spec(args, trainer_args)
     check_package(spec, "local" if args.backend == "local" else "k8s")
+    check_trainer_args(spec, "local" if args.backend == "local" else "k8s")
     if args.backend == "local":  # show what the local backend would run
         refuse_local_volumes(spec)
         spec = _with_default_job_dir(spec, factory("local"))
@@ -194,6 +195,7 @@ def submit(args, trainer_args, factory) -> int:
         _note(line)
     kind = resolve_kind(args.backend)
     check_package(spec, kind)
+    check_trainer_args(spec, kind)
     if kind == "local":
         refuse_local_volumes(spec)
         if not dry_run:

@@ -127,6 +127,8 @@ def test_wait_times_out_while_the_job_runs(client, tmp_path):
 def test_bad_input_submits_nothing(client):
     with pytest.raises(SpecError):
         client.create_job(JobSpec(name="x", replicas={"Worker": ReplicaSpec(10**12)}))
+    with pytest.raises(SpecError, match=r"^trainer arguments \(after --\): argument --train-steps.*'many'"):
+        client.create_job(JobSpec(name="y", replicas={"Worker": ReplicaSpec(1)}, trainer_args=("--train-steps", "many")))
     assert client.list_jobs(None) == []
 
 

@@ -160,8 +160,11 @@ def test_env_values_round_trip(cli, value):
         assert replica["template"]["spec"]["containers"][0]["env"] == [{"name": "VALUE", "value": value}]
 
 
+OWN_PROGRAM = ("--image", "registry.example/own-program:1")  # its arguments are passed on unchecked
+
+
 def test_trainer_args_round_trip(cli):
-    result = cli("render", "--name", "ok", "--job-dir", "/tmp/out dir: {x}", "--", *HOSTILE)
+    result = cli("render", "--name", "ok", *OWN_PROGRAM, "--job-dir", "/tmp/out dir: {x}", "--", *HOSTILE)
     assert result.code == 0, result.err
     manifest = result.manifest()
     assert manifest["kind"] == "TFJob" and manifest["metadata"]["name"] == "ok"
@@ -172,10 +175,16 @@ def test_trainer_args_round_trip(cli):
 def test_json_output_round_trips_hostile_values(cli):
     import json
 
-    result = cli("render", "-o", "json", "--name", "ok", "--env", f"VALUE={INJECT}", "--", INJECT)
+    result = cli("render", "-o", "json", "--name", "ok", *OWN_PROGRAM, "--env", f"VALUE={INJECT}", "--", INJECT)
     container = json.loads(result.out)["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     assert container["env"] == [{"name": "VALUE", "value": INJECT}]
     assert container["args"] == [INJECT]
+
+
+def test_a_refused_trainer_argument_is_quoted_on_one_line(cli):
+    result = cli("render", "--name", "ok", "--", *HOSTILE)  # the default image's trainer would refuse them
+    assert (result.code, result.out) == (2, "") and result.err.count("\n") == 1, result.err
+    assert result.err.startswith("error: trainer arguments (after --): unrecognized arguments: x\\nkind: Pod\\n")
 
 
 @pytest.mark.parametrize("command", ["render", "submit"])

@@ -119,6 +119,39 @@ def test_conflicting_or_bad_flags_are_refused(cli, flags, field):
     assert result.err.startswith(f"error: {field}: ") and result.err.count("\n") == 1, result.err
 
 
+@pytest.mark.parametrize("backend_name, extra, trainer_args, message", [
+    ("local", [], ["--train-steps", "abc"], "argument --train-steps/--train_steps/--max_steps/--max-steps: "
+                                            "'abc' is not an integer > 0"),
+    ("local", ["--dry-run"], ["--modle", "taxi"], "unrecognized arguments: --modle taxi"),
+    ("k8s", [], ["--batch-size", "0"], "argument --batch-size: must be > 0, got 0"),  # the default image's trainer
+    ("k8s", ["--dry-run"], ["--model", "nope"], "argument --model: invalid choice: 'nope' "
+                                                "(choose from 'mnist', 'mnist-cloudml', 'taxi')"),
+])
+def test_trainer_arguments_the_trainer_would_refuse_stop_submit(cli, backend_name, extra, trainer_args, message):
+    """Every replica would exit 2 on them, and under OnFailure restart on them without end."""
+    backend = FakeBackend(name=backend_name)
+    result = submit(cli, backend, *extra, "--", *trainer_args)
+    assert (result.code, result.out) == (2, "") and backend.submitted == [] and backend.dry_runs == []
+    assert result.err == (f"error: trainer arguments (after --): {message}; "
+                          "see `python -m trainer.task --help`\n"), result.err
+
+
+@pytest.mark.parametrize("flags", [["--image", "gcr.io/project/own-program:1"], ["--module-name", "my_trainer.task"]])
+def test_arguments_of_another_program_go_through_unchecked(cli, flags):
+    backend = FakeBackend(name="k8s")
+    assert submit(cli, backend, *flags, "--", "--its-own-flag", "x").code == 0
+    tfjob, _ = backend.submitted[0]
+    assert tfjob["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]["containers"][0]["args"][-2:] == \
+        ["--its-own-flag", "x"]
+
+
+def test_render_refuses_trainer_arguments_too(cli):
+    result = cli("render", "--name", "mnist", "--", "--train-steps", "0")
+    assert (result.code, result.out) == (2, "")
+    assert result.err.startswith("error: trainer arguments (after --): argument --train-steps") and \
+        result.err.count("\n") == 1, result.err
+
+
 def test_existing_name_is_reported_and_replace_replaces(cli):
     backend = FakeBackend(name="k8s", existing=("mnist",))
     taken = submit(cli, backend, "--detach")

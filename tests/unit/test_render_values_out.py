@@ -45,7 +45,7 @@ def test_values_file_is_accepted_by_real_helm_with_yaml_boolean_lookalikes(cli, 
 
     target = tmp_path / "values.yaml"
     result = cli("render", "--name", "mnist", "--workers", "2", "--env", "A=y", "--env", "B=on",
-                 "--values-out", str(target), "--", "off")
+                 "--values-out", str(target), "--", "--image-feature", "off")
     assert result.code == 0, result.err
     docs = helm_template(ROOT / "charts" / "tfjob", [target], tmp_path / "helm-home")
     tfjob = next(doc for doc in docs if doc["kind"] == "TFJob")

@@ -31,6 +31,9 @@ def test_environment_defaults(monkeypatch):
     (["--learning-rate", "0"], "--learning-rate: must be > 0"),
     (["--warmup-steps", "-5"], "--warmup-steps: must be >= 0"),
     (["--ps-min-shard-bytes", "0"], "--ps-min-shard-bytes: must be > 0"),
+    (["--batch-size", "many"], "--batch-size: 'many' is not an integer > 0"),
+    (["--learning-rate", "fast"], "--learning-rate: 'fast' is not a number > 0"),
+    (["--checkpoint-every-steps", "2.5"], "--checkpoint-every-steps: '2.5' is not an integer >= 0"),
 ])
 def test_bad_flags_exit_2_with_one_line(argv, expected, capsys):
     with pytest.raises(SystemExit) as exit_info:
@@ -61,3 +64,10 @@ def test_each_spelling_has_one_help_entry():
     options = text.split("options:", 1)[1]  # past the usage line
     assert options.count("--max_steps") == 1 and options.count("--data_dir") == 1
     assert "--train-steps TRAIN_STEPS, --train_steps TRAIN_STEPS, --max_steps TRAIN_STEPS" in options
+
+
+def test_check_raises_what_the_trainer_would_refuse_and_prints_nothing(capsys):
+    with pytest.raises(flags.FlagError, match=r"^unrecognized arguments: --modle taxi$"):
+        flags.check(["--job-dir", "/tmp/j", "--modle", "taxi"])
+    flags.check(["--train_steps", "7", "--help"])  # accepted; --help is not acted on (no exit)
+    assert capsys.readouterr() == ("", "")

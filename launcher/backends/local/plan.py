@@ -16,12 +16,12 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from ...events import short_replica
+from ...spec import TRAINER_MODULE
 from ...tfconfig import replicas, tf_config
 from ..base import BackendError
 from .secrets import secret_refs
 
 REPO_ROOT = str(Path(__file__).resolve().parents[3])
-TRAINER_MODULE = "trainer.task"
 DEFAULT_RESTART_POLICY = "Never"  # training-operator's default for TFJob replicas
 _PYTHON = re.compile(r"^python(3(\.\d+)?)?$")
 _PROXIES = ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY")
