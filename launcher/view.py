@@ -184,6 +184,12 @@ def format_rows(rows: list[tuple[str, ...]], header: tuple[str, ...] = COLUMNS) 
     return ["   ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in table]
 
 
+def no_resources(namespace: str | None = None) -> str:
+    """kubectl's line (on stderr, instead of a bare header) for a list with no rows;
+    namespace None: every namespace, or a list without namespaces."""
+    return f"No resources found in {namespace} namespace." if namespace else "No resources found"
+
+
 class JobView:
     """Feed it events with `handle`; use as a context manager around the whole run."""
 

@@ -10,7 +10,8 @@ from ..backends.base import BackendError, LogOptions, NotFound
 from . import EXIT_FAILED, EXIT_OK, check_name, check_replica, namespace_of, replica_alias
 from ..events import JobCondition, TERMINAL
 from ..spec import SpecError
-from ..view import COLUMNS, WIDE_COLUMNS, JobView, age, format_rows, replica_rows, suspended_note
+from ..view import (COLUMNS, WIDE_COLUMNS, JobView, age, format_rows, no_resources, replica_rows,
+                    suspended_note)
 
 LIST_COLUMNS = ("NAME", "NAMESPACE", "PHASE", "REPLICAS", "AGE")
 
@@ -135,6 +136,9 @@ def list_jobs(args, factory) -> int:
         import dataclasses
 
         _dump({"items": [dataclasses.asdict(job) for job in jobs]}, args.output)
+        return EXIT_OK
+    if not jobs:
+        print(no_resources(namespace), file=sys.stderr)
         return EXIT_OK
     if args.output == "name":
         for job in jobs:

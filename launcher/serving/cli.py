@@ -22,7 +22,7 @@ from typing import Iterator
 from ..backends import resolve_kind
 from ..backends.base import BackendError, NotFound
 from ..spec import SpecError
-from ..view import age, format_rows
+from ..view import age, format_rows, no_resources
 from . import client, predictions
 from .k8s import DEFAULT_RUNTIME_VERSION
 
@@ -293,6 +293,9 @@ def _models_k8s(args) -> int:
                 for name, ns, url, ready, created in map(k8s.summary, api.list(namespace))]
     finally:
         api.close()
+    if not rows:
+        print(no_resources(namespace), file=sys.stderr)
+        return EXIT_OK
     for line in format_rows(rows, ("NAME", "NAMESPACE", "URL", "READY", "AGE")):
         _print(line)
     return EXIT_OK
@@ -315,6 +318,9 @@ def models_command(args, factory) -> int:
         status = ("Ready" if client.ready(client.HttpServer(model.url), model.name, timeout=2.0) else "NotReady") \
             if model.running else "Stopped"
         rows.append((model.name, model.url + f"/v1/models/{model.name}", model.model_dir, status, age(model.created)))
+    if not rows:
+        print(no_resources(), file=sys.stderr)
+        return EXIT_OK
     for line in format_rows(rows, ("NAME", "URL", "MODEL_DIR", "STATUS", "AGE")):
         _print(line)
     return EXIT_OK

@@ -1,6 +1,8 @@
 """`status`, `logs`, `list`, `delete` through FakeBackend."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.support.fakes.backend import FakeBackend, lifecycle, replica_phase
@@ -213,3 +215,14 @@ def test_status_wide_adds_each_replicas_exit_code_and_message(cli):
     assert lines[-2].split() == ["worker-0", "Failed", "OOMKilled", "2", "node-2", "137", "OOMKilled"]
     assert lines[-1].split()[:2] == ["worker-1", "Pending"] and \
         lines[-1].endswith("Unschedulable: 0/3 nodes are available")
+
+
+@pytest.mark.parametrize("flags, line", [
+    ((), "No resources found in default namespace.\n"),
+    (("-n", "team-a", "-o", "wide"), "No resources found in team-a namespace.\n"),
+    (("-A", "-o", "name"), "No resources found\n"),
+])
+def test_list_without_jobs_says_so_as_kubectl_does(cli, flags, line):
+    result = cli("list", "--backend", "k8s", *flags, backend=FakeBackend(name="k8s"))
+    assert (result.code, result.out, result.err) == (0, "", line)
+    assert json.loads(cli("list", "--backend", "k8s", "-o", "json", backend=FakeBackend(name="k8s")).out) == {"items": []}

@@ -94,6 +94,11 @@ def test_predict_and_delete_of_a_model_not_served_exit_1(cli, runs, request_file
     assert result.code == 1 and "no local model mnist" in result.err
 
 
+def test_models_list_without_models_says_so_as_kubectl_does(cli, runs):
+    result = cli("models", "list", "--backend", "local")
+    assert (result.code, result.out, result.err) == (0, "", "No resources found\n")
+
+
 def test_table_has_one_line_per_instance_key_first_and_full_precision():
     probabilities = [0.1234567890123, 1e-09, 0.8765432099877]
     lines = table([{"probabilities": probabilities, "classes": 2, "key": 10},
