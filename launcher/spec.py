@@ -514,10 +514,12 @@ def runs_this_trainer(spec: JobSpec, kind: str) -> bool:
     return kind == "local" or spec.image == DEFAULT_IMAGE
 
 
-def check_trainer_args(spec: JobSpec, kind: str) -> None:
-    """The trainer arguments (after --) that the trainer would refuse at its start (exit 2)
-    stop the launcher before anything is applied: every replica would fail on them, and
-    under the OnFailure policy restart on them without end."""
+def check_trainer_args(spec: JobSpec, kind: str, field_name: str = "trainer arguments (after --)",
+                       prefix: str = "") -> None:
+    """The trainer arguments that the trainer would refuse at its start (exit 2) stop the
+    launcher before anything is applied: every replica would fail on them, and under the
+    OnFailure policy restart on them without end. `field_name` and `prefix`: where they
+    came from (a config file's `args`)."""
     if not runs_this_trainer(spec, kind):
         return
     from trainer.flags import FlagError, check
@@ -526,4 +528,4 @@ def check_trainer_args(spec: JobSpec, kind: str) -> None:
         check(spec.container_args())
     except FlagError as err:  # on one line: the arguments it quotes may hold newlines
         text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(err))
-        raise SpecError("trainer arguments (after --)", f"{text}; {TRAINER_HELP}") from None
+        raise SpecError(field_name, f"{prefix}{text}; {TRAINER_HELP}") from None

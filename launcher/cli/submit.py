@@ -63,6 +63,14 @@ def refuse_local_volumes(spec: JobSpec) -> None:
                         "use --job-dir PATH) or use --backend k8s")
 
 
+def check_arguments(spec: JobSpec, kind: str, args, trainer_args) -> None:
+    """check_trainer_args, naming the config file when the arguments came from it (`args`, `containerArgs`)."""
+    if trainer_args or not args.config:
+        check_trainer_args(spec, kind)
+    else:
+        check_trainer_args(spec, kind, f"--config {args.config}", "trainer arguments from the file: ")
+
+
 def check_package(spec: JobSpec, kind: str) -> None:
     """--package-path where the replicas run. Local: a directory on this machine holding
     --module-name. k8s: a path the pods have, i.e. under a --volume mount; the launcher
@@ -156,7 +164,7 @@ def write_values(spec: JobSpec, path: str) -> None:
 def render_command(args, trainer_args, factory) -> int:
     spec, notes = build_spec(args, trainer_args)
     check_package(spec, "local" if args.backend == "local" else "k8s")
-    check_trainer_args(spec, "local" if args.backend == "local" else "k8s")
+    check_arguments(spec, "local" if args.backend == "local" else "k8s", args, trainer_args)
     if args.backend == "local":  # show what the local backend would run
         refuse_local_volumes(spec)
         spec = _with_default_job_dir(spec, factory("local"))
@@ -195,7 +203,7 @@ def submit(args, trainer_args, factory) -> int:
         _note(line)
     kind = resolve_kind(args.backend)
     check_package(spec, kind)
-    check_trainer_args(spec, kind)
+    check_arguments(spec, kind, args, trainer_args)
     if kind == "local":
         refuse_local_volumes(spec)
         if not dry_run:

@@ -145,6 +145,17 @@ def test_arguments_of_another_program_go_through_unchecked(cli, flags):
         ["--its-own-flag", "x"]
 
 
+def test_trainer_arguments_from_a_config_file_are_blamed_on_it(cli, tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text("trainingInput:\n  scaleTier: BASIC\n  args: [--train_steps, '-5']\n")
+    backend = FakeBackend(name="local")
+    result = submit(cli, backend, "--config", str(config))
+    assert (result.code, result.out, backend.submitted) == (2, "", [])
+    assert result.err == (f"error: --config {config}: trainer arguments from the file: argument "
+                          "--train-steps/--train_steps/--max_steps/--max-steps: must be > 0, got -5; "
+                          "see `python -m trainer.task --help`\n"), result.err
+
+
 def test_render_refuses_trainer_arguments_too(cli):
     result = cli("render", "--name", "mnist", "--", "--train-steps", "0")
     assert (result.code, result.out) == (2, "")
