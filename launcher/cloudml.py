@@ -109,7 +109,7 @@ def _count(value, *keys: str) -> int:
 
 def _string_list(value, *keys: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, (str, int, float)) for v in value):
-        raise SpecError(_where(*keys), "must be a list of strings; use e.g. [\"--steps\", \"1000\"]")
+        raise SpecError(_where(*keys), "must be a list of strings; use e.g. [\"--train-steps\", \"1000\"]")
     return tuple(str(v) for v in value)
 
 

@@ -68,7 +68,8 @@ def parser() -> Parser:
                     "writes it: chief = coordinator of parameter-server training, ps/worker = servers, "
                     "workers without ps = MultiWorkerMirrored, evaluator = side-car evaluation of checkpoints; "
                     "no TF_CONFIG = one process.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        allow_abbrev=False)  # as gcloud: `--steps 200` is refused, not read as --steps-per-execution
     p.add_argument("--job-dir", "--job_dir", "--output_path", "--model_dir", dest="job_dir",
                    default=os.environ.get("JOB_DIR", os.path.join("runs", "mnist")),
                    help="local dir or gs:// URL for checkpoints, TensorBoard events (train/, eval/) and "

@@ -7,7 +7,7 @@ name taken, cluster unreachable; `delete --ignore-not-found` exits 0 for a missi
 2 bad input (one line `error: <field>: <problem>; <fix>` on stderr, nothing applied,
 nothing on stdout); 130 interrupted with Ctrl-C.
 
-Trainer arguments follow `--`, as with gcloud: `submit --workers 2 -- --steps 200`.
+Trainer arguments follow `--`, as with gcloud: `submit --workers 2 -- --train-steps 200`.
 Heavy modules (jinja2, jsonschema, rich, the Kubernetes client) load only in the
 commands that need them, so `--help` stays fast.
 """

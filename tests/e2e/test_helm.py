@@ -15,7 +15,7 @@ from tests.support.tools import ROOT, run_helm
 JOB = "helm-e2e"
 FLAGS = ("--name", JOB, "--workers", "2", "--ps", "1", "--chief", "1", "--gpus-per-worker", "1",
          "--accelerator", "nvidia-tesla-t4", "--memory", "ps=2Gi", "--env", "MODE=e2e",
-         "--label", "team=ml", "--clean-pod-policy", "All", "--", "--steps", "50")
+         "--label", "team=ml", "--clean-pod-policy", "All", "--", "--train-steps", "50")
 GONE_TIMEOUT_S = 120.0
 
 

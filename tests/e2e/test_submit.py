@@ -38,7 +38,7 @@ def job_run(control_plane) -> Iterator[JobRun]:
     cp = control_plane
     with cp.namespace("e2e-submit") as namespace:
         args = ("submit", "--backend", "k8s", "-n", namespace, "--name", JOB, "--workers", "4", "--ps", "1",
-                "--chief", "1", "--gpus-per-worker", "1", "--accelerator", ACCELERATOR, "--", "--steps", "20")
+                "--chief", "1", "--gpus-per-worker", "1", "--accelerator", ACCELERATOR, "--", "--train-steps", "20")
         with launcher_process(cp, *args) as launcher:
             pods = wait_running(cp, namespace, JOB, 6)
             job = tfjob(cp, namespace, JOB)

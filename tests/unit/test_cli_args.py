@@ -40,7 +40,7 @@ def test_job_flags_reach_the_spec():
                     "--env", "A=1", "--env", "B==2", "--label", "team=ml", "--node-selector", "pool=gpu",
                     "--restart-policy", "Never", "--clean-pod-policy", "All", "--ttl-seconds", "60",
                     "--active-deadline-seconds", "600", "--backoff-limit", "2", "--service-account", "trainer",
-                    trainer_args=("--steps", "5"))
+                    trainer_args=("--train-steps", "5"))
     assert (spec.name, spec.namespace, spec.image, spec.job_dir) == ("job-1", "team-a", "gcr.io/p/t:1", "gs://bkt/j")
     assert dict(spec.env) == {"A": "1", "B": "=2"}
     assert dict(spec.labels) == {"team": "ml"}
@@ -49,7 +49,7 @@ def test_job_flags_reach_the_spec():
     assert (spec.run_policy.clean_pod_policy, spec.run_policy.ttl_seconds_after_finished,
             spec.run_policy.active_deadline_seconds, spec.run_policy.backoff_limit) == ("All", 60, 600, 2)
     assert spec.service_account == "trainer"
-    assert spec.trainer_args == ("--steps", "5")
+    assert spec.trainer_args == ("--train-steps", "5")
 
 
 def test_cpu_and_memory_per_role_and_bare():
@@ -73,21 +73,21 @@ def test_gpu_flags():
 def test_config_sets_defaults_and_flags_override(tmp_path):
     config = tmp_path / "config.yaml"
     config.write_text("trainingInput:\n  scaleTier: STANDARD_1\n  jobDir: gs://bkt/from-config\n"
-                      "  args: [--steps, '50']\n  masterConfig: {imageUri: 'gcr.io/p/cfg:1'}\n")
+                      "  args: [--train-steps, '50']\n  masterConfig: {imageUri: 'gcr.io/p/cfg:1'}\n")
     from_file = spec_for("--name", "a", "--config", str(config))
     assert counts(from_file) == {"Chief": 1, "PS": 3, "Worker": 4}
     assert (from_file.job_dir, from_file.image, from_file.trainer_args) == ("gs://bkt/from-config", "gcr.io/p/cfg:1",
-                                                                          ("--steps", "50"))
+                                                                          ("--train-steps", "50"))
     overridden = spec_for("--name", "a", "--config", str(config), "--workers", "8", "--job-dir", "/tmp/out",
-                          "--image", "gcr.io/p/flag:2", trainer_args=("--steps", "7"))
+                          "--image", "gcr.io/p/flag:2", trainer_args=("--train-steps", "7"))
     assert counts(overridden) == {"Chief": 1, "PS": 3, "Worker": 8}
     assert (overridden.job_dir, overridden.image, overridden.trainer_args) == ("/tmp/out", "gcr.io/p/flag:2",
-                                                                             ("--steps", "7"))
+                                                                             ("--train-steps", "7"))
 
 
 def test_split_trainer_args_at_first_double_dash():
-    assert split_trainer_args(["submit", "--workers", "2", "--", "--steps", "1", "--", "x"]) == (
-        ["submit", "--workers", "2"], ("--steps", "1", "--", "x"))
+    assert split_trainer_args(["submit", "--workers", "2", "--", "--train-steps", "1", "--", "x"]) == (
+        ["submit", "--workers", "2"], ("--train-steps", "1", "--", "x"))
     assert split_trainer_args(["render"]) == (["render"], ())
 
 

@@ -143,7 +143,7 @@ def test_missing_command_prints_help_and_exits_2(cli):
 
 
 def test_trainer_args_only_for_submit_and_render(cli):
-    result = cli("status", "job", "--", "--steps", "1", backend=FakeBackend(existing=("job",)))
+    result = cli("status", "job", "--", "--train-steps", "1", backend=FakeBackend(existing=("job",)))
     assert result.code == 2 and result.err.startswith("error: --: ")
 
 

@@ -17,10 +17,10 @@ def container(manifest: dict, rtype: str = "Worker") -> dict:
 
 
 def test_module_alone_runs_it_from_the_image(cli):
-    result = cli("render", "--name", "own", "--module-name", "trainer.task", "--", "--steps", "5")
+    result = cli("render", "--name", "own", "--module-name", "trainer.task", "--", "--train-steps", "5")
     assert result.code == 0, result.err
     worker = container(result.manifest())
-    assert worker["command"] == ["python", "-m", "trainer.task"] and worker["args"] == ["--steps", "5"]
+    assert worker["command"] == ["python", "-m", "trainer.task"] and worker["args"] == ["--train-steps", "5"]
     assert "workingDir" not in worker and all(e["name"] != "PYTHONPATH" for e in worker["env"])
 
 

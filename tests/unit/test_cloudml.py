@@ -33,14 +33,14 @@ def test_custom_counts_accelerators_and_job_fields():
         "parameterServerCount": 2, "evaluatorCount": 1,
         "workerConfig": {"acceleratorConfig": {"count": 2, "type": "NVIDIA_TESLA_V100"}},
         "masterConfig": {"imageUri": "gcr.io/p/t:1", "containerCommand": ["python", "-m", "trainer.task"]},
-        "args": ["--steps", 100], "jobDir": "gs://b/j", "scheduling": {"maxRunningTime": "3600s"},
+        "args": ["--train-steps", 100], "jobDir": "gs://b/j", "scheduling": {"maxRunningTime": "3600s"},
     }, labels={"team": "ml"})
     assert config.replicas == {"Chief": 1, "Worker": 5, "PS": 2, "Evaluator": 1}
     assert config.gpus == {"Worker": 2}
     assert config.accelerator == "nvidia-tesla-v100"
     assert config.image == "gcr.io/p/t:1"
     assert config.command == ("python", "-m", "trainer.task")
-    assert config.trainer_args == ("--steps", "100")
+    assert config.trainer_args == ("--train-steps", "100")
     assert config.job_dir == "gs://b/j"
     assert config.active_deadline_seconds == 3600
     assert config.labels == {"team": "ml"}
@@ -80,7 +80,7 @@ def test_use_chief_false_and_cloud_only_fields_are_reported():
     ({"scaleTier": "BASIC", "workerCnt": 1}, "workerCnt"),
     ({"scaleTier": "BASIC", "hyperparameters": {"goal": "MAXIMIZE"}}, "hyperparameters"),
     ({"scaleTier": "BASIC", "scheduling": {"maxRunningTime": "2h"}}, "scheduling.maxRunningTime"),
-    ({"scaleTier": "BASIC", "args": "--steps 10"}, "args"),
+    ({"scaleTier": "BASIC", "args": "--train-steps 10"}, "args"),
     ({"scaleTier": "CUSTOM", "masterType": "n1-standard-4", "masterConfig": {"diskSize": 1}}, "masterConfig.diskSize"),
 ])
 def test_bad_training_input_names_the_key(training, field):

@@ -21,7 +21,7 @@ STANDARD_1 = """\
 trainingInput:
   scaleTier: STANDARD_1
   jobDir: gs://ml-bucket/census
-  args: ["--steps", "2000"]
+  args: ["--train-steps", "2000"]
 labels:
   team: ml
 """
@@ -49,7 +49,7 @@ trainingInput:
 CASES = {
     "ps_chief_4_workers": ["--name", "mnist-ps", "--workers", "4", "--ps", "1", "--chief", "1",
                            "--image", "gcr.io/my-project/trainer:1.0", "--job-dir", "gs://ml-bucket/mnist",
-                           "--", "--steps", "1000"],
+                           "--", "--train-steps", "1000"],
     "gpu_workers": ["--name", "mnist-gpu", "--workers", "2", "--ps", "1", "--gpus-per-worker", "1",
                     "--gpus-per-chief", "1", "--accelerator", "nvidia-tesla-t4", "--cpu", "ps=2",
                     "--memory", "ps=4Gi", "--cpu", "worker=4", "--node-selector", "pool=train"],

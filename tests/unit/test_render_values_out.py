@@ -12,7 +12,7 @@ from launcher.helm_values import values_for
 pytestmark = pytest.mark.usefixtures("cli_env")  # the packaged TFJob CRD, a per-session schema cache
 
 ARGV = ["--name", "mnist", "--workers", "3", "--gpus-per-worker", "1", "--accelerator", "nvidia-tesla-t4",
-        "--env", "A=1", "--", "--steps", "10"]
+        "--env", "A=1", "--", "--train-steps", "10"]
 
 
 def test_values_file_matches_values_for_the_spec(cli, tmp_path):

@@ -34,6 +34,8 @@ def test_environment_defaults(monkeypatch):
     (["--batch-size", "many"], "--batch-size: 'many' is not an integer > 0"),
     (["--learning-rate", "fast"], "--learning-rate: 'fast' is not a number > 0"),
     (["--checkpoint-every-steps", "2.5"], "--checkpoint-every-steps: '2.5' is not an integer >= 0"),
+    (["--steps", "200"], "unrecognized arguments: --steps 200"),  # not taken as --steps-per-execution
+    (["--batch", "64"], "unrecognized arguments: --batch 64"),  # no abbreviations, as gcloud
 ])
 def test_bad_flags_exit_2_with_one_line(argv, expected, capsys):
     with pytest.raises(SystemExit) as exit_info:

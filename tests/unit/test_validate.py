@@ -20,7 +20,7 @@ CONTAINER = (*WORKER, "template", "spec", "containers", 0)
 def tfjob() -> dict:
     spec = JobSpec(name="mnist", replicas={"Chief": ReplicaSpec(1), "PS": ReplicaSpec(1),
                                            "Worker": ReplicaSpec(2, gpus=1, cpu="2", memory="4Gi")},
-                   accelerator="nvidia-tesla-t4", env={"A": "1"}, trainer_args=("--steps", "10"))
+                   accelerator="nvidia-tesla-t4", env={"A": "1"}, trainer_args=("--train-steps", "10"))
     return render(spec)
 
 
