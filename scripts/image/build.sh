@@ -28,7 +28,8 @@
 # Cache: $TFJOB_IMAGE_CACHE (default ~/.cache/tfjob-launcher/image)
 #   debian-<key>/rootfs.tar   mmdebstrap output, imported as localhost/tfjob-debian:<key>
 #   trainer-<tag>/, serve-<tag>/   the OCI archives, layers uncompressed (another tag's stay
-#                             while a run used them in the last KEEP_DAYS days: checkouts share this cache)
+#                             while a run used them in the last 2 days, at most 2 other tags of
+#                             each kind: checkouts share this cache; see prune-cache.sh)
 # Images: localhost/tfjob-debian:<key>, localhost/tfjob-base:<key>, localhost/tfjob-trainer:<tag>,
 # localhost/tfjob-serve:<tag>.
 # Needs root (mmdebstrap, buildah, podman with runc: crun fails on cgroup-hybrid hosts);
@@ -47,7 +48,6 @@ source "$here/versions.env"
 
 cache_root="${TFJOB_IMAGE_CACHE:-$HOME/.cache/tfjob-launcher/image}"
 host_ca=/etc/ssl/certs/ca-certificates.crt
-KEEP_DAYS=2  # an archive of another tag stays while a checkout used it within this many days
 lock="$here/requirements.lock"
 serve_lock="$root/serve-requirements.lock"
 
@@ -253,17 +253,9 @@ build_image() {  # build_image IMAGE ARCHIVE WHAT BUILDAH_ARGS...: the Dockerfil
   save_archive "$name" "$out"
 }
 
-prune() {  # archives of other tags go when no build.sh used them for KEEP_DAYS (other checkouts
-  # share this cache: each run touches its tag's folders); images without an archive go too
-  local old ref kind
-  touch "$cache_root/trainer-$tag" "$cache_root/serve-$tag"
-  for kind in trainer serve; do
-    while IFS= read -r -d '' old; do
-      log "prune $old (unused for $KEEP_DAYS days)"
-      rm -rf "$old"
-    done < <(find "$cache_root" -mindepth 1 -maxdepth 1 -type d -name "$kind-*" ! -name "$kind-$tag" \
-               -mtime "+$KEEP_DAYS" -print0)
-  done
+prune() {  # archives of other tags (prune-cache.sh: by age and count), then images without an archive
+  local line ref
+  "$here/prune-cache.sh" "$cache_root" "$tag" | while IFS= read -r line; do log "$line"; done
   for ref in $(podman images --format '{{.Repository}}:{{.Tag}}' | grep -E '^localhost/tfjob-' || true); do
     case "$ref" in
       "$image" | "$serve_image" | "$base_image" | "$debian_image") ;;
