@@ -16,10 +16,12 @@ import sys
 from dataclasses import dataclass
 
 import numpy as np
-import tensorflow as tf
 
-from trainer.models.mnist import source as mnist_source
+from trainer import lazy
 from trainer.models import DATASETS, default_data_dir
+
+tf = lazy.module("tensorflow")  # --help and flag errors without TensorFlow's import
+mnist_source = lazy.module("trainer.models.mnist.source")  # its package imports Keras
 
 SHARDS = {"train": 8, "test": 2}
 

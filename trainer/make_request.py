@@ -14,10 +14,10 @@ import argparse
 import json
 import sys
 
-import tensorflow as tf
-
-from trainer import data, models
+from trainer import data, lazy, models
 from trainer.models import MODELS, default_data_dir
+
+tf = lazy.module("tensorflow")  # --help and flag errors without TensorFlow's import
 
 
 def instances(data_dir: str, count: int, keys: bool, model: str = "mnist") -> tuple[list[dict], list[int]]:

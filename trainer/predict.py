@@ -34,7 +34,10 @@ import json
 import sys
 
 import numpy as np
-import tensorflow as tf
+
+from trainer import lazy
+
+tf = lazy.module("tensorflow")  # --help and flag errors without TensorFlow's import
 
 KEY = "key"
 DEFAULT = "serving_default"
@@ -144,7 +147,7 @@ def choose(signatures, name: str | None, keyed: bool):
 
 
 # ---- feature models ----------------------------------------------------------------
-KINDS = {tf.float32: "a number", tf.int64: "an integer", tf.string: "a string"}
+KINDS = {"float32": "a number", "int64": "an integer", "string": "a string"}  # by DType.name
 
 
 def field_value(name: str, value, dtype: tf.DType, number: int):
@@ -152,7 +155,7 @@ def field_value(name: str, value, dtype: tf.DType, number: int):
     ok = (isinstance(value, str) if dtype == tf.string
           else not isinstance(value, bool) and (isinstance(value, int) or (dtype == tf.float32 and isinstance(value, float))))
     if not ok:
-        raise RequestError(f"--json-instances line {number}: field \"{name}\" must be {KINDS[dtype]}, "
+        raise RequestError(f"--json-instances line {number}: field \"{name}\" must be {KINDS[dtype.name]}, "
                            f"got {json.dumps(value)}")
     return value
 
