@@ -8,12 +8,14 @@ name taken, cluster unreachable; `delete --ignore-not-found` exits 0 for a missi
 nothing on stdout); 130 interrupted with Ctrl-C.
 
 Trainer arguments follow `--`, as with gcloud: `submit --workers 2 -- --train-steps 200`.
+Flags are taken whole (no prefixes), an unknown one named with the flag it resembles.
 Heavy modules (jinja2, jsonschema, rich, the Kubernetes client) load only in the
 commands that need them, so `--help` stays fast.
 """
 from __future__ import annotations
 
 import argparse
+import difflib
 import re
 import sys
 from typing import Callable, NoReturn
@@ -32,7 +34,12 @@ class UsageError(SpecError):
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse that reports a bad flag as one `error:` line (exit 2) without the usage dump."""
+    """argparse that reports a bad flag as one `error:` line (exit 2) without the usage dump,
+    and takes flags whole, as kubectl and gcloud do (`--all` is not `--all-namespaces`)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)  # subcommands' parsers are made by this class too
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         match = re.match(r"argument ([^:]+): (.*)", message, re.S)
@@ -40,6 +47,33 @@ class Parser(argparse.ArgumentParser):
         if ";" not in detail:
             detail += f"; see {self.prog} --help"
         raise UsageError(field, " ".join(detail.split()))
+
+
+def _innermost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the (sub)command `args` was parsed for: `models list`'s, not `models`'."""
+    while True:
+        chosen = [action.choices[getattr(args, action.dest)] for action in parser._actions
+                  if isinstance(action, argparse._SubParsersAction) and getattr(args, action.dest, None) in action.choices]
+        if not chosen:
+            return parser
+        parser = chosen[0]
+
+
+def unknown_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]) -> UsageError:
+    """What argparse could not place, as one line naming the first unknown flag (or extra
+    argument) of the command and the flag it most likely meant (`--all`: --all-namespaces)."""
+    sub = _innermost(parser, args)
+    prog, first = sub.prog, extra[0]
+    if not first.startswith("-") or first == "-":
+        return UsageError(prog, f"unexpected argument {first!r}; see {prog} --help")
+    flag = first.split("=", 1)[0]
+    known = [option for action in sub._actions for option in action.option_strings
+             if option.startswith("--") and option != "--help"]
+    starting = [option for option in known if option.startswith(flag)]
+    guesses = difflib.get_close_matches(flag, starting, n=1, cutoff=0) if starting else \
+        difflib.get_close_matches(flag, known, n=1)
+    hint = f"did you mean {guesses[0]}? " if guesses else ""
+    return UsageError(flag if flag.isprintable() else repr(flag), f"unknown flag of {prog}; {hint}see {prog} --help")
 
 
 def duration(text: str) -> float:
@@ -219,7 +253,10 @@ def main(argv: list[str] | None = None, backend_factory: BackendFactory | None =
     argv = list(sys.argv[1:] if argv is None else argv)
     flags, trainer_args = split_trainer_args(argv)
     try:
-        args = build_parser().parse_args(flags)
+        parser = build_parser()
+        args, extra = parser.parse_known_args(flags)
+        if extra:
+            raise unknown_arguments(parser, args, extra)
         if args.version:
             print(f"tfjob-launcher {version()}")
             return EXIT_OK

@@ -137,6 +137,33 @@ def test_unknown_flag_is_one_line(cli):
     assert result.err.count("\n") == 1 and result.err.startswith("error: ") and "--wrokers" in result.err
 
 
+@pytest.mark.parametrize("argv, line", [
+    # flags are taken whole, as kubectl and gcloud take them: a prefix is not its flag
+    (["list", "--all"], "error: --all: unknown flag of python -m launcher list; did you mean --all-namespaces? "
+                        "see python -m launcher list --help"),
+    (["submit", "--backend", "k8s", "--name", "a", "--worker", "2"],
+     "error: --worker: unknown flag of python -m launcher submit; did you mean --workers? "
+     "see python -m launcher submit --help"),
+    (["logs", "a", "--foll"], "error: --foll: unknown flag of python -m launcher logs; did you mean --follow? "
+                              "see python -m launcher logs --help"),
+    (["render", "--wrokers=2"], "error: --wrokers: unknown flag of python -m launcher render; did you mean "
+                                "--workers? see python -m launcher render --help"),
+    (["models", "list", "--all"], "error: --all: unknown flag of python -m launcher models list; did you mean "
+                                  "--all-namespaces? see python -m launcher models list --help"),
+    (["delete", "a", "--zzzzzz"], "error: --zzzzzz: unknown flag of python -m launcher delete; "
+                                  "see python -m launcher delete --help"),
+    (["list", "--a\nkind: Pod"], "error: '--a\\nkind: Pod': unknown flag of python -m launcher list; "
+                                   "see python -m launcher list --help"),
+    (["status", "a", "b"], "error: python -m launcher status: unexpected argument 'b'; "
+                           "see python -m launcher status --help"),
+])
+def test_a_flag_prefix_or_typo_is_refused_with_the_flag_it_resembles(cli, argv, line):
+    backend = FakeBackend(name="k8s")
+    result = cli(*argv, backend=backend)
+    assert (result.code, result.out, result.err) == (2, "", line + "\n")
+    assert backend.submitted == [] and backend.dry_runs == []
+
+
 def test_missing_command_prints_help_and_exits_2(cli):
     result = cli()
     assert result.code == 2 and result.out == "" and "submit" in result.err
