@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
+import re
 import sys
 
 from trainer.models import MODELS, default_data_dir
@@ -19,10 +21,35 @@ class Parser(argparse.ArgumentParser):
     raising = False
 
     def error(self, message: str):
+        unknown = re.match(r"unrecognized arguments: (--[^\s=]+)", message)
+        if unknown and (hint := did_you_mean(unknown[1], self)):
+            message += f" ({hint})"
         if self.raising:
             raise FlagError(message)
         print(f"{self.prog}: error: {message} (see --help)", file=sys.stderr)
         sys.exit(2)
+
+
+def closest(flag: str, parser: argparse.ArgumentParser, most: int = 3) -> list[str]:
+    """The --flags of `parser` that an unknown `flag` may have meant, each by its first
+    spelling: the near spellings (`--steps`: --train-steps), then those it is the start of
+    (flags are taken whole: `--all` is not --all-namespaces, `--steps` not
+    --steps-per-execution); at most `most`."""
+    primary = {}
+    for action in parser._actions:
+        spellings = [option for option in action.option_strings if option.startswith("--") and option != "--help"]
+        primary.update((option, spellings[0]) for option in spellings)
+    near = difflib.get_close_matches(flag, list(primary), n=most, cutoff=0.69)
+    starting = [option for option in primary if option.startswith(flag)]
+    return list(dict.fromkeys(primary[option] for option in near + starting))[:most]
+
+
+def did_you_mean(flag: str, parser: argparse.ArgumentParser) -> str:
+    """`did you mean --a?` / `did you mean --a or --b?` for closest(), or ''."""
+    guesses = closest(flag, parser)
+    if not guesses:
+        return ""
+    return "did you mean " + (guesses[0] if len(guesses) == 1 else ", ".join(guesses[:-1]) + " or " + guesses[-1]) + "?"
 
 
 def _number(text: str, cast, what: str):

@@ -15,7 +15,6 @@ commands that need them, so `--help` stays fast.
 from __future__ import annotations
 
 import argparse
-import difflib
 import re
 import sys
 from typing import Callable, NoReturn
@@ -66,13 +65,11 @@ def unknown_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace,
     prog, first = sub.prog, extra[0]
     if not first.startswith("-") or first == "-":
         return UsageError(prog, f"unexpected argument {first!r}; see {prog} --help")
+    from trainer.flags import did_you_mean  # the trainer's flags get the same suggestions
+
     flag = first.split("=", 1)[0]
-    known = [option for action in sub._actions for option in action.option_strings
-             if option.startswith("--") and option != "--help"]
-    starting = [option for option in known if option.startswith(flag)]
-    guesses = difflib.get_close_matches(flag, starting, n=1, cutoff=0) if starting else \
-        difflib.get_close_matches(flag, known, n=1)
-    hint = f"did you mean {guesses[0]}? " if guesses else ""
+    hint = did_you_mean(flag, sub)
+    hint += " " if hint else ""
     return UsageError(flag if flag.isprintable() else repr(flag), f"unknown flag of {prog}; {hint}see {prog} --help")
 
 

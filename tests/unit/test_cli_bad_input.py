@@ -142,7 +142,8 @@ def test_unknown_flag_is_one_line(cli):
     (["list", "--all"], "error: --all: unknown flag of python -m launcher list; did you mean --all-namespaces? "
                         "see python -m launcher list --help"),
     (["submit", "--backend", "k8s", "--name", "a", "--worker", "2"],
-     "error: --worker: unknown flag of python -m launcher submit; did you mean --workers? "
+     "error: --worker: unknown flag of python -m launcher submit; did you mean --workers, --worker-machine-type "
+     "or --worker-accelerator? "
      "see python -m launcher submit --help"),
     (["logs", "a", "--foll"], "error: --foll: unknown flag of python -m launcher logs; did you mean --follow? "
                               "see python -m launcher logs --help"),

@@ -122,7 +122,7 @@ def test_conflicting_or_bad_flags_are_refused(cli, flags, field):
 @pytest.mark.parametrize("backend_name, extra, trainer_args, message", [
     ("local", [], ["--train-steps", "abc"], "argument --train-steps/--train_steps/--max_steps/--max-steps: "
                                             "'abc' is not an integer > 0"),
-    ("local", ["--dry-run"], ["--modle", "taxi"], "unrecognized arguments: --modle taxi"),
+    ("local", ["--dry-run"], ["--modle", "taxi"], "unrecognized arguments: --modle taxi (did you mean --model?)"),
     ("k8s", [], ["--batch-size", "0"], "argument --batch-size: must be > 0, got 0"),  # the default image's trainer
     ("k8s", ["--dry-run"], ["--model", "nope"], "argument --model: invalid choice: 'nope' "
                                                 "(choose from 'mnist', 'mnist-cloudml', 'taxi')"),

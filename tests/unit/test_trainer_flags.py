@@ -34,8 +34,11 @@ def test_environment_defaults(monkeypatch):
     (["--batch-size", "many"], "--batch-size: 'many' is not an integer > 0"),
     (["--learning-rate", "fast"], "--learning-rate: 'fast' is not a number > 0"),
     (["--checkpoint-every-steps", "2.5"], "--checkpoint-every-steps: '2.5' is not an integer >= 0"),
-    (["--steps", "200"], "unrecognized arguments: --steps 200"),  # not taken as --steps-per-execution
-    (["--batch", "64"], "unrecognized arguments: --batch 64"),  # no abbreviations, as gcloud
+    # not taken as --steps-per-execution; no abbreviations, as gcloud; the flags it resembles named
+    (["--steps", "200"], "unrecognized arguments: --steps 200 (did you mean --train-steps or --steps-per-execution?)"),
+    (["--batch", "64"], "unrecognized arguments: --batch 64 (did you mean --batch-size?)"),
+    (["--train_step", "64"], "unrecognized arguments: --train_step 64 (did you mean --train-steps?)"),  # by its first name
+    (["--zzz"], "unrecognized arguments: --zzz (see --help)"),
 ])
 def test_bad_flags_exit_2_with_one_line(argv, expected, capsys):
     with pytest.raises(SystemExit) as exit_info:
@@ -69,7 +72,7 @@ def test_each_spelling_has_one_help_entry():
 
 
 def test_check_raises_what_the_trainer_would_refuse_and_prints_nothing(capsys):
-    with pytest.raises(flags.FlagError, match=r"^unrecognized arguments: --modle taxi$"):
+    with pytest.raises(flags.FlagError, match=r"^unrecognized arguments: --modle taxi \(did you mean --model\?\)$"):
         flags.check(["--job-dir", "/tmp/j", "--modle", "taxi"])
     flags.check(["--train_steps", "7", "--help"])  # accepted; --help is not acted on (no exit)
     assert capsys.readouterr() == ("", "")
