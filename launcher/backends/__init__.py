@@ -2,7 +2,9 @@
 
 `auto` picks the cluster when one is configured (a kubeconfig with a current context,
 from $KUBECONFIG or ~/.kube/config, or the in-cluster service-account environment) and
-the local backend otherwise, saying so in one line. Backend modules are imported only
+the local backend otherwise, saying so in one line. A kubeconfig that kubectl could not
+use (not YAML, contexts but no current one) is an error, not a silent choice of this
+machine. Backend modules are imported only
 when chosen, so `--help` and `render` never load the Kubernetes client.
 """
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from ..spec import SpecError
+from . import kubeconfig
 from .base import Backend, BackendError
 
 KINDS = ("auto", "local", "k8s")
@@ -23,24 +26,6 @@ SERVICE_ACCOUNT_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/toke
 
 def _stderr(line: str) -> None:
     print(line, file=sys.stderr)
-
-
-def kubeconfig_paths(env: Mapping[str, str], home: Path) -> list[Path]:
-    """The kubeconfig files kubectl would read: $KUBECONFIG (a path list) or ~/.kube/config."""
-    listed = env.get("KUBECONFIG", "")
-    if listed:
-        return [Path(p).expanduser() for p in listed.split(os.pathsep) if p]
-    return [home / ".kube" / "config"]
-
-
-def _has_current_context(path: Path) -> bool:
-    import yaml
-
-    try:
-        config = yaml.safe_load(path.read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return False
-    return isinstance(config, dict) and bool(config.get("current-context"))
 
 
 def in_cluster(env: Mapping[str, str], token: Path = SERVICE_ACCOUNT_TOKEN) -> bool:
@@ -54,7 +39,7 @@ def cluster_configured(env: Mapping[str, str] | None = None, home: Path | None =
     home = Path.home() if home is None else home
     if in_cluster(env, token):
         return True
-    return any(_has_current_context(path) for path in kubeconfig_paths(env, home))
+    return kubeconfig.configured(env, home)
 
 
 def resolve_kind(kind: str, note: Callable[[str], None] = _stderr, **probe) -> str:

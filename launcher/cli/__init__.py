@@ -15,6 +15,7 @@ commands that need them, so `--help` stays fast.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from typing import Callable, NoReturn
@@ -92,7 +93,8 @@ def count(text: str) -> int:
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", choices=KINDS, default="auto",
                         help="k8s (cluster), local (this machine) or auto (default: k8s when configured)")
-    parser.add_argument("-n", "--namespace", default=None, help=f"namespace (default {DEFAULT_NAMESPACE})")
+    parser.add_argument("-n", "--namespace", default=None,
+                        help=f"namespace (default: the kubeconfig context's, as kubectl, else {DEFAULT_NAMESPACE})")
     parser.add_argument("--kubeconfig", help="kubeconfig file (implies --backend k8s; default $KUBECONFIG, ~/.kube/config)")
     parser.add_argument("--context", help="kubeconfig context (implies --backend k8s)")
     parser.add_argument("--request-timeout", type=duration, metavar="DURATION",
@@ -196,7 +198,16 @@ def check_name(name: str) -> None:
 
 
 def namespace_of(args: argparse.Namespace) -> str:
-    namespace = args.namespace or DEFAULT_NAMESPACE
+    """-n/--namespace, else, as kubectl, the kubeconfig context's namespace (not for
+    --backend local, which has no cluster), else `default`."""
+    namespace = args.namespace
+    if namespace is None and getattr(args, "backend", "auto") != "local":
+        from ..backends import in_cluster
+        from ..backends.kubeconfig import context_namespace
+
+        namespace = context_namespace(getattr(args, "kubeconfig", None), getattr(args, "context", None),
+                                      in_cluster=in_cluster(os.environ))
+    namespace = namespace if namespace is not None else DEFAULT_NAMESPACE
     if not _DNS1123_LABEL.fullmatch(namespace) or len(namespace) > 63:
         raise SpecError("--namespace", f"{namespace!r} is not a valid namespace; use lowercase letters, digits, '-'")
     return namespace

@@ -16,7 +16,8 @@ import os
 import re
 from dataclasses import dataclass
 
-from ..spec import (CLEAN_POD_POLICIES, DEFAULT_IMAGE, DEFAULT_NAMESPACE, END_OF_LIFE_ACCELERATORS, RESTART_POLICIES, ROLES,
+from . import namespace_of
+from ..spec import (CLEAN_POD_POLICIES, DEFAULT_IMAGE, END_OF_LIFE_ACCELERATORS, RESTART_POLICIES, ROLES,
                    JobSpec, ReplicaSpec, RunPolicy, SecretEnv, SpecError, Volume, check_accelerator, check_quantity)
 
 ROLE_FLAGS = {"chief": "Chief", "ps": "PS", "worker": "Worker", "evaluator": "Evaluator"}
@@ -368,7 +369,7 @@ def blamed_on_config(exc: SpecError, args: argparse.Namespace) -> SpecError:
 def _job_spec(args, settings: Settings, replicas, every_selector, role_selectors) -> JobSpec:
     return JobSpec(
         name=args.name if args.name is not None else default_name(settings.trainer_args),
-        namespace=args.namespace or DEFAULT_NAMESPACE,
+        namespace=namespace_of(args),
         replicas=replicas,
         image=settings.image,
         restart_policy=args.restart_policy or "OnFailure",

@@ -6,6 +6,7 @@ import sys
 import pytest
 
 from launcher import backends
+from launcher.backends.base import BackendError
 from launcher.spec import SpecError
 
 pytestmark = pytest.mark.usefixtures("cli_env")  # the packaged TFJob CRD, a per-session schema cache
@@ -28,15 +29,41 @@ def test_home_kubeconfig_with_current_context(tmp_path):
     assert backends.cluster_configured(env={}, home=tmp_path, token=tmp_path / "token")
 
 
-def test_kubeconfig_without_current_context_does_not_count(tmp_path):
-    kubeconfig(tmp_path / ".kube" / "config", context='""')
+def test_an_empty_kubeconfig_does_not_count(tmp_path):
+    kubeconfig(tmp_path / ".kube" / "config", context='""')  # no context at all, none current
+    assert not backends.cluster_configured(env={}, home=tmp_path, token=tmp_path / "token")
+    (tmp_path / ".kube" / "config").write_text("")
     assert not backends.cluster_configured(env={}, home=tmp_path, token=tmp_path / "token")
 
 
-def test_broken_kubeconfig_does_not_count(tmp_path):
+def test_a_broken_kubeconfig_is_an_error_not_this_machine(tmp_path):
+    """kubectl fails on it; auto used to run the job here without a word."""
     (tmp_path / ".kube").mkdir()
-    (tmp_path / ".kube" / "config").write_text("current-context: [unclosed\n")
-    assert not backends.cluster_configured(env={}, home=tmp_path, token=tmp_path / "token")
+    (tmp_path / ".kube" / "config").write_text("apiVersion: v1\ncurrent-context: [unclosed\n")
+    with pytest.raises(BackendError, match=r"^kubeconfig \S+/\.kube/config cannot be read as YAML at line 3; fix "
+                                           r"it or point --kubeconfig elsewhere, or use --backend local"):
+        backends.resolve_kind("auto", lambda line: pytest.fail("no note"), env={}, home=tmp_path,
+                              token=tmp_path / "t")
+
+
+def test_contexts_without_a_current_one_are_an_error_not_this_machine(tmp_path):
+    path = tmp_path / "config"
+    path.write_text("apiVersion: v1\nkind: Config\ncurrent-context: ''\ncontexts:\n"
+                    "- {name: gke_p_z_c, context: {cluster: c, user: u}}\n")
+    with pytest.raises(BackendError, match=r"has no current context; pick one with --context NAME "
+                                           r"\(contexts: gke_p_z_c\), or use --backend local"):
+        backends.cluster_configured(env={"KUBECONFIG": str(path)}, home=tmp_path, token=tmp_path / "t")
+
+
+@pytest.mark.parametrize("command", [["list"], ["submit", "--name", "a", "--dry-run"], ["status", "a"]])
+def test_the_commands_say_a_broken_kubeconfig_in_one_line(cli, tmp_path, monkeypatch, command):
+    path = tmp_path / "broken"
+    path.write_text("clusters: {unclosed\n")
+    monkeypatch.setenv("KUBECONFIG", str(path))
+    result = cli(*command)
+    assert (result.code, result.out) == (1, "")
+    assert result.err == (f"error: kubeconfig {path} cannot be read as YAML at line 2; fix it or point --kubeconfig "
+                          "elsewhere, or use --backend local to run on this machine\n")
 
 
 def test_kubeconfig_env_list_replaces_home(tmp_path):
@@ -132,3 +159,45 @@ def test_kubeconfig_mistakes_are_one_line(cli, tmp_path, monkeypatch):
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "gone"))
     result = cli("list", "--backend", "k8s")
     assert result.code == 1 and result.err.startswith(f"error: no kubeconfig file at KUBECONFIG={tmp_path / 'gone'}")
+
+
+NAMESPACED = """apiVersion: v1
+kind: Config
+current-context: gke
+contexts:
+- {name: gke, context: {cluster: c, user: u, namespace: training}}
+- {name: other, context: {cluster: c, user: u}}
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: x}}]
+"""
+
+
+@pytest.mark.parametrize("flags, namespace", [
+    ([], "training"),  # the current context's, as kubectl
+    (["--context", "other"], "default"),  # a context without one
+    (["-n", "team-a"], "team-a"),  # the flag wins
+    (["--backend", "local"], "default"),  # this machine has no kubeconfig namespaces
+])
+def test_the_namespace_defaults_to_the_kubeconfig_contexts(cli, tmp_path, monkeypatch, flags, namespace):
+    import yaml
+
+    (tmp_path / "config").write_text(NAMESPACED)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "config"))
+    result = cli("render", "--name", "a", *flags)
+    assert result.code == 0, result.err
+    assert yaml.safe_load(result.out)["metadata"]["namespace"] == namespace
+
+
+def test_an_empty_namespace_is_refused_not_taken_as_default(cli):
+    result = cli("render", "--name", "a", "-n", "")
+    assert (result.code, result.err) == (2, "error: --namespace: '' is not a valid namespace; use lowercase letters, "
+                                            "digits, '-'\n")
+
+
+def test_in_a_pod_the_namespace_is_the_service_accounts(tmp_path):
+    from launcher.backends.kubeconfig import context_namespace
+
+    account = tmp_path / "namespace"
+    account.write_text("ml-team\n")
+    assert context_namespace(None, None, env={}, home=tmp_path, in_cluster=True, service_account=account) == "ml-team"
+    assert context_namespace(None, None, env={}, home=tmp_path, in_cluster=False, service_account=account) is None

@@ -34,12 +34,12 @@ from kubernetes.client.exceptions import ApiException
 
 from ...spec import SpecError
 from ..base import AlreadyExists, BackendError, CRDUnavailable, NotFound
+from ..kubeconfig import LOCAL_HINT, check_kubeconfig
 from . import table
 
 GROUP, VERSION, PLURAL = "kubeflow.org", "v1", "tfjobs"
 CONNECT_TIMEOUT = 10  # seconds to open a connection
 CALL_TIMEOUT = 30  # default seconds to wait for the answer of a plain (non-streaming) call (--request-timeout)
-LOCAL_HINT = "or use --backend local to run on this machine"
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"  # Accept: the server's Table form (table.py)
 SCHEDULING_EVENTS = "involvedObject.kind=Pod,reason=FailedScheduling"
 _QUERY = {"label_selector": "labelSelector", "field_selector": "fieldSelector", "watch": "watch",
@@ -266,43 +266,6 @@ def load_configuration(kubeconfig: str | None = None, context: str | None = None
         print(f"note: TLS certificates of {cfg.host} are not verified (insecure-skip-tls-verify in the "
               "kubeconfig)", file=sys.stderr)
     return cfg
-
-
-def check_kubeconfig(path: str, flag: str | None, context: str | None) -> None:
-    """The mistakes users make, said in their terms before the client says them in its own:
-    a --kubeconfig or $KUBECONFIG that names no file, a file that is not YAML, an unknown
-    --context, no current context."""
-    import yaml
-
-    files = [Path(p).expanduser() for p in path.split(os.pathsep) if p]
-    present = [f for f in files if f.is_file()]
-    if flag is not None and not present:
-        raise SpecError("--kubeconfig", f"{flag!r} is not a file; give the path of a kubeconfig "
-                        "(e.g. ~/.kube/config, or what `kubectl config view --flatten` prints, saved)")
-    if not present:
-        where = f"KUBECONFIG={path}" if os.environ.get("KUBECONFIG") else path
-        raise BackendError(f"no kubeconfig file at {where}; fix KUBECONFIG or pass --kubeconfig, {LOCAL_HINT}")
-    contexts: list[str] = []
-    current = None
-    for file in present:
-        try:
-            doc = yaml.safe_load(file.read_text()) or {}
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            mark = getattr(exc, "problem_mark", None)
-            at = f" at line {mark.line + 1}" if mark is not None else ""
-            raise BackendError(f"kubeconfig {file} cannot be read as YAML{at}; fix it or point --kubeconfig "
-                               "elsewhere") from None
-        if not isinstance(doc, dict):
-            raise BackendError(f"kubeconfig {file} is not a kubeconfig (no mapping); fix it or point --kubeconfig elsewhere")
-        contexts += [c.get("name") for c in doc.get("contexts") or [] if isinstance(c, dict) and c.get("name")]
-        current = current or doc.get("current-context")
-    listed = ", ".join(contexts) or "none"
-    if context is not None and context not in contexts:
-        raise SpecError("--context", f"no context {context!r} in {path}; use one of: {listed} "
-                        "(kubectl config get-contexts)")
-    if context is None and not current:
-        raise BackendError(f"kubeconfig {path} has no current context; pick one with --context NAME "
-                           f"(contexts: {listed}), {LOCAL_HINT}")
 
 
 def absent(name: str, namespace: str) -> str:
