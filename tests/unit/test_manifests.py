@@ -96,6 +96,10 @@ def test_operator_kustomization_references_upstream_v1_9():
                                                                    "Kustomization")
     (resource,) = kustomization["resources"]
     assert resource.startswith(OPERATOR_OVERLAY), resource
+    # the version the e2e and node tiers run (and the packaged CRD comes from), not another v1.9
+    versions = dict(line.split("=", 1) for line in (ROOT / "scripts/controlplane/versions.env").read_text().splitlines()
+                    if "=" in line and not line.startswith("#"))
+    assert resource.endswith("?ref=" + versions["TRAINING_OPERATOR_VERSION"]), resource
     assert [p.name for p in (K8S / "operator").iterdir()] == ["kustomization.yaml"], "no upstream copies here"
 
 
