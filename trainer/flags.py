@@ -10,6 +10,24 @@ import sys
 from trainer.models import MODELS, default_data_dir
 
 
+JOB_DIR_FLAGS = ("--job-dir", "--job_dir", "--output_path", "--model_dir")  # the Cloud ML samples' spellings too
+
+
+def job_dir_given(argv) -> list[tuple[str, str]]:
+    """(flag, value) of each job dir spelling in ARGV (`--job-dir X` and `--job-dir=X`), in
+    order: argparse keeps the last."""
+    argv = [str(arg) for arg in argv]
+    found = []
+    for index, arg in enumerate(argv):
+        flag, equals, value = arg.partition("=")
+        if flag in JOB_DIR_FLAGS:
+            if equals:
+                found.append((flag, value))
+            elif index + 1 < len(argv):
+                found.append((flag, argv[index + 1]))
+    return found
+
+
 class FlagError(ValueError):
     """A flag `python -m trainer.task` refuses, in argparse's words (check())."""
 
@@ -97,7 +115,7 @@ def parser() -> Parser:
                     "no TF_CONFIG = one process.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         allow_abbrev=False)  # as gcloud: `--steps 200` is refused, not read as --steps-per-execution
-    p.add_argument("--job-dir", "--job_dir", "--output_path", "--model_dir", dest="job_dir",
+    p.add_argument(*JOB_DIR_FLAGS, dest="job_dir",
                    default=os.environ.get("JOB_DIR", os.path.join("runs", "mnist")),
                    help="local dir or gs:// URL for checkpoints, TensorBoard events (train/, eval/) and "
                         "export/<version>/; a restart resumes from its latest checkpoint (env JOB_DIR; the "

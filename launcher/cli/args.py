@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 from . import namespace_of
 from ..spec import (CLEAN_POD_POLICIES, DEFAULT_IMAGE, END_OF_LIFE_ACCELERATORS, RESTART_POLICIES, ROLES,
-                   JobSpec, ReplicaSpec, RunPolicy, SecretEnv, SpecError, Volume, check_accelerator, check_quantity)
+                   JobSpec, ReplicaSpec, RunPolicy, SecretEnv, SpecError, Volume, check_accelerator, check_job_dir,
+                   check_quantity)
 
 ROLE_FLAGS = {"chief": "Chief", "ps": "PS", "worker": "Worker", "evaluator": "Evaluator"}
 COUNT_FLAGS = {"Chief": "chief", "PS": "ps", "Worker": "workers", "Evaluator": "evaluator"}
@@ -311,11 +312,35 @@ def build_spec(args: argparse.Namespace, trainer_args: tuple[str, ...] = ()) -> 
         spec = _job_spec(args, settings, replicas, every_selector, role_selectors)
     except SpecError as exc:
         raise blamed_on_config(exc, args) from None
+    check_job_dir_once(spec, args)
     notes = list(settings.notes) + machine_notes
     if spec.accelerator in END_OF_LIFE_ACCELERATORS:
         notes.append(f"note: {spec.accelerator} is end-of-life on GKE (no new node pools); "
                      "consider --accelerator nvidia-tesla-t4 or nvidia-l4")
     return spec, notes + secret_like_env_warnings(dict(spec.env))
+
+
+def check_job_dir_once(spec: JobSpec, args: argparse.Namespace) -> None:
+    """The job dir is given once: as --job-dir (or the config's jobDir), or in the trainer
+    arguments (--job-dir, --model_dir, ...). Given twice, the trainer would write to the
+    last while `tensorboard`, `serve --from-job` and the local backend's outputs follow
+    another."""
+    from trainer.flags import job_dir_given
+
+    given = job_dir_given(spec.trainer_args)
+    if spec.job_dir is not None and given:
+        flag, value = given[0]
+        where = "--job-dir" if args.job_dir is not None else f"--config {args.config} (jobDir)"
+        raise SpecError("--job-dir", f"given twice: {spec.job_dir!r} by {where} and {value!r} by the trainer "
+                        f"argument {flag}; give it once, as --job-dir (the launcher passes it to the trainer)")
+    if len(given) > 1:
+        raise SpecError("--job-dir", f"given {len(given)} times in the trainer arguments "
+                        f"({', '.join(flag for flag, _ in given)}); give it once, as --job-dir")
+    if given:
+        try:
+            check_job_dir(given[0][1])
+        except SpecError as exc:
+            raise SpecError(f"trainer arguments (after --): {given[0][0]}", str(exc)[len(exc.field) + 2:]) from None
 
 
 CONFIG_MACHINE_KEYS = {"Chief": "masterType", "Worker": "workerType", "PS": "parameterServerType",

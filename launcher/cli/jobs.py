@@ -184,16 +184,17 @@ def _delete(args, factory) -> int:
 
 
 def job_dir_of(tfjob: dict) -> str | None:
-    """The --job-dir the job's containers were given (the chief's, else any replica's)."""
+    """The job dir the job's containers were given (the chief's, else any replica's): its
+    --job-dir, or the trainer's other spellings of it (--model_dir, ...), the last one as
+    the trainer's argparse takes it."""
+    from trainer.flags import job_dir_given
+
     specs = tfjob.get("spec", {}).get("tfReplicaSpecs") or {}
     for rtype in ("Chief", "Master", "Worker", *specs):
         for container in (specs.get(rtype) or {}).get("template", {}).get("spec", {}).get("containers") or []:
-            args = [str(a) for a in container.get("args") or []]
-            for i, arg in enumerate(args):
-                if arg == "--job-dir" and i + 1 < len(args):
-                    return args[i + 1]
-                if arg.startswith("--job-dir="):
-                    return arg.split("=", 1)[1]
+            given = job_dir_given(container.get("args") or [])
+            if given:
+                return given[-1][1]
     return None
 
 

@@ -98,7 +98,9 @@ def check_package(spec: JobSpec, kind: str) -> None:
 
 
 def _with_default_job_dir(spec: JobSpec, backend) -> JobSpec:
-    if spec.job_dir is not None:
+    from trainer.flags import job_dir_given
+
+    if spec.job_dir is not None or job_dir_given(spec.trainer_args):  # given after -- (build_spec: once)
         return spec
     job_dir = backend.default_job_dir(spec.name, spec.namespace)
     return dataclasses.replace(spec, job_dir=job_dir) if job_dir else spec

@@ -188,6 +188,37 @@ def test_explicit_job_dir_wins_over_the_local_default(cli):
     assert container["args"][:2] == ["--job-dir", "/data/out"]
 
 
+@pytest.mark.parametrize("trainer_args", [["--model_dir", "/data/mine"], ["--job_dir=/data/mine"],
+                                          ["--output_path", "/data/mine"]])
+def test_a_job_dir_given_to_the_trainer_is_the_jobs_no_local_default_added(cli, trainer_args):
+    backend = FakeBackend(name="local", default_dir="/runs")
+    assert submit(cli, backend, "--detach", "--", *trainer_args).code == 0
+    container = backend.submitted[0][0]["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]["containers"][0]
+    assert "--job-dir" not in container["args"] and container["args"][-len(trainer_args):] == trainer_args
+
+    from launcher.cli.jobs import job_dir_of  # what `tensorboard` and `serve --from-job` read
+
+    assert job_dir_of(backend.submitted[0][0]) == "/data/mine"
+
+
+@pytest.mark.parametrize("extra, trainer_args, message", [
+    (["--job-dir", "gs://aaa/x"], ["--job-dir", "gs://bbb/y"],
+     "error: --job-dir: given twice: 'gs://aaa/x' by --job-dir and 'gs://bbb/y' by the trainer argument --job-dir; "
+     "give it once, as --job-dir (the launcher passes it to the trainer)"),
+    ([], ["--model_dir", "/a", "--job_dir", "/b"],
+     "error: --job-dir: given 2 times in the trainer arguments (--model_dir, --job_dir); give it once, as --job-dir"),
+    ([], ["--model_dir", "s3://b/x"], "error: trainer arguments (after --): --model_dir: 's3://b/x' is not supported; "
+                                      "use a local path or gs://BUCKET/path"),
+])
+def test_a_job_dir_given_twice_is_refused(cli, extra, trainer_args, message):
+    """The trainer would write to the last; tensorboard, serve --from-job and the local
+    backend's outputs would follow another."""
+    for backend in (FakeBackend(name="local", default_dir="/runs"), FakeBackend(name="k8s")):
+        result = submit(cli, backend, *extra, "--", *trainer_args)
+        assert (result.code, result.out) == (2, "") and result.err.startswith(message), result.err
+        assert backend.submitted == [] and backend.dry_runs == []
+
+
 def test_follows_worker_0_without_a_chief(cli):
     backend = FakeBackend(name="k8s", events=lifecycle(replicas=("worker-0", "worker-1")))
     result = submit(cli, backend, "--ps", "0", "--workers", "2")
