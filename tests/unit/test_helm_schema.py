@@ -2,8 +2,11 @@
 (across values) reject them in helm template and helm lint, naming the value."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from launcher.spec import ACCELERATOR_LABEL, GKE_ACCELERATORS
 from tests.support.chart import CHART, write_values
 from tests.support.tools import run_helm
 
@@ -30,6 +33,10 @@ BAD_VALUES = [
     ("bad-label-value", {"nodeSelector": {"pool": "not valid!"}}, "- nodeSelector.pool:"),
     ("bad-label-key", {"labels": {"bad key": "x"}}, 'Property name of "bad key"'),
     ("bad-accelerator", {"accelerator": "nvidia tesla"}, "- accelerator:"),
+    ("accelerator-not-a-gke-name", {"accelerator": "NVIDIA_TESLA_T4", "replicas": {"worker": {"gpus": 1}}},
+     "- accelerator: accelerator must be one of the following"),
+    ("active-deadline-zero", {"runPolicy": {"activeDeadlineSeconds": 0}}, "- runPolicy.activeDeadlineSeconds:"),
+    ("volume-nul-in-path", {"volumes": [{"claimName": "data", "mountPath": "/mnt/a\x00b"}]}, "- volumes.0.mountPath:"),
     ("s3-job-dir", {"jobDir": "s3://bucket/run"}, "- jobDir:"),
     ("bad-gcs-job-dir", {"jobDir": "gs://B"}, "- jobDir:"),
     ("bad-job-name", {"jobName": "Mnist_1"}, "- jobName:"),
@@ -73,6 +80,58 @@ BAD_VALUES = [
     ("package-without-module", {"packagePath": "/mnt/code/trainer"}, "packagePath: needs moduleName"),
     ("module-not-in-package", {"moduleName": "other.task", "packagePath": "/mnt/code/trainer"},
      'packagePath: the module other.task is not in package "trainer"'),
+    # what the launcher refuses (launcher/spec.py), refused by the chart with the same rule
+    ("accelerator-label-for-every-replica", {"nodeSelector": {ACCELERATOR_LABEL: "nvidia-tesla-t4"}},
+     f"nodeSelector: {ACCELERATOR_LABEL} would put the chief replicas, which have no GPUs, on GPU nodes"),
+    ("accelerator-label-for-cpu-role", {"replicas": {"chief": {"gpus": 1}, "worker": {"gpus": 1},
+                                                     "ps": {"nodeSelector": {ACCELERATOR_LABEL: "nvidia-l4"}}}},
+     f"replicas.ps.nodeSelector: {ACCELERATOR_LABEL} would put the ps replicas, which have no GPUs"),
+    ("evaluator-gpus-without-evaluator", {"replicas": {"evaluator": {"gpus": 1}}},
+     "replicas.evaluator.gpus: the job has no evaluator (replicas.evaluator.count is 0); "
+     "set replicas.evaluator.count: 1 or replicas.evaluator.gpus: 0"),
+    ("chief-gpus-without-chief", {"replicas": {"chief": {"count": 0, "gpus": 1}, "ps": {"count": 0}}},
+     "replicas.chief.gpus: the job has no chief"),
+    ("gang-min-available-without-gang", {"gang": {"minAvailable": 3}},
+     "gang.minAvailable: only with gang.enabled; set gang.enabled: true or gang.minAvailable: null"),
+    ("gang-queue-without-gang", {"gang": {"queue": "research"}}, "gang.queue: only with gang.enabled"),
+    ("gang-timeout-without-gang", {"gang": {"timeoutSeconds": 600}}, "gang.timeoutSeconds: only with gang.enabled"),
+    ("volume-hides-etc", {"volumes": [{"claimName": "data", "mountPath": "/etc"}]},
+     'volumes[0].mountPath: "/etc" would hide the image\'s /etc; mount the claim elsewhere'),
+    ("volume-hides-root", {"volumes": [{"claimName": "data", "mountPath": "//"}]},
+     'volumes[0].mountPath: "//" would hide the image\'s /;'),
+    ("volume-dot-dot", {"volumes": [{"claimName": "data", "mountPath": "/mnt/../etc"}]},
+     'volumes[0].mountPath: "/mnt/../etc" has a \'..\' segment'),
+    ("volume-path-twice-trailing-slashes",
+     {"volumes": [{"claimName": "a", "mountPath": "/d"}, {"claimName": "b", "mountPath": "/d//"}]},
+     'volumes[1].mountPath: "/d//" is used twice'),
+    ("package-path-dot-dot", {"moduleName": "trainer.task", "packagePath": "/mnt/../trainer"},
+     'packagePath: "/mnt/../trainer" has a \'..\' segment'),
+    ("secret-env-repeats-env", {"env": [{"name": "TOKEN", "value": "x"}],
+                                "secretEnv": [{"name": "TOKEN", "secretName": "s", "key": "k"}]},
+     'secretEnv[0].name: "TOKEN" is set twice'),
+    ("pythonpath-with-package-path", {"moduleName": "trainer.task", "packagePath": "/mnt/code/trainer",
+                                      "env": [{"name": "PYTHONPATH", "value": "/x"}]},
+     "env[0].name: PYTHONPATH is set by packagePath"),
+    ("standard-label", {"labels": {"app.kubernetes.io/name": "mine"}},
+     "labels: app.kubernetes.io/name is set by the chart and would be overwritten"),
+    ("queue-label-with-queue-name", {"queueName": "team-a", "labels": {"kueue.x-k8s.io/queue-name": "team-b"}},
+     "labels: kueue.x-k8s.io/queue-name is set by queueName"),
+]
+
+# Valid neighbours of the refused values above: the rules are no broader than the launcher's.
+GOOD_NEIGHBOURS = [
+    ("listed-accelerator", {"accelerator": "nvidia-l4", "replicas": {"worker": {"gpus": 1}}}),
+    ("unlisted-gpu-by-role-selector", {"replicas": {"worker": {"gpus": 1, "nodeSelector": {
+        ACCELERATOR_LABEL: "nvidia-rtx-pro-6000"}}}}),
+    ("active-deadline-one", {"runPolicy": {"activeDeadlineSeconds": 1}}),
+    ("mount-paths-near-refused-ones", {"volumes": [{"claimName": "a", "mountPath": "/mnt/..data"},
+                                                   {"claimName": "b", "mountPath": "/etcetera"},
+                                                   {"claimName": "c", "mountPath": "/app/data/"}]}),
+    ("gang-options-with-gang", {"gang": {"enabled": True, "minAvailable": 3, "queue": "research",
+                                         "timeoutSeconds": 600}}),
+    ("evaluator-with-gpus", {"replicas": {"evaluator": {"count": 1, "gpus": 1}}}),
+    ("pythonpath-without-package-path", {"env": [{"name": "PYTHONPATH", "value": "/x"}],
+                                         "labels": {"kueue.x-k8s.io/queue-name": "team-b"}}),
 ]
 
 
@@ -82,6 +141,19 @@ def test_helm_template_rejects_bad_values(values, expected, tmp_path):
     assert done.returncode != 0, f"helm accepted bad values {values}:\n{done.stdout}"
     assert expected in done.stderr, done.stderr
     assert "kind: TFJob" not in done.stdout
+
+
+@pytest.mark.parametrize("values", [case[1] for case in GOOD_NEIGHBOURS], ids=[c[0] for c in GOOD_NEIGHBOURS])
+def test_helm_template_accepts_valid_neighbours(values, tmp_path):
+    done = run_helm(["template", "rel", str(CHART), "--values", str(write_values(tmp_path, values))], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "kind: TFJob" in done.stdout
+
+
+def test_schema_accelerators_are_the_launchers():
+    """The accelerator enum is spec.GKE_ACCELERATORS (plus "" for none): the two refuse the same names."""
+    schema = json.loads((CHART / "values.schema.json").read_text(encoding="utf-8"))
+    assert schema["properties"]["accelerator"]["enum"] == ["", *GKE_ACCELERATORS]
 
 
 def test_helm_lint_strict_rejects_bad_values(tmp_path):

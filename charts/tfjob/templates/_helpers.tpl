@@ -193,11 +193,20 @@ Call with (dict "root" $ "replica" $r).
 {{- end }}
 
 {{/*
-Rules that span several values (launcher: JobSpec._check_replicas / _check_names / _check_volumes).
-Per-value rules live in values.schema.json. Each failure names the value and the fix.
+Rules that span several values (launcher: JobSpec._check_replicas, _check_names, _check_node_selectors,
+_check_volumes, _check_secret_env, _check_module, _check_gang and the label checks).
+Per-value rules live in values.schema.json, except those the schema can only say with `not`
+(helm then prints just "Must not validate the schema"): '..' in a path, a mount path that
+hides an image directory. Each failure names the value and the fix.
 */}}
 {{- define "tfjob.validate" -}}
 {{- $r := .Values.replicas }}
+{{- range $role := list "chief" "worker" "evaluator" }}
+{{- $replica := index $r $role }}
+{{- if and (gt (include "tfjob.gpus" $replica | int) 0) (eq (int $replica.count) 0) }}
+{{- fail (printf "replicas.%s.gpus: the job has no %s (replicas.%s.count is 0); set replicas.%s.count%s or replicas.%s.gpus: 0" $role $role $role $role (ternary " >= 1" ": 1" (eq $role "worker")) $role) }}
+{{- end }}
+{{- end }}
 {{- $chief := int $r.chief.count }}
 {{- $workers := int $r.worker.count }}
 {{- if and (eq $chief 0) (eq $workers 0) }}
@@ -218,6 +227,21 @@ Per-value rules live in values.schema.json. Each failure names the value and the
 {{- fail "accelerator: set GPUs too, e.g. replicas.worker.gpus: 1" }}
 {{- end }}
 {{- end }}
+{{- $gpuLabel := "cloud.google.com/gke-accelerator" }}
+{{- range $role := list "chief" "ps" "worker" "evaluator" }}
+{{- $replica := index $r $role }}
+{{- if and (gt (int $replica.count) 0) (eq (include "tfjob.gpus" $replica | int) 0) }}
+{{- $field := "" }}
+{{- if hasKey ($replica.nodeSelector | default dict) $gpuLabel }}
+{{- $field = printf "replicas.%s.nodeSelector" $role }}
+{{- else if hasKey ($.Values.nodeSelector | default dict) $gpuLabel }}
+{{- $field = "nodeSelector" }}
+{{- end }}
+{{- if $field }}
+{{- fail (printf "%s: %s would put the %s replicas, which have no GPUs, on GPU nodes (tainted: they would never schedule); select the GPU pool per role, e.g. replicas.worker.nodeSelector, or use accelerator" $field $gpuLabel $role) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- $name := include "tfjob.jobName" . }}
 {{- if not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" $name) }}
 {{- fail (printf "jobName: %q is not a DNS-1035 label; set jobName to lowercase letters, digits and '-', starting with a letter" $name) }}
@@ -231,6 +255,17 @@ Per-value rules live in values.schema.json. Each failure names the value and the
 {{- end }}
 {{- end }}
 {{- end }}
+{{- if not .Values.gang.enabled }}
+{{- if not (kindIs "invalid" .Values.gang.timeoutSeconds) }}
+{{- fail "gang.timeoutSeconds: only with gang.enabled; set gang.enabled: true or gang.timeoutSeconds: null" }}
+{{- end }}
+{{- if .Values.gang.queue }}
+{{- fail "gang.queue: only with gang.enabled; set gang.enabled: true or gang.queue: \"\"" }}
+{{- end }}
+{{- if not (kindIs "invalid" .Values.gang.minAvailable) }}
+{{- fail "gang.minAvailable: only with gang.enabled; set gang.enabled: true or gang.minAvailable: null" }}
+{{- end }}
+{{- end }}
 {{- if and .Values.gang.enabled (not (kindIs "invalid" .Values.gang.minAvailable)) }}
 {{- $total := include "tfjob.replicaCount" . | int }}
 {{- if gt (int .Values.gang.minAvailable) $total }}
@@ -241,6 +276,9 @@ Per-value rules live in values.schema.json. Each failure names the value and the
 {{- fail "moduleName: conflicts with command; set one of them" }}
 {{- end }}
 {{- with .Values.packagePath }}
+{{- if regexMatch "(^|/)[.][.](/|$)" . }}
+{{- fail (printf "packagePath: %q has a '..' segment; give the package's directory as a plain absolute path, e.g. /mnt/code/trainer" .) }}
+{{- end }}
 {{- if not $.Values.moduleName }}
 {{- fail "packagePath: needs moduleName, the module to run from the package (e.g. moduleName: trainer.task)" }}
 {{- end }}
@@ -248,13 +286,43 @@ Per-value rules live in values.schema.json. Each failure names the value and the
 {{- fail (printf "packagePath: the module %s is not in package %q; give the package's own directory" $.Values.moduleName (base (trimSuffix "/" .))) }}
 {{- end }}
 {{- end }}
+{{- $envNames := dict }}
+{{- range $i, $entry := .Values.env }}
+{{- if and $.Values.packagePath (eq $entry.name "PYTHONPATH") }}
+{{- fail (printf "env[%d].name: PYTHONPATH is set by packagePath (to the package's parent directory); drop one of them" $i) }}
+{{- end }}
+{{- $_ := set $envNames $entry.name true }}
+{{- end }}
+{{- range $i, $entry := .Values.secretEnv }}
+{{- if hasKey $envNames $entry.name }}
+{{- fail (printf "secretEnv[%d].name: %q is set twice (by env or secretEnv); give each variable once" $i $entry.name) }}
+{{- end }}
+{{- if and $.Values.packagePath (eq $entry.name "PYTHONPATH") }}
+{{- fail (printf "secretEnv[%d].name: PYTHONPATH is set by packagePath (to the package's parent directory); drop one of them" $i) }}
+{{- end }}
+{{- $_ := set $envNames $entry.name true }}
+{{- end }}
+{{- range $key := list "app.kubernetes.io/name" "app.kubernetes.io/instance" "app.kubernetes.io/component" "app.kubernetes.io/managed-by" }}
+{{- if hasKey ($.Values.labels | default dict) $key }}
+{{- fail (printf "labels: %s is set by the chart and would be overwritten; drop it or use another key" $key) }}
+{{- end }}
+{{- end }}
+{{- if and .Values.queueName (hasKey (.Values.labels | default dict) "kueue.x-k8s.io/queue-name") }}
+{{- fail "labels: kueue.x-k8s.io/queue-name is set by queueName; drop the label" }}
+{{- end }}
 {{- $claims := dict }}
 {{- $paths := dict }}
 {{- range $i, $volume := .Values.volumes }}
 {{- if hasKey $claims $volume.claimName }}
 {{- fail (printf "volumes[%d].claimName: claim %q is given twice; mount each claim once" $i $volume.claimName) }}
 {{- end }}
-{{- $path := trimSuffix "/" $volume.mountPath }}
+{{- if regexMatch "/[.][.](/|$)" $volume.mountPath }}
+{{- fail (printf "volumes[%d].mountPath: %q has a '..' segment; give a plain absolute path, e.g. /mnt/data" $i $volume.mountPath) }}
+{{- end }}
+{{- $path := regexReplaceAll "/+$" $volume.mountPath "" }}
+{{- if has $path (list "" "/dev" "/proc" "/sys" "/etc" "/app") }}
+{{- fail (printf "volumes[%d].mountPath: %q would hide the image's %s; mount the claim elsewhere, e.g. /mnt/data" $i $volume.mountPath (default "/" $path)) }}
+{{- end }}
 {{- if hasKey $paths $path }}
 {{- fail (printf "volumes[%d].mountPath: %q is used twice; give each claim its own directory" $i $volume.mountPath) }}
 {{- end }}
