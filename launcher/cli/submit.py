@@ -150,17 +150,36 @@ def write_values(spec: JobSpec, path: str) -> None:
     """Helm values for `spec`, written atomically (nothing is left behind on error)."""
     from ..helm_values import values_yaml
 
+    if not path:
+        raise SpecError("--values-out", "is empty; give the file to write, e.g. --values-out job.values.yaml")
     target = Path(path)
+    if target.is_symlink():  # written through, as `> FILE` would: the link stays a link
+        target = Path(os.path.realpath(target))
+    if target.is_dir():
+        raise SpecError("--values-out", f"{path!r} is a directory; give a file in it, e.g. {str(Path(path) / 'values.yaml')!r}")
     if not target.parent.is_dir():
         raise SpecError("--values-out", f"directory {str(target.parent)!r} does not exist; create it first")
-    handle, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    text = values_yaml(spec)
+    try:
+        handle, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    except OSError as exc:
+        raise SpecError("--values-out", f"cannot write in {str(target.parent)!r} ({exc.strerror}); "
+                        "give a path you can write") from None
     try:
         with os.fdopen(handle, "w") as out:
-            out.write(values_yaml(spec))
+            out.write(text)
+        # the mode a new file gets from the umask, or the mode of the file replaced (mkstemp's is 0600)
+        os.chmod(tmp, target.stat().st_mode & 0o7777 if target.exists() else 0o666 & ~_umask())
         os.replace(tmp, target)
     except BaseException:
         os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def render_command(args, trainer_args, factory) -> int:
@@ -171,7 +190,7 @@ def render_command(args, trainer_args, factory) -> int:
         refuse_local_volumes(spec)
         spec = _with_default_job_dir(spec, factory("local"))
     tfjob = rendered(spec)
-    if args.values_out:
+    if args.values_out is not None:
         write_values(spec, args.values_out)
     for line in notes:
         _note(line)
@@ -227,6 +246,9 @@ def submit(args, trainer_args, factory) -> int:
     policy = network_policy(spec) if kind == "k8s" else None
     output = args.output or "yaml"
     if dry_run:
+        if dry_run == "server" and kind == "local":
+            _note("note: --dry-run=server: the local backend has no API server; printing what it would run on "
+                  "this machine (use --backend k8s to have a cluster's API server check the TFJob)")
         answer = tfjob if dry_run == "client" else backend.dry_run(tfjob)
         if output == "name":
             _out(f"tfjob.kubeflow.org/{spec.name} created (dry run)")
@@ -234,6 +256,8 @@ def submit(args, trainer_args, factory) -> int:
             _out(job_row(spec, kind, "(dry run)"))
         elif output == "yaml" and policy and dry_run == "client":  # the policy follows the TFJob it goes with
             _out(manifest_text(answer, output) + "---\n" + manifest_text(policy, output))
+        elif output == "json" and policy and dry_run == "client":  # both, as kubectl prints several: a List
+            _out(manifest_text({"apiVersion": "v1", "kind": "List", "items": [answer, policy]}, output))
         else:
             _out(manifest_text(answer, output))
         return EXIT_OK

@@ -35,6 +35,17 @@ def test_dry_run_shows_the_policy_after_the_tfjob(cli):
     assert docs[1]["metadata"]["name"] == "mnist-tf-port"
 
 
+def test_dry_run_as_json_is_a_list_of_both_as_kubectl_prints_them(cli):
+    import json
+
+    result = cli("submit", "--name", "mnist", "--backend", "k8s", "--dry-run", "-o", "json",
+                 backend=FakeBackend(name="k8s"))
+    assert result.code == 0, result.err
+    listed = json.loads(result.out)
+    assert (listed["apiVersion"], listed["kind"]) == ("v1", "List")
+    assert [d["kind"] for d in listed["items"]] == ["TFJob", "NetworkPolicy"]
+
+
 def test_no_network_policy_leaves_it_out_of_dry_run_and_submit(cli):
     result = cli("submit", "--name", "mnist", "--backend", "k8s", "--dry-run", "--no-network-policy",
                  backend=FakeBackend(name="k8s"))

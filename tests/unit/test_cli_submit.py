@@ -91,6 +91,15 @@ def test_server_dry_run_asks_the_backend_and_applies_nothing(cli, flags):
     assert "dryRun: true" in result.out
 
 
+def test_a_server_dry_run_on_the_local_backend_says_no_api_server_checked_it(cli):
+    backend = FakeBackend(name="local")
+    result = submit(cli, backend, "--dry-run=server")
+    assert result.code == 0 and len(backend.dry_runs) == 1 and backend.submitted == []
+    assert ("note: --dry-run=server: the local backend has no API server; printing what it would run on this "
+            "machine (use --backend k8s to have a cluster's API server check the TFJob)\n") in result.err
+    assert "no API server" not in submit(cli, FakeBackend(name="k8s"), "--dry-run=server").err
+
+
 def test_dry_run_client_is_the_bare_dry_run_and_none_submits(cli):
     backend = FakeBackend(name="k8s")
     client = submit(cli, backend, "--dry-run=client")
@@ -363,7 +372,7 @@ def test_output_formats_of_submit(cli):
     import json
 
     backend = FakeBackend(name="k8s")
-    as_json = json.loads(submit(cli, backend, "--dry-run", "-o", "json").out)
+    as_json = json.loads(submit(cli, backend, "--dry-run", "--no-network-policy", "-o", "json").out)
     assert as_json["kind"] == "TFJob" and as_json["metadata"]["name"] == "mnist"
     assert submit(cli, backend, "--dry-run=server", "-o", "name").out == "tfjob.kubeflow.org/mnist created (dry run)\n"
     named = submit(cli, backend, "--detach", "-o", "name")

@@ -39,6 +39,38 @@ def test_missing_directory_is_reported(cli, tmp_path):
     assert result.err.startswith("error: --values-out: ")
 
 
+@pytest.mark.parametrize("given, message", [
+    ("", "error: --values-out: is empty; give the file to write, e.g. --values-out job.values.yaml"),
+    ("DIR", "error: --values-out: 'DIR' is a directory; give a file in it, e.g. 'DIR/values.yaml'"),
+])
+def test_an_empty_or_directory_target_is_one_line(cli, tmp_path, given, message):
+    given = given.replace("DIR", str(tmp_path))
+    result = cli("render", "--name", "a", "--values-out", given)
+    assert (result.code, result.out, result.err) == (2, "", message.replace("DIR", str(tmp_path)) + "\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_file_gets_the_umasks_mode_or_keeps_its_own_and_a_link_is_written_through(cli, tmp_path):
+    import os
+
+    fresh = tmp_path / "fresh.yaml"
+    old = os.umask(0o022)
+    try:
+        assert cli("render", "--name", "a", "--values-out", str(fresh)).code == 0
+    finally:
+        os.umask(old)
+    assert fresh.stat().st_mode & 0o777 == 0o644  # not mkstemp's 0600: `helm -f` run by another user reads it
+    kept = tmp_path / "kept.yaml"
+    kept.write_text("old\n")
+    kept.chmod(0o640)
+    link = tmp_path / "link.yaml"
+    link.symlink_to(kept)
+    assert cli("render", "--name", "b", "--values-out", str(link)).code == 0
+    assert link.is_symlink() and yaml.safe_load(kept.read_text())["jobName"] == "b"
+    assert kept.stat().st_mode & 0o777 == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fresh.yaml", "kept.yaml", "link.yaml"]
+
+
 def test_values_file_is_accepted_by_real_helm_with_yaml_boolean_lookalikes(cli, tmp_path):
     """Helm's YAML reads bare y/on/off as booleans: the file must quote every string."""
     from tests.support.tools import ROOT, helm_template
