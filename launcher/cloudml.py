@@ -290,9 +290,17 @@ def load(path: str | Path, scale_tier: str | None = None) -> CloudMLConfig:
     """Read a config.yaml; every problem is a SpecError on `--config`. `scale_tier` (the
     --scale-tier flag) replaces the file's scaleTier."""
     training, labels = _document(path)
+    dropped: list[str] = []
     if scale_tier is not None:
+        if scale_tier != CUSTOM and training.get("scaleTier") == CUSTOM:  # the tier fixes counts and machines
+            dropped = [key for key in training for prefix in ROLE_PREFIX if key in (f"{prefix}Count", f"{prefix}Type")]
+            training = {key: value for key, value in training.items() if key not in dropped}
         training = {**training, "scaleTier": scale_tier}
-    return from_training_input(training, labels)
+    config = from_training_input(training, labels)
+    if dropped:
+        config.notes.append(f"note: --scale-tier {scale_tier} replaces the file's scaleTier CUSTOM; its "
+                            f"{', '.join(dropped)} {'is' if len(dropped) == 1 else 'are'} ignored (the tier fixes them)")
+    return config
 
 
 def _document(path: str | Path) -> tuple[dict, dict | None]:

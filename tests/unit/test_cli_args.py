@@ -181,6 +181,18 @@ def test_scale_tier_overrides_the_config_files(tmp_path):
     assert spec.count("Worker") == 19 and spec.job_dir == "gs://bucket/run"
 
 
+def test_scale_tier_overrides_a_custom_files_counts_and_machines_with_a_note(tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text("trainingInput: {scaleTier: CUSTOM, masterType: n1-standard-8, workerType: n1-standard-8, "
+                      "workerCount: 2, parameterServerCount: 1}\n")
+    args = build_parser().parse_args(["render", "--name", "a", "--config", str(config), "--scale-tier", "STANDARD_1"])
+    spec, notes = build_spec(args)
+    assert counts(spec) == {"Chief": 1, "PS": 3, "Worker": 4}  # STANDARD_1's, not the file's
+    assert all(replica.cpu is None for replica in spec.replicas.values())  # no n1-standard-8 requests
+    assert ("note: --scale-tier STANDARD_1 replaces the file's scaleTier CUSTOM; its masterType, workerType, "
+            "workerCount, parameterServerCount are ignored (the tier fixes them)") in notes
+
+
 @pytest.mark.parametrize("argv, field", [
     (["--scale-tier", "CUSTOM"], "--scale-tier"),
     (["--worker-accelerator", "nvidia-tesla-t4"], "--worker-accelerator"),
