@@ -6,10 +6,12 @@ values and the local backend all derive from it; see `render.py` and `helm_value
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import re
+import shlex
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
+from typing import Any, Mapping
 
 # TFJob replica types, in the order training-operator v1.9 documents them.
 ROLES = ("Chief", "PS", "Worker", "Evaluator")
@@ -42,8 +44,32 @@ _LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 _SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
-_QUANTITY = re.compile(r"^([+]?[0-9.]+)([eE][-+]?[0-9]+|m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
-_GCS_URL = re.compile(r"^gs://[a-z0-9][-_.a-z0-9]{1,220}[a-z0-9](/.*)?$")
+# resource.Quantity (k8s.io/apimachinery): <signedNumber><suffix>, a number of digits with at most one '.'
+# (at least one digit), suffix binarySI, decimalSI ("" included) or an integer decimal exponent. No '-': these
+# are resource requests, which the API server refuses below 0.
+_QUANTITY = re.compile(r"[+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[KMGTPE]i|[numkMGTPE]|[eE][-+]?[0-9]+)?")
+QUANTITY_RULE = ("digits with at most one '.' and an optional suffix n, u, m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, "
+                 "Pi, Ei or e<N> (e.g. 500m, 1.5, 4Gi)")
+# Cloud Storage bucket names (cloud.google.com/storage/docs/buckets#naming): lowercase letters, digits, '-',
+# '_' and '.', starting and ending with a letter or digit; 3-63 characters, or up to 222 with dots and at
+# most 63 between dots; not an IP address, no "goog" prefix, no "google".
+_GCS_BUCKET = re.compile(r"[a-z0-9](?:[-_.a-z0-9]*[a-z0-9])?")
+GCS_BUCKET_RULE = ("bucket names are 3-63 lowercase letters, digits, '-', '_' and '.' (up to 222 with dots, 63 "
+                   "between dots), starting and ending with a letter or digit")
+# Image references, github.com/distribution/reference (regexp.go): [HOST[:PORT]/]PATH[:TAG][@DIGEST]. As
+# there (normalize.go), the first component is a registry host when it has a '.' or ':' or is localhost;
+# every path component is lowercase.
+_IMAGE_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_IMAGE_PATH = re.compile(rf"{_IMAGE_PATH_COMPONENT}(?:/{_IMAGE_PATH_COMPONENT})*")
+_IMAGE_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_IMAGE_HOST = re.compile(rf"(?:{_IMAGE_DOMAIN_COMPONENT}(?:\.{_IMAGE_DOMAIN_COMPONENT})*|\[[a-fA-F0-9:]+\])"
+                         r"(?::[0-9]+)?")
+_IMAGE_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+IMAGE_DIGESTS = {"sha256": 64, "sha384": 96, "sha512": 128}  # go-digest's algorithms: lowercase hex of this length
+IMAGE_NAME_MAX = 255  # distribution's NameTotalLengthMax: host and path, without tag and digest
+IMAGE_EXAMPLE = "gcr.io/my-project/trainer:0.1.0"
+INT32_MAX = 2**31 - 1  # replicas, backoffLimit, ttlSecondsAfterFinished, minAvailable are int32 in the TFJob
+INT64_MAX = 2**63 - 1
 MAX_NAME = 63
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
@@ -76,7 +102,93 @@ def check_label_value(key: str, value: str, field_name: str) -> None:
 
 def check_quantity(value: str | None, field_name: str) -> None:
     if value is not None and not _QUANTITY.fullmatch(value):
-        raise SpecError(field_name, f"{value!r} is not a Kubernetes quantity; use e.g. 500m, 2, 4Gi")
+        raise SpecError(field_name, f"{value!r} is not a Kubernetes quantity; use {QUANTITY_RULE}")
+
+
+def _type_name(value: Any) -> str:
+    name = type(value).__name__
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
+
+
+def string_list(value: Any, field_name: str) -> tuple[str, ...]:
+    """A JobSpec argument list (trainer_args, command) as a tuple of str; a bare str, which
+    tuple() would split into characters, and items of another type are refused."""
+    if isinstance(value, (str, bytes)):
+        text = value.decode(errors="replace") if isinstance(value, bytes) else value
+        try:
+            example = repr(shlex.split(text)) if text.strip() else "['--train-steps', '300']"
+        except ValueError:
+            example = repr([text])
+        raise SpecError(field_name, f"{value!r} is {_type_name(value)}, which would be split into characters; "
+                        f"use a list of strings, e.g. {example}")
+    try:
+        items = tuple(value)
+    except TypeError:
+        raise SpecError(field_name, f"{value!r} is {_type_name(value)}, not a list; use a list of strings, "
+                        "e.g. ['--train-steps', '300']") from None
+    for index, item in enumerate(items):
+        if not isinstance(item, str):
+            example = f", e.g. {str(item)!r}" if isinstance(item, (int, float)) and not isinstance(item, bool) else ""
+            raise SpecError(field_name, f"item {index}, {item!r}, is {_type_name(item)}; "
+                            f"use a list of strings{example}")
+    return items
+
+
+def check_image(image: Any) -> None:
+    """A container image reference by the distribution/reference grammar (what kubelet parses)."""
+    if not isinstance(image, str):
+        raise SpecError("image", f"{image!r} is {_type_name(image)}; use a string, e.g. {IMAGE_EXAMPLE!r}")
+    generic = SpecError("--image", f"{image!r} is not an image reference; use [HOST[:PORT]/]PATH[:TAG][@sha256:HEX] "
+                        f"with a lowercase PATH, e.g. {IMAGE_EXAMPLE}")
+    rest, at, digest = image.partition("@")
+    if at:
+        algorithm, _, encoded = digest.partition(":")
+        length = IMAGE_DIGESTS.get(algorithm, 64)
+        if algorithm not in IMAGE_DIGESTS or not re.fullmatch(f"[0-9a-f]{{{length}}}", encoded):
+            known = algorithm if algorithm in IMAGE_DIGESTS else "sha256"
+            raise SpecError("--image", f"digest {digest!r} of {image!r} is invalid; use {known}: and "
+                            f"{IMAGE_DIGESTS[known]} lowercase hex digits, or drop the @ part to pull by tag")
+    name, tag = rest, None
+    if rest.rfind(":") > rest.rfind("/"):
+        name, _, tag = rest.rpartition(":")
+    first, slash, remainder = name.partition("/")
+    host, path = (first, remainder) if slash and (first == "localhost" or any(c in first for c in ".:")) else ("", name)
+    if not name or (host and not _IMAGE_HOST.fullmatch(host)):
+        raise generic
+    if ":" in path:
+        repository, _, after = path.partition(":")
+        example = f"{host}/" * bool(host) + f"{repository}:{after.partition('/')[0] or 'TAG'}"
+        raise SpecError("--image", f"{image!r} has a ':' inside its repository path; use one tag after the last '/', "
+                        f"e.g. {example}")
+    if not _IMAGE_PATH.fullmatch(path):
+        if _IMAGE_PATH.fullmatch(path.lower()):
+            fixed = f"{host}/" * bool(host) + path.lower() + (f":{tag}" if tag is not None else "") + at + digest
+            raise SpecError("--image", f"repository path {path!r} of {image!r} must be lowercase; use e.g. {fixed} "
+                            "(uppercase only in a registry host with a '.' or ':PORT')")
+        raise generic
+    if len(name) > IMAGE_NAME_MAX:
+        raise SpecError("--image", f"the repository name of {image!r} has {len(name)} characters; "
+                        f"use at most {IMAGE_NAME_MAX}")
+    if tag is not None and not _IMAGE_TAG.fullmatch(tag):
+        raise SpecError("--image", f"tag {tag!r} of {image!r} is invalid; use 1-128 letters, digits, '_', '.' and '-', "
+                        "not starting with '.' or '-'")
+
+
+def _bucket_problem(bucket: str) -> str | None:
+    if not bucket:
+        return "is empty"
+    parts = bucket.split(".")
+    if not _GCS_BUCKET.fullmatch(bucket) or len(bucket) < 3 or len(bucket) > (222 if len(parts) > 1 else 63) \
+            or any(len(part) > 63 for part in parts):
+        return "is not a Cloud Storage bucket name"
+    try:
+        ipaddress.IPv4Address(bucket)
+        return "is an IP address, which Cloud Storage refuses as a bucket name"
+    except ValueError:
+        pass
+    if bucket.startswith("goog") or "google" in bucket:
+        return "is reserved by Cloud Storage (no \"goog\" prefix, no \"google\")"
+    return None
 
 
 def check_accelerator(value: str, field_name: str = "--accelerator") -> None:
@@ -97,8 +209,15 @@ def check_job_dir(job_dir: str | None) -> None:
     if job_dir is None:
         return
     if job_dir.startswith("gs://"):
-        if not _GCS_URL.fullmatch(job_dir):
-            raise SpecError("--job-dir", f"{job_dir!r} is not a valid gs:// URL; use gs://BUCKET/path")
+        bucket, _, path = job_dir[len("gs://"):].partition("/")
+        problem = _bucket_problem(bucket)
+        if problem:
+            fixed = bucket.lower() if _bucket_problem(bucket.lower()) is None else "my-bucket"
+            raise SpecError("--job-dir", f"{bucket!r} in {job_dir!r} {problem}; {GCS_BUCKET_RULE}, "
+                            f"e.g. gs://{fixed}/{path or 'runs/1'}")
+        if "\n" in path or "\r" in path:
+            raise SpecError("--job-dir", f"{job_dir!r} has a line break in its object path, which Cloud Storage "
+                            "refuses; use a path without one")
         return
     if "://" in job_dir:
         raise SpecError("--job-dir", f"{job_dir!r} is not supported; use a local path or gs://BUCKET/path")
@@ -115,11 +234,26 @@ class ReplicaSpec:
     cpu: str | None = None
     memory: str | None = None
 
+    def __post_init__(self) -> None:
+        """Types, at construction (the Python API's fields); values are checked by JobSpec, per role."""
+        for attr, example in (("count", "ReplicaSpec(2)"), ("gpus", "ReplicaSpec(2, gpus=1)")):
+            value = getattr(self, attr)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise SpecError(f"ReplicaSpec.{attr}", f"{value!r} is {_type_name(value)}; use an int >= 0, "
+                                f"e.g. {example}")
+        for attr, example in (("cpu", 'cpu="2" or cpu="500m"'), ("memory", 'memory="4Gi"')):
+            value = getattr(self, attr)
+            if value is not None and not isinstance(value, str):
+                raise SpecError(f"ReplicaSpec.{attr}", f"{value!r} is {_type_name(value)}; use a Kubernetes "
+                                f"quantity as a string, e.g. {example}")
+
     def check(self, role: str) -> None:
         flag = role.lower()
+        count_flag = f"--{'workers' if role == 'Worker' else flag}"
         if not isinstance(self.count, int) or self.count < 0:
-            raise SpecError(f"--{'workers' if role == 'Worker' else flag}",
-                            f"replica count {self.count!r} is invalid; use an integer >= 0")
+            raise SpecError(count_flag, f"replica count {self.count!r} is invalid; use an integer >= 0")
+        if self.count > INT32_MAX:
+            raise SpecError(count_flag, f"replica count {self.count} is too large; use at most {INT32_MAX}")
         if not isinstance(self.gpus, int) or self.gpus < 0:
             raise SpecError(f"--gpus-per-{flag}", f"{self.gpus!r} is invalid; use an integer >= 0")
         if self.gpus and role not in GPU_ROLES:
@@ -187,12 +321,14 @@ class RunPolicy:
     def check(self) -> None:
         if self.clean_pod_policy not in CLEAN_POD_POLICIES:
             raise SpecError("--clean-pod-policy", f"{self.clean_pod_policy!r}; use one of {', '.join(CLEAN_POD_POLICIES)}")
-        for flag, value, low in (("--ttl-seconds", self.ttl_seconds_after_finished, 0),
-                                 ("--active-deadline-seconds", self.active_deadline_seconds, 1),
-                                 ("--backoff-limit", self.backoff_limit, 0)):
-            if value is not None and (not isinstance(value, int) or value < low):
+        for flag, value, low, high in (("--ttl-seconds", self.ttl_seconds_after_finished, 0, INT32_MAX),
+                                       ("--active-deadline-seconds", self.active_deadline_seconds, 1, INT64_MAX),
+                                       ("--backoff-limit", self.backoff_limit, 0, INT32_MAX)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
                 hint = " (the CRD wants a positive number; leave it out for no deadline)" if low else ""
                 raise SpecError(flag, f"{value!r} is invalid; use an integer >= {low}{hint}")
+            if value is not None and value > high:
+                raise SpecError(flag, f"{value} is too large; use at most {high}")
 
 
 @dataclass(frozen=True)
@@ -230,27 +366,48 @@ class JobSpec:
     #                                  run (its parent goes on PYTHONPATH); the launcher ships no files
 
     def __post_init__(self) -> None:
+        self._check_replica_keys()
         object.__setattr__(self, "replicas", MappingProxyType(
             {role: self.replicas[role] for role in ROLES if role in self.replicas}))
         for attr in ("node_selector", "env", "labels"):
             object.__setattr__(self, attr, _frozen(getattr(self, attr)))
         object.__setattr__(self, "role_node_selectors", MappingProxyType(
             {role: _frozen(sel) for role, sel in self.role_node_selectors.items() if sel}))
-        object.__setattr__(self, "trainer_args", tuple(self.trainer_args))
-        object.__setattr__(self, "command", tuple(self.command))
+        object.__setattr__(self, "trainer_args", string_list(self.trainer_args, "trainer_args"))
+        object.__setattr__(self, "command", string_list(self.command, "command"))
         object.__setattr__(self, "volumes", tuple(self.volumes))
         object.__setattr__(self, "secret_env", tuple(self.secret_env))
         self._check()
 
     # ---- validation -------------------------------------------------------------
+    def _check_replica_keys(self) -> None:
+        """`replicas` maps TFJob's replica types, spelled as TFJob spells them, to ReplicaSpecs:
+        an unknown key (Workers, worker) is refused, not dropped."""
+        if not isinstance(self.replicas, Mapping):
+            raise SpecError("replicas", f"{self.replicas!r} is {_type_name(self.replicas)}, not a mapping; "
+                            "use e.g. {'Chief': ReplicaSpec(1), 'Worker': ReplicaSpec(2)}")
+        for role, spec in self.replicas.items():
+            if role not in ROLES:
+                spelled = role.strip().lower() if isinstance(role, str) else ""
+                near = ["Chief"] if spelled == "master" else \
+                    [r for r in ROLES if r.lower() in (spelled, spelled[:-1] if spelled.endswith("s") else "")] \
+                    or difflib.get_close_matches(str(role), ROLES, 1, 0.6)
+                hint = f"did you mean {near[0]!r}? " if near else ""
+                raise SpecError("replicas", f"unknown replica type {role!r}; {hint}use {', '.join(ROLES[:-1])} or "
+                                f"{ROLES[-1]} (TFJob's names, case-sensitive)")
+            if not isinstance(spec, ReplicaSpec):
+                example = f"ReplicaSpec({spec})" if isinstance(spec, int) and not isinstance(spec, bool) \
+                    else "ReplicaSpec(1)"
+                raise SpecError("replicas", f"{role!r} maps to {spec!r} ({type(spec).__name__}), not a ReplicaSpec; "
+                                f"use e.g. {{{role!r}: {example}}}")
+
     def _check(self) -> None:
+        self._check_replicas()  # first: the counts' own errors before any the counts would cause (name length)
         self._check_names()
-        self._check_replicas()
         if self.restart_policy not in RESTART_POLICIES:
             raise SpecError("--restart-policy", f"{self.restart_policy!r}; use one of {', '.join(RESTART_POLICIES)}")
         self.run_policy.check()
-        if not self.image or any(c.isspace() for c in self.image):
-            raise SpecError("--image", f"{self.image!r} is not an image reference; use e.g. gcr.io/PROJECT/trainer:TAG")
+        check_image(self.image)
         if self.accelerator is not None:
             check_accelerator(self.accelerator)
         self._check_node_selectors()
@@ -295,11 +452,15 @@ class JobSpec:
         if self.gang_queue is not None and (len(self.gang_queue) > 253 or not _DNS_SUBDOMAIN.fullmatch(self.gang_queue)):
             raise SpecError("--gang-queue", f"{self.gang_queue!r} is not a queue name; use a lowercase DNS name "
                             "(kubectl get queues.scheduling.volcano.sh)")
+        total = self.total_replicas()
         if self.gang_min_available is not None:
-            total = self.total_replicas()
-            if not isinstance(self.gang_min_available, int) or not 1 <= self.gang_min_available <= total:
-                raise SpecError("--gang-min-available", f"{self.gang_min_available!r} is invalid; use 1 to {total} "
-                                f"(the job's replicas), or leave it out for all {total}")
+            if isinstance(self.gang_min_available, bool) or not isinstance(self.gang_min_available, int) \
+                    or not 1 <= self.gang_min_available <= min(total, INT32_MAX):
+                raise SpecError("--gang-min-available", f"{self.gang_min_available!r} is invalid; use 1 to "
+                                f"{min(total, INT32_MAX)} (the job's replicas), or leave it out for all {total}")
+        elif self.gang and total > INT32_MAX:
+            raise SpecError("--gang", f"the job has {total} replicas, more than a gang's minAvailable can hold; "
+                            f"give --gang-min-available N (at most {INT32_MAX}) or fewer replicas")
 
     def _check_names(self) -> None:
         if not _DNS1035.fullmatch(self.name or ""):
@@ -396,10 +557,7 @@ class JobSpec:
                 + [entry.env_entry() for entry in self.secret_env])
 
     def _check_replicas(self) -> None:
-        unknown = set(self.replicas) - set(ROLES)
-        if unknown:
-            raise SpecError("replicas", f"unknown replica type {sorted(unknown)}; use {', '.join(ROLES)}")
-        for role, spec in self.replicas.items():
+        for role, spec in self.replicas.items():  # the keys: _check_replica_keys
             spec.check(role)
         if self.count("Chief") > 1:
             raise SpecError("--chief", "at most 1 chief; use --chief 0 or 1")

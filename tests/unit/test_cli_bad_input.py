@@ -108,6 +108,20 @@ REFUSED = [
      "--package-path"),
     (["--module-name", "trainer.task", "--package-path", "/mnt/code/trainer", "--volume", "c:/mnt/code",
       "--env", "PYTHONPATH=/x"], "--env"),
+    (["--job-dir", "gs://BUCKET/runs/x"], "--job-dir"),
+    (["--job-dir", "gs://goog-runs/x"], "--job-dir"),
+    (["--image", 'x"y'], "--image"),
+    (["--image", "a/b:c:d"], "--image"),
+    (["--image", "UPPER/img:1"], "--image"),
+    (["--image", "img@sha256:short"], "--image"),
+    (["--workers", "99999999999999999999"], "--workers"),
+    (["--ps", "2147483648"], "--ps"),
+    (["--backoff-limit", "2147483648"], "--backoff-limit"),
+    (["--ttl-seconds", "2147483648"], "--ttl-seconds"),
+    (["--cpu", "1.2.3"], "--cpu"),
+    (["--cpu", "."], "--cpu"),
+    (["--cpu", "worker=1.2.3"], "--cpu worker="),
+    (["--memory", "ps=4Gi.5"], "--memory ps="),
 ]
 
 
@@ -128,6 +142,28 @@ def test_submit_refuses_and_applies_nothing(cli, argv, field):
     argv = argv if "--name" in argv else ["--name", "ok", *argv]
     result = cli("submit", "--backend", "k8s", *argv, backend=backend)
     assert (result.code, result.out) == (2, "")
+    assert backend.submitted == [] and backend.dry_runs == []
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["--job-dir", "gs://BUCKET/runs/x"],
+     "error: --job-dir: 'BUCKET' in 'gs://BUCKET/runs/x' is not a Cloud Storage bucket name; bucket names are 3-63 "
+     "lowercase letters, digits, '-', '_' and '.' (up to 222 with dots, 63 between dots), starting and ending with "
+     "a letter or digit, e.g. gs://bucket/runs/x"),
+    (["--workers", "99999999999999999999"],
+     "error: --workers: replica count 99999999999999999999 is too large; use at most 2147483647"),
+    (["--cpu", "1.2.3"],
+     "error: --cpu: '1.2.3' is not a Kubernetes quantity; use digits with at most one '.' and an optional suffix "
+     "n, u, m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei or e<N> (e.g. 500m, 1.5, 4Gi)"),
+    (["--image", "img@sha256:short"],
+     "error: --image: digest 'sha256:short' of 'img@sha256:short' is invalid; use sha256: and 64 lowercase hex "
+     "digits, or drop the @ part to pull by tag"),
+])
+def test_refusals_name_the_flag_and_the_rule(cli, argv, line):
+    """Refused by the JobSpec, naming the flag, not by the CRD schema check with a manifest path."""
+    backend = FakeBackend(name="k8s")
+    result = cli("submit", "--backend", "k8s", "--name", "ok", *argv, backend=backend)
+    assert (result.code, result.out, result.err) == (2, "", line + "\n")
     assert backend.submitted == [] and backend.dry_runs == []
 
 

@@ -265,7 +265,10 @@ def test_status_watch_exit_codes(cli, outcome, code):
 
 
 def test_render_refuses_an_out_of_range_count_with_the_packaged_crd(cli, monkeypatch):
+    """The CRD check behind the spec's own rules: with the spec's int32 limit lifted, the
+    packaged CRD refuses the count."""
     monkeypatch.delenv("TFJOB_CRD", raising=False)
+    monkeypatch.setattr("launcher.spec.INT32_MAX", 2**63 - 1)
     result = cli("render", "--workers", "1000000000000")
     assert result.code == 2 and result.out == ""
     assert result.err.startswith("error: spec.tfReplicaSpecs.Worker.replicas:") and "int32" in result.err
@@ -314,9 +317,10 @@ def test_tfjob_crd_wins_over_the_clusters_crd(cli, monkeypatch):
     assert backend.crd_requests == [] and len(backend.submitted) == 1
 
 
-def test_unreadable_cluster_crd_falls_back_to_the_packaged_copy_with_a_note(cli):
+def test_unreadable_cluster_crd_falls_back_to_the_packaged_copy_with_a_note(cli, monkeypatch):
     from launcher.backends.base import CRDUnavailable
 
+    monkeypatch.setattr("launcher.spec.INT32_MAX", 2**63 - 1)  # the packaged CRD, not the spec, refuses the count
     backend = ClusterCRDBackend(name="k8s", error=CRDUnavailable(
         "cannot read CRD tfjobs.kubeflow.org from https://k8s (not permitted to read it)"))
     result = submit(cli, backend, "--detach")

@@ -38,6 +38,62 @@ def ps_job(**kw):
     ({"job_dir": "s3://bucket/x"}, "--job-dir"),
     ({"job_dir": "gs://B/x"}, "--job-dir"),
     ({"service_account": "Not Valid"}, "--service-account"),
+    # replica types are TFJob's, spelled exactly: a typo or lower case is refused, not dropped
+    ({"replicas": {"Chief": ReplicaSpec(1), "Workers": ReplicaSpec(2)}}, "replicas"),
+    ({"replicas": {"worker": ReplicaSpec(2)}}, "replicas"),
+    ({"replicas": {"Chief": ReplicaSpec(1), "ps": ReplicaSpec(1), "Worker": ReplicaSpec(1)}}, "replicas"),
+    ({"replicas": {"Worker": 2}}, "replicas"),
+    ({"replicas": [ReplicaSpec(2)]}, "replicas"),
+    # argument lists: a str would be split into characters
+    ({"trainer_args": "--train-steps=300"}, "trainer_args"),
+    ({"trainer_args": ["--train-steps", 300]}, "trainer_args"),
+    ({"trainer_args": 300}, "trainer_args"),
+    ({"command": "python -m trainer.task"}, "command"),
+    # int32 (int64) fields of the TFJob: refused here, naming the flag, not by the schema check
+    ({"replicas": {"Worker": ReplicaSpec(2**31)}}, "--workers"),
+    ({"replicas": {"Chief": ReplicaSpec(1), "PS": ReplicaSpec(2**31), "Worker": ReplicaSpec(1)}}, "--ps"),
+    ({"replicas": {"Worker": ReplicaSpec(99999999999999999999)}}, "--workers"),
+    ({"run_policy": RunPolicy(backoff_limit=2**31)}, "--backoff-limit"),
+    ({"run_policy": RunPolicy(ttl_seconds_after_finished=2**31)}, "--ttl-seconds"),
+    ({"run_policy": RunPolicy(active_deadline_seconds=2**63)}, "--active-deadline-seconds"),
+    ({"run_policy": RunPolicy(backoff_limit=True)}, "--backoff-limit"),
+    # image references: the distribution/reference grammar
+    ({"image": 'x"y'}, "--image"),
+    ({"image": "a/b:c:d"}, "--image"),
+    ({"image": "UPPER/img:1"}, "--image"),
+    ({"image": "gcr.io/PROJECT/trainer:0.1.0"}, "--image"),
+    ({"image": "img@sha256:short"}, "--image"),
+    ({"image": "img@sha256:" + "AB" * 32}, "--image"),
+    ({"image": "img@md5:" + "0" * 32}, "--image"),
+    ({"image": "img:"}, "--image"),
+    ({"image": "img:-dev"}, "--image"),
+    ({"image": "img:" + "a" * 129}, "--image"),
+    ({"image": "-img"}, "--image"),
+    ({"image": "a__-b/img"}, "--image"),
+    ({"image": "localhost:port/img"}, "--image"),
+    ({"image": "a" * 256}, "--image"),
+    ({"image": "img\n"}, "--image"),
+    ({"image": 5}, "image"),
+    # gs:// buckets: Cloud Storage's naming rules
+    ({"job_dir": "gs://BUCKET/runs/x"}, "--job-dir"),
+    ({"job_dir": "gs://ab/x"}, "--job-dir"),
+    ({"job_dir": "gs://" + "a" * 64 + "/x"}, "--job-dir"),
+    ({"job_dir": "gs://" + "a" * 64 + ".b/x"}, "--job-dir"),
+    ({"job_dir": "gs://-bucket/x"}, "--job-dir"),
+    ({"job_dir": "gs://bucket_/x"}, "--job-dir"),
+    ({"job_dir": "gs://goog-bucket/x"}, "--job-dir"),
+    ({"job_dir": "gs://my-google-bucket/x"}, "--job-dir"),
+    ({"job_dir": "gs://192.168.5.4/x"}, "--job-dir"),
+    ({"job_dir": "gs://my-bucket/a\rb"}, "--job-dir"),
+    # Kubernetes quantities (resource.Quantity's grammar)
+    ({"replicas": {"Worker": ReplicaSpec(1, cpu="1.2.3")}}, "--cpu worker="),
+    ({"replicas": {"Worker": ReplicaSpec(1, cpu=".")}}, "--cpu worker="),
+    ({"replicas": {"Worker": ReplicaSpec(1, cpu="")}}, "--cpu worker="),
+    ({"replicas": {"Worker": ReplicaSpec(1, cpu="-1")}}, "--cpu worker="),
+    ({"replicas": {"Worker": ReplicaSpec(1, memory="1e")}}, "--memory worker="),
+    ({"replicas": {"Worker": ReplicaSpec(1, memory="1e1.5")}}, "--memory worker="),
+    ({"replicas": {"Worker": ReplicaSpec(1, memory="4KiB")}}, "--memory worker="),
+    ({"replicas": {"Worker": ReplicaSpec(1, memory="4Ki\n")}}, "--memory worker="),
 ])
 def test_bad_values_name_the_field(kwargs, field):
     with pytest.raises(SpecError) as err:
@@ -75,3 +131,93 @@ def test_spec_is_immutable():
     spec = ps_job(env={"A": "1"})
     with pytest.raises(TypeError):
         spec.env["B"] = "2"
+
+
+@pytest.mark.parametrize("args, kwargs, field", [
+    (("2",), {}, "ReplicaSpec.count"),
+    ((True,), {}, "ReplicaSpec.count"),
+    ((2.0,), {}, "ReplicaSpec.count"),
+    ((None,), {}, "ReplicaSpec.count"),
+    ((1,), {"gpus": "1"}, "ReplicaSpec.gpus"),
+    ((1,), {"gpus": True}, "ReplicaSpec.gpus"),
+    ((1,), {"cpu": 2}, "ReplicaSpec.cpu"),
+    ((1,), {"memory": 4.5}, "ReplicaSpec.memory"),
+])
+def test_replica_spec_fields_are_type_checked(args, kwargs, field):
+    with pytest.raises(SpecError) as err:
+        ReplicaSpec(*args, **kwargs)
+    assert err.value.field == field
+    assert str(err.value).startswith(f"{field}: ") and ";" in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"replicas": {"Chief": ReplicaSpec(1), "Workers": ReplicaSpec(2)}},
+     "replicas: unknown replica type 'Workers'; did you mean 'Worker'? use Chief, PS, Worker or Evaluator "
+     "(TFJob's names, case-sensitive)"),
+    ({"replicas": {"worker": ReplicaSpec(2)}},
+     "replicas: unknown replica type 'worker'; did you mean 'Worker'? use Chief, PS, Worker or Evaluator "
+     "(TFJob's names, case-sensitive)"),
+    ({"replicas": {"Worker": 2}}, "replicas: 'Worker' maps to 2 (int), not a ReplicaSpec; "
+                                  "use e.g. {'Worker': ReplicaSpec(2)}"),
+    ({"trainer_args": "--train-steps=300"},
+     "trainer_args: '--train-steps=300' is a str, which would be split into characters; "
+     "use a list of strings, e.g. ['--train-steps=300']"),
+    ({"trainer_args": ("--train-steps", 300)},
+     "trainer_args: item 1, 300, is an int; use a list of strings, e.g. '300'"),
+    ({"replicas": {"Worker": ReplicaSpec(99999999999999999999)}},
+     "--workers: replica count 99999999999999999999 is too large; use at most 2147483647"),
+    ({"run_policy": RunPolicy(backoff_limit=2**31)},
+     "--backoff-limit: 2147483648 is too large; use at most 2147483647"),
+    ({"job_dir": "gs://BUCKET/runs/x"},
+     "--job-dir: 'BUCKET' in 'gs://BUCKET/runs/x' is not a Cloud Storage bucket name; bucket names are 3-63 "
+     "lowercase letters, digits, '-', '_' and '.' (up to 222 with dots, 63 between dots), starting and ending "
+     "with a letter or digit, e.g. gs://bucket/runs/x"),
+    ({"image": "UPPER/img:1"},
+     "--image: repository path 'UPPER/img' of 'UPPER/img:1' must be lowercase; use e.g. upper/img:1 "
+     "(uppercase only in a registry host with a '.' or ':PORT')"),
+    ({"image": "img@sha256:short"},
+     "--image: digest 'sha256:short' of 'img@sha256:short' is invalid; use sha256: and 64 lowercase hex digits, "
+     "or drop the @ part to pull by tag"),
+    ({"image": "a/b:c:d"}, "--image: 'a/b:c:d' has a ':' inside its repository path; use one tag after the last "
+                           "'/', e.g. a/b:c"),
+    ({"replicas": {"Worker": ReplicaSpec(1, cpu="1.2.3")}},
+     "--cpu worker=: '1.2.3' is not a Kubernetes quantity; use digits with at most one '.' and an optional "
+     "suffix n, u, m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei or e<N> (e.g. 500m, 1.5, 4Gi)"),
+])
+def test_refusals_say_the_rule(kwargs, message):
+    with pytest.raises(SpecError) as err:
+        ps_job(**kwargs)
+    assert str(err.value) == message
+
+
+DIGEST = "sha256:" + "ab" * 32
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"image": "tfjob-trainer:0.1.0"},
+    {"image": "trainer"},
+    {"image": "gcr.io/my-project/trainer:0.1.0"},
+    {"image": "us-docker.pkg.dev/my-project/repo/trainer:1.2-gpu"},
+    {"image": f"localhost:5000/team/trainer:v1@{DIGEST}"},
+    {"image": f"trainer@{DIGEST}"},
+    {"image": "trainer@sha512:" + "0" * 128},
+    {"image": "localhost/tfjob-trainer:0123456789ab"},
+    {"image": "registry.local:5000/trainer:dev"},
+    {"image": "[::1]:5000/trainer:Dev_1.0"},
+    {"image": "Registry.Example.com/team/trainer"},
+    {"image": "a__b-c---d/e_f.g:" + "x" * 128},  # "a__b.c/..." would be a (bad) registry host
+    {"job_dir": "gs://my-bucket/run1"},
+    {"job_dir": "gs://abc"},
+    {"job_dir": "gs://my_bucket_1/"},
+    {"job_dir": "gs://" + ".".join(["a" * 63] * 3) + "/x"},
+    {"job_dir": "gs://bucket-1/runs/a b/{{x}}"},
+    {"trainer_args": ["--train-steps", "300"], "command": ("python", "-m", "trainer.task")},
+    {"trainer_args": iter(["--x"])},
+    {"replicas": {"Chief": ReplicaSpec(1), "PS": ReplicaSpec(1), "Worker": ReplicaSpec(2**31 - 1)}},
+    {"run_policy": RunPolicy(ttl_seconds_after_finished=2**31 - 1, active_deadline_seconds=2**63 - 1,
+                             backoff_limit=2**31 - 1)},
+    *({"replicas": {"Worker": ReplicaSpec(1, cpu=q, memory=q)}}
+      for q in ("500m", "2", "1.5", ".5", "1.", "+1", "4Gi", "1e3", "1E3", "1E", "2e-3", "100n", "10u", "0")),
+])
+def test_valid_values_are_accepted(kwargs):
+    ps_job(**kwargs)

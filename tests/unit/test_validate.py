@@ -7,7 +7,7 @@ import pytest
 
 from launcher import validate as v
 from launcher.render import render
-from launcher.spec import JobSpec, ReplicaSpec
+from launcher.spec import INT32_MAX, JobSpec, ReplicaSpec, SpecError, check_quantity
 from tests.support.cli_env import CRD
 
 pytestmark = pytest.mark.usefixtures("cli_env")  # the packaged TFJob CRD, a per-session schema cache
@@ -157,3 +157,23 @@ def test_field_path_formatting():
     assert v.field_path(["spec", "tfReplicaSpecs", "Worker", "x", 0, "y"]) == "spec.tfReplicaSpecs.Worker.x[0].y"
     assert v.field_path(["metadata", "labels", "app.kubernetes.io/name"]) == 'metadata.labels["app.kubernetes.io/name"]'
     assert v.field_path([]) == "(root)"
+
+
+QUANTITIES = ["500m", "2", "1.5", ".5", "1.", "+1", "0", "4Gi", "1Ei", "1e3", "1E3", "2e-3", "1E", "100n", "10u",
+              "1.2.3", ".", "", "1..5", "1e", "4KiB", "4 Gi", "4Gi\n", "m", "Gi", "e3", "0x10"]
+
+
+@pytest.mark.parametrize("value", QUANTITIES)
+def test_the_spec_refuses_every_quantity_the_crd_refuses(tfjob, value):
+    """--cpu/--memory are checked by the JobSpec (naming the flag) before the schema check (naming a manifest path):
+    whatever the CRD's quantity pattern refuses, the JobSpec has already refused."""
+    try:
+        check_quantity(value, "--cpu")
+    except SpecError:
+        return
+    assert v.validate(mutated(tfjob, (*CONTAINER, "resources", "requests", "cpu"), value), crd=CRD) is True
+
+
+def test_the_spec_int32_limit_is_the_schemas():
+    assert v.INT_RANGES["int32"][1] == INT32_MAX
+    assert v.validate(render(JobSpec(name="big", replicas={"Worker": ReplicaSpec(INT32_MAX)})), crd=CRD) is True
