@@ -107,9 +107,26 @@ def _count(value, *keys: str) -> int:
     return int(value)
 
 
+def _yaml_kind(value) -> str | None:
+    """What YAML made of an unquoted scalar that is not the text written, or None: a bool
+    (yes, on, true), a float (0.10 -> 0.1), null; whole numbers keep their digits."""
+    if isinstance(value, bool):
+        return "a YAML boolean"
+    if isinstance(value, float):
+        return "a YAML float (its digits may change)"
+    if value is None:
+        return "empty (null)"
+    return None
+
+
 def _string_list(value, *keys: str) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, (str, int, float)) for v in value):
+    if not isinstance(value, list) or not all(isinstance(v, (str, int, float)) or v is None for v in value):
         raise SpecError(_where(*keys), "must be a list of strings; use e.g. [\"--train-steps\", \"1000\"]")
+    for index, item in enumerate(value):
+        kind = _yaml_kind(item)
+        if kind:
+            raise SpecError(_where(*keys), f"item {index} ({item!r}) is {kind}, not the text written; quote it "
+                            "in the file so it stays text, e.g. \"0.10\" or \"yes\"")
     return tuple(str(v) for v in value)
 
 
@@ -283,6 +300,12 @@ def _labels(labels) -> dict[str, str]:
         return {}
     if not isinstance(labels, dict):
         raise SpecError(f"{FLAG} labels", "must be a mapping; use key: value pairs")
+    for key, value in labels.items():
+        for what, item in (("key", key), ("value", value)):
+            kind = _yaml_kind(item)
+            if kind:
+                raise SpecError(f"{FLAG} labels", f"the {what} {item!r}{f' of {key!r}' if what == 'value' else ''} is "
+                                f"{kind}, not the text written; quote it in the file so it stays text")
     return {str(k): str(v) for k, v in labels.items()}
 
 

@@ -81,6 +81,12 @@ def test_use_chief_false_and_cloud_only_fields_are_reported():
     ({"scaleTier": "BASIC", "hyperparameters": {"goal": "MAXIMIZE"}}, "hyperparameters"),
     ({"scaleTier": "BASIC", "scheduling": {"maxRunningTime": "2h"}}, "scheduling.maxRunningTime"),
     ({"scaleTier": "BASIC", "args": "--train-steps 10"}, "args"),
+    # what YAML made of unquoted yes / 0.10 / an empty item is not the text written: refused, not converted
+    ({"scaleTier": "BASIC", "args": ["--flag", True]}, "args"),
+    ({"scaleTier": "BASIC", "args": ["--learning-rate", 0.1]}, "args"),
+    ({"scaleTier": "BASIC", "args": ["--x", None]}, "args"),
+    ({"scaleTier": "CUSTOM", "masterType": "n1-standard-4", "masterConfig": {"containerArgs": ["--a", False]}},
+     "masterConfig.containerArgs"),
     ({"scaleTier": "CUSTOM", "masterType": "n1-standard-4", "masterConfig": {"diskSize": 1}}, "masterConfig.diskSize"),
 ])
 def test_bad_training_input_names_the_key(training, field):
@@ -88,6 +94,21 @@ def test_bad_training_input_names_the_key(training, field):
         cloudml.from_training_input(training)
     assert caught.value.field == f"--config trainingInput.{field}"
     assert ";" in str(caught.value)  # problem; fix
+
+
+def test_whole_numbers_keep_their_digits_and_yaml_lookalikes_are_named(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text("trainingInput: {args: [--train-steps, 1000, --name, '0.10']}\nlabels: {cost: 12}\n")
+    config = cloudml.load(path)
+    assert config.trainer_args == ("--train-steps", "1000", "--name", "0.10") and config.labels == {"cost": "12"}
+    path.write_text("trainingInput: {args: [--learning-rate, 0.10]}\n")
+    with pytest.raises(SpecError) as caught:
+        cloudml.load(path)
+    assert str(caught.value) == ("--config trainingInput.args: item 1 (0.1) is a YAML float (its digits may change), "
+                                 "not the text written; quote it in the file so it stays text, e.g. \"0.10\" or \"yes\"")
+    path.write_text("trainingInput: {scaleTier: BASIC}\nlabels: {team: on}\n")
+    with pytest.raises(SpecError, match=r"^--config labels: the value True of 'team' is a YAML boolean"):
+        cloudml.load(path)
 
 
 @pytest.mark.parametrize("text, problem", [
