@@ -482,6 +482,10 @@ class JobSpec:
                 check_label_key(key, "--node-selector")
                 check_label_value(key, value, "--node-selector")
         for role, spec in self.replicas.items():
+            own = {**self.node_selector, **self.role_node_selectors.get(role, {})}.get(ACCELERATOR_LABEL)
+            if self.accelerator and spec.gpus and own not in (None, self.accelerator):
+                raise SpecError("--node-selector", f"{role.lower()}'s {ACCELERATOR_LABEL}={own} conflicts with "
+                                f"--accelerator {self.accelerator}; give the GPU type once")
             if spec.count and not spec.gpus and ACCELERATOR_LABEL in self.replica_node_selector(role):
                 flag = role.lower()
                 raise SpecError("--node-selector", f"{ACCELERATOR_LABEL} would put the {flag} replicas, which have no "

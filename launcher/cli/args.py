@@ -281,6 +281,10 @@ def merge_settings(args: argparse.Namespace, trainer_args: tuple[str, ...]) -> S
             kinds[f"--{flag}-accelerator"] = accelerator = kind
     for flag, role in ROLE_FLAGS.items():
         value = getattr(args, f"gpus_per_{flag}")
+        given = {"Chief": "--master-accelerator", "Worker": "--worker-accelerator"}.get(role)
+        if value is not None and given in kinds and gpus.get(role) != value:
+            raise SpecError(f"--gpus-per-{flag}", f"{value} differs from {given}'s count={gpus.get(role)}; "
+                            "give the count once")
         if value is not None:
             gpus[role] = value
     return Settings(

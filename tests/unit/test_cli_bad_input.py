@@ -12,6 +12,10 @@ pytestmark = pytest.mark.usefixtures("cli_env")  # the packaged TFJob CRD, a per
 INJECT = "x\nkind: Pod\nmetadata: {name: evil}\n---\napiVersion: v1"
 
 REFUSED = [
+    # two flags giving the same thing differently: refused, not one silently dropped
+    (["--worker-accelerator", "type=nvidia-tesla-t4,count=1", "--gpus-per-worker", "2"], "--gpus-per-worker"),
+    (["--accelerator", "nvidia-l4", "--gpus-per-worker", "1",
+      "--node-selector", "worker:cloud.google.com/gke-accelerator=nvidia-tesla-t4"], "--node-selector"),
     (["--workers", "-1"], "--workers"),
     (["--ps", "-2"], "--ps"),
     (["--chief", "2"], "--chief"),

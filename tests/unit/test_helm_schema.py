@@ -13,6 +13,9 @@ from tests.support.tools import run_helm
 # (case, values overriding the defaults, text helm's error must contain: "- FIELD:" for
 # schema errors, the chart's own message for rules across values)
 BAD_VALUES = [
+    ("accelerator-vs-selector", {"accelerator": "nvidia-l4", "replicas": {"worker": {
+        "gpus": 1, "nodeSelector": {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"}}}},
+     "replicas.worker.nodeSelector: cloud.google.com/gke-accelerator=nvidia-tesla-t4 conflicts with accelerator nvidia-l4"),
     ("negative-workers", {"replicas": {"worker": {"count": -1}}}, "- replicas.worker.count:"),
     ("negative-ps", {"replicas": {"ps": {"count": -2}}}, "- replicas.ps.count:"),
     ("fractional-count", {"replicas": {"worker": {"count": 1.5}}}, "- replicas.worker.count:"),

@@ -241,6 +241,12 @@ hides an image directory. Each failure names the value and the fix.
 {{- fail (printf "%s: %s would put the %s replicas, which have no GPUs, on GPU nodes (tainted: they would never schedule); select the GPU pool per role, e.g. replicas.worker.nodeSelector, or use accelerator" $field $gpuLabel $role) }}
 {{- end }}
 {{- end }}
+{{- if and $.Values.accelerator (gt (include "tfjob.gpus" $replica | int) 0) }}
+{{- $own := get (merge (dict) ($replica.nodeSelector | default dict) ($.Values.nodeSelector | default dict)) $gpuLabel }}
+{{- if and $own (ne $own $.Values.accelerator) }}
+{{- fail (printf "replicas.%s.nodeSelector: %s=%s conflicts with accelerator %s; give the GPU type once" $role $gpuLabel $own $.Values.accelerator) }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- $name := include "tfjob.jobName" . }}
 {{- if not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" $name) }}
