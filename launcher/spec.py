@@ -68,6 +68,10 @@ _IMAGE_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 IMAGE_DIGESTS = {"sha256": 64, "sha384": 96, "sha512": 128}  # go-digest's algorithms: lowercase hex of this length
 IMAGE_NAME_MAX = 255  # distribution's NameTotalLengthMax: host and path, without tag and digest
 IMAGE_EXAMPLE = "gcr.io/my-project/trainer:0.1.0"
+# Mount paths a claim would hide the image's (or the kernel's) files at; under the kernel's
+# filesystems (/dev/shm, /proc/...) too.
+KERNEL_MOUNT_PATHS = ("/dev", "/proc", "/sys")
+HIDDEN_MOUNT_PATHS = (*KERNEL_MOUNT_PATHS, "/etc", "/app", "/usr", "/bin", "/sbin", "/lib", "/lib64")
 INT32_MAX = 2**31 - 1  # replicas, backoffLimit, ttlSecondsAfterFinished, minAvailable are int32 in the TFJob
 INT64_MAX = 2**63 - 1
 MAX_NAME = 63
@@ -303,11 +307,21 @@ class Volume:
             raise SpecError("--volume", f"claim {self.claim!r} is not a PersistentVolumeClaim name; use lowercase "
                             "letters, digits, '-' and '.' (e.g. --volume training-data:/data)")
         path = self.mount_path
-        if not path.startswith("/") or any(c in path for c in "\n\x00:") or "/../" in path + "/" or len(path) > 1024:
+        if not path.startswith("/") or any(c in path for c in "\n\x00:") or len(path) > 1024:
             raise SpecError("--volume", f"mount path {path!r} of claim {self.claim!r} is not an absolute path; "
                             "use e.g. --volume CLAIM:/mnt/data")
-        if path.rstrip("/") in ("", "/dev", "/proc", "/sys", "/etc", "/app"):
-            raise SpecError("--volume", f"mount path {path!r} would hide the image's {path.rstrip('/') or '/'}; "
+        if "/../" in path + "/":
+            raise SpecError("--volume", f"mount path {path!r} of claim {self.claim!r} has a '..' segment; "
+                            "give a plain absolute path, e.g. /mnt/data")
+        plain = "/" + "/".join(part for part in path.split("/") if part)
+        hidden = next((top for top in HIDDEN_MOUNT_PATHS
+                       if plain == top or (top in KERNEL_MOUNT_PATHS and plain.startswith(top + "/"))), None)
+        if hidden in KERNEL_MOUNT_PATHS:
+            raise SpecError("--volume", f"mount path {path!r} is {'under ' * (plain != hidden)}{hidden}, which the "
+                            "container runtime provides; mount the claim elsewhere, e.g. /mnt/data")
+        if plain == "/" or hidden:
+            why = {"/usr": " (Python lives there)", "/app": " (the trainer's working directory)"}.get(hidden, "")
+            raise SpecError("--volume", f"mount path {path!r} would hide the image's {hidden or '/'}{why}; "
                             "mount the claim elsewhere, e.g. /mnt/data")
 
 

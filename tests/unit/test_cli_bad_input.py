@@ -12,6 +12,9 @@ pytestmark = pytest.mark.usefixtures("cli_env")  # the packaged TFJob CRD, a per
 INJECT = "x\nkind: Pod\nmetadata: {name: evil}\n---\napiVersion: v1"
 
 REFUSED = [
+    (["--volume", "data:/usr"], "--volume"),  # would hide Python
+    (["--volume", "data:/dev/shm"], "--volume"),  # under the runtime's /dev
+    (["--volume", "data:/mnt/../etc"], "--volume"),
     # two flags giving the same thing differently: refused, not one silently dropped
     (["--worker-accelerator", "type=nvidia-tesla-t4,count=1", "--gpus-per-worker", "2"], "--gpus-per-worker"),
     (["--accelerator", "nvidia-l4", "--gpus-per-worker", "1",

@@ -13,6 +13,10 @@ from tests.support.tools import run_helm
 # (case, values overriding the defaults, text helm's error must contain: "- FIELD:" for
 # schema errors, the chart's own message for rules across values)
 BAD_VALUES = [
+    ("mount-usr", {"volumes": [{"claimName": "c", "mountPath": "/usr"}]},
+     'volumes[0].mountPath: "/usr" would hide the image\'s /usr'),
+    ("mount-dev-shm", {"volumes": [{"claimName": "c", "mountPath": "//dev/shm"}]},
+     'volumes[0].mountPath: "//dev/shm" is under /dev, which the container runtime provides'),
     ("accelerator-vs-selector", {"accelerator": "nvidia-l4", "replicas": {"worker": {
         "gpus": 1, "nodeSelector": {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"}}}},
      "replicas.worker.nodeSelector: cloud.google.com/gke-accelerator=nvidia-tesla-t4 conflicts with accelerator nvidia-l4"),
@@ -129,7 +133,9 @@ GOOD_NEIGHBOURS = [
     ("active-deadline-one", {"runPolicy": {"activeDeadlineSeconds": 1}}),
     ("mount-paths-near-refused-ones", {"volumes": [{"claimName": "a", "mountPath": "/mnt/..data"},
                                                    {"claimName": "b", "mountPath": "/etcetera"},
-                                                   {"claimName": "c", "mountPath": "/app/data/"}]}),
+                                                   {"claimName": "c", "mountPath": "/app/data/"},
+                                                   {"claimName": "d", "mountPath": "/usr2"},
+                                                   {"claimName": "e", "mountPath": "/devices"}]}),
     ("gang-options-with-gang", {"gang": {"enabled": True, "minAvailable": 3, "queue": "research",
                                          "timeoutSeconds": 600}}),
     ("evaluator-with-gpus", {"replicas": {"evaluator": {"count": 1, "gpus": 1}}}),

@@ -326,8 +326,13 @@ hides an image directory. Each failure names the value and the fix.
 {{- fail (printf "volumes[%d].mountPath: %q has a '..' segment; give a plain absolute path, e.g. /mnt/data" $i $volume.mountPath) }}
 {{- end }}
 {{- $path := regexReplaceAll "/+$" $volume.mountPath "" }}
-{{- if has $path (list "" "/dev" "/proc" "/sys" "/etc" "/app") }}
-{{- fail (printf "volumes[%d].mountPath: %q would hide the image's %s; mount the claim elsewhere, e.g. /mnt/data" $i $volume.mountPath (default "/" $path)) }}
+{{- $plain := regexReplaceAll "/+" $path "/" }}
+{{- $kernel := regexFind "^/(dev|proc|sys)(/|$)" $plain | trimSuffix "/" }}
+{{- if $kernel }}
+{{- fail (printf "volumes[%d].mountPath: %q is %s%s, which the container runtime provides; mount the claim elsewhere, e.g. /mnt/data" $i $volume.mountPath (ternary "" "under " (eq $plain $kernel)) $kernel) }}
+{{- end }}
+{{- if has $plain (list "" "/etc" "/app" "/usr" "/bin" "/sbin" "/lib" "/lib64") }}
+{{- fail (printf "volumes[%d].mountPath: %q would hide the image's %s; mount the claim elsewhere, e.g. /mnt/data" $i $volume.mountPath (default "/" $plain)) }}
 {{- end }}
 {{- if hasKey $paths $path }}
 {{- fail (printf "volumes[%d].mountPath: %q is used twice; give each claim its own directory" $i $volume.mountPath) }}
