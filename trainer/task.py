@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import sys
 import tempfile
 
@@ -191,6 +192,16 @@ def private_tmp() -> None:
     exit_now removes the directory instead. (Servers convert nothing and do without.)"""
     global _scratch
     _scratch = tempfile.tempdir = tempfile.mkdtemp(prefix="trainer-")
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:  # the training loop's own (session.StopRequest) wins
+        signal.signal(signal.SIGTERM, _terminated)
+
+
+def _terminated(signum, frame) -> None:
+    """SIGTERM outside the training loop (an evaluator, a worker exporting or evaluating at
+    the end: the supervisor or the kubelet stopping it): leave as SIGTERM's default would,
+    with 128 + 15, but through exit_now, which removes the private directory."""
+    print("trainer: SIGTERM; exiting 143", file=sys.stderr)
+    exit_now(128 + signum)
 
 
 def exit_now(code: int) -> None:

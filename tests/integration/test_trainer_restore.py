@@ -5,6 +5,7 @@
 - SIGTERM to the chief of a parameter-server job (pod deletion, spot preemption): it
   saves a checkpoint at the step it reached and exits 143; restarted, it resumes there
   while the ps and the worker kept serving.
+- SIGTERM to an evaluator outside any training loop: exit 143, no temporary files left.
 """
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.ports import free_port
-from tests.support.trainer_cluster import LOCAL, TrainerCluster, final_metrics, progress, run_module
+from tests.support.polling import wait_for
+from tests.support.trainer_cluster import (LOCAL, TrainerCluster, final_metrics, progress, reap, run_module, spawn,
+                                          trainer_env)
 
 pytestmark = pytest.mark.slow
 WAIT_S = 540
@@ -78,3 +81,26 @@ def test_sigterm_makes_the_chief_save_and_a_restart_resumes_there(mnist_dir, tmp
     assert f"Restored {job}/checkpoints/ckpt-{step} at step {step}" in second
     assert [p.step for p in progress(second)][0] > step
     assert final_metrics(second)[0] == step + 20
+
+
+def test_sigterm_outside_the_training_loop_exits_143_and_leaves_no_temporary_files(mnist_dir, tmp_path):  # noqa: F811
+    """A side-car evaluator stopped by the supervisor or the kubelet once the job is done
+    (or while it waits for checkpoints): exit 143 as SIGTERM's default, and the private
+    temporary directory of AutoGraph's files is removed, not left in TMPDIR."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    config = {"cluster": {"chief": [f"{LOCAL}:{free_port()}"]}, "task": {"type": "evaluator", "index": 0}}
+    env = {"TF_CONFIG": json.dumps(config), "TMPDIR": str(scratch)}
+    log_path = tmp_path / "evaluator-0.log"
+    evaluator = spawn(args(tmp_path / "job", mnist_dir, 100), log_path, trainer_env(env))
+    try:
+        wait_for(lambda: "Evaluator watching" in log_path.read_text() or evaluator.poll() is not None,
+                 "the evaluator's start", WAIT_S)
+        assert evaluator.poll() is None, log_path.read_text()
+        assert [path.name.startswith("trainer-") for path in scratch.iterdir()] == [True]  # its private directory
+        evaluator.send_signal(signal.SIGTERM)
+        assert evaluator.wait(timeout=60) == 143, log_path.read_text()
+    finally:
+        reap(evaluator)
+    assert "trainer: SIGTERM; exiting 143" in log_path.read_text()
+    assert list(scratch.iterdir()) == []
