@@ -3,7 +3,7 @@
 Defaults (plain `submit` runs a small parameter-server job):
   --workers 2, --ps 1, --chief 1 when ps > 0 else 0, --evaluator 0,
   --restart-policy OnFailure, --clean-pod-policy Running, -n default,
-  --name <model or "tfjob">-YYYYMMDD-HHMMSS.
+  --name <model or "tfjob">-YYYYMMDD-HHMMSS-xxxx (a random suffix).
 `--config config.yaml` (Cloud ML trainingInput) replaces those defaults; any flag given
 explicitly overrides both. `--cpu` / `--memory` take `ROLE=QUANTITY` (repeatable) or a
 bare quantity for every replica type.
@@ -41,7 +41,8 @@ def non_negative_int(text: str) -> int:
 def add_job_flags(parser: argparse.ArgumentParser) -> None:
     """Every flag that shapes the TFJob. Unset flags stay None so config.yaml can fill them."""
     job = parser.add_argument_group("job")
-    job.add_argument("--name", help="TFJob name (DNS-1035); default <model>-YYYYMMDD-HHMMSS")
+    job.add_argument("--name", help="TFJob name (DNS-1035); default <model>-YYYYMMDD-HHMMSS-xxxx, the model of "
+                     "a --model trainer argument, else tfjob, and a random suffix (e.g. tfjob-20261125-170556-k7qz)")
     job.add_argument("--image", help=f"trainer image (default {DEFAULT_IMAGE})")
     job.add_argument("--config", metavar="CONFIG_YAML", help="Cloud ML config.yaml (trainingInput); flags override it")
     job.add_argument("--scale-tier", type=str.upper, choices=SCALE_TIERS, metavar="TIER",
@@ -215,12 +216,21 @@ def per_role(items: list[str], flag: str) -> dict[str, str]:
     return {**every, **one}
 
 
-def default_name(trainer_args: tuple[str, ...] = (), now: _dt.datetime | None = None) -> str:
-    """<model>-YYYYMMDD-HHMMSS, the model from a `--model X` trainer argument if any."""
+NAME_SUFFIX_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # Kubernetes' generateName alphabet (no vowels, no 0/1/3)
+
+
+def default_name(trainer_args: tuple[str, ...] = (), now: _dt.datetime | None = None,
+                 suffix: str | None = None) -> str:
+    """<model>-YYYYMMDD-HHMMSS-xxxx, the model from a `--model X` trainer argument if any;
+    the random suffix, as Kubernetes' generateName adds one, keeps two jobs submitted in the
+    same second apart."""
+    import secrets
+
     stamp = (now or _dt.datetime.now()).strftime("%Y%m%d-%H%M%S")
     prefix = re.sub(r"[^a-z0-9-]+", "-", _model_arg(trainer_args).lower()).strip("-")
     prefix = re.sub(r"^[^a-z]+", "", prefix)[:30].rstrip("-") or DEFAULT_PREFIX
-    return f"{prefix}-{stamp}"
+    suffix = suffix if suffix is not None else "".join(secrets.choice(NAME_SUFFIX_CHARS) for _ in range(4))
+    return f"{prefix}-{stamp}-{suffix}"
 
 
 def _model_arg(args: tuple[str, ...]) -> str:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import pytest
 
@@ -93,10 +94,18 @@ def test_split_trainer_args_at_first_double_dash():
 
 def test_default_name_is_dns_and_uses_the_model():
     now = dt.datetime(2025, 1, 2, 3, 4, 5)
-    assert default_name((), now) == "tfjob-20250102-030405"
-    assert default_name(("--model", "MNIST_cnn"), now) == "mnist-cnn-20250102-030405"
-    assert default_name(("--model=9lives",), now) == "lives-20250102-030405"
-    assert default_name(("--model", "___"), now) == "tfjob-20250102-030405"
+    assert default_name((), now, "b2x9") == "tfjob-20250102-030405-b2x9"
+    assert default_name(("--model", "MNIST_cnn"), now, "b2x9") == "mnist-cnn-20250102-030405-b2x9"
+    assert default_name(("--model=9lives",), now, "b2x9") == "lives-20250102-030405-b2x9"
+    assert default_name(("--model", "___"), now, "b2x9") == "tfjob-20250102-030405-b2x9"
+
+
+def test_two_default_names_of_the_same_second_differ():
+    """Two `submit --detach` in a row used to collide: the second was refused (name taken)."""
+    now = dt.datetime(2025, 1, 2, 3, 4, 5)
+    names = {default_name((), now) for _ in range(20)}
+    assert len(names) >= 19  # 27**4 = 531,441 suffixes: even one repeat among 20 is a 1-in-2,800 event
+    assert all(re.fullmatch(r"tfjob-20250102-030405-[bcdfghjklmnpqrstvwxz2456789]{4}", name) for name in names)
 
 
 def test_default_name_builds_a_valid_spec():
