@@ -27,6 +27,8 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 _REPLICA = re.compile(r"(chief|ps|worker|evaluator)-\d+")
 PROG = "python -m launcher"
 OUTPUTS = ("yaml", "json", "name", "wide")
+TRAINER_ARGS_EPILOG = ("Trainer arguments go after --, as with gcloud: submit --workers 2 --ps 1 -- --train-steps 300 "
+                       "--model taxi. The trainer's flags: python -m trainer.task --help.")
 
 
 class UsageError(SpecError):
@@ -59,6 +61,12 @@ def _innermost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> arg
         parser = chosen[0]
 
 
+def _is_trainer_flag(flag: str) -> bool:
+    from trainer.flags import parser as trainer_parser
+
+    return any(flag in action.option_strings for action in trainer_parser()._actions if action.dest != "help")
+
+
 def unknown_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]) -> UsageError:
     """What argparse could not place, as one line naming the first unknown flag (or extra
     argument) of the command and the flag it most likely meant (`--all`: --all-namespaces)."""
@@ -69,6 +77,9 @@ def unknown_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace,
     from trainer.flags import did_you_mean  # the trainer's flags get the same suggestions
 
     flag = first.split("=", 1)[0]
+    if getattr(args, "command", None) in ("submit", "render") and _is_trainer_flag(flag):
+        return UsageError(flag, f"a flag of the trainer, which goes after --: {prog} [flags] -- {flag} ...; "
+                          "see python -m trainer.task --help")
     hint = did_you_mean(flag, sub)
     hint += " " if hint else ""
     return UsageError(flag if flag.isprintable() else repr(flag), f"unknown flag of {prog}; {hint}see {prog} --help")
@@ -109,7 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "Installed, the same commands are also the console script `tfjob`.")
     parser.add_argument("--version", action="store_true", help="print the launcher's version and exit")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    submit = commands.add_parser("submit", help="run a training job and follow it")
+    submit = commands.add_parser("submit", help="run a training job and follow it", epilog=TRAINER_ARGS_EPILOG,
+                                 usage=f"{PROG} submit [flags] [-- TRAINER_ARGS ...]")
     add_job_flags(submit)
     submit.add_argument("--dry-run", nargs="?", const="client", choices=("client", "server", "none"),
                         help="apply nothing: client (the default of a bare --dry-run) prints the TFJob; server has "
@@ -130,7 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "training-operator v1.9 fails the whole TFJob; submit then deletes it and submits it "
                              "again, up to N times (default 3; 0: never), and the trainer resumes from the latest "
                              "checkpoint in --job-dir. Only while submit follows the job (not with --detach)")
-    render = commands.add_parser("render", help="print the TFJob for the same flags")
+    render = commands.add_parser("render", help="print the TFJob for the same flags", epilog=TRAINER_ARGS_EPILOG,
+                                 usage=f"{PROG} render [flags] [-- TRAINER_ARGS ...]")
     add_job_flags(render)
     render.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
     render.add_argument("--values-out", metavar="FILE", help="also write the Helm chart values to FILE")

@@ -200,12 +200,29 @@ def test_unknown_flag_is_one_line(cli):
                                    "see python -m launcher list --help"),
     (["status", "a", "b"], "error: python -m launcher status: unexpected argument 'b'; "
                            "see python -m launcher status --help"),
+    # a trainer flag before the -- that would have passed it on
+    (["submit", "--backend", "k8s", "--name", "a", "--train-steps", "200"],
+     "error: --train-steps: a flag of the trainer, which goes after --: python -m launcher submit [flags] -- "
+     "--train-steps ...; see python -m trainer.task --help"),
+    (["render", "--model_dir=x"], "error: --model_dir: a flag of the trainer, which goes after --: python -m launcher "
+                                  "render [flags] -- --model_dir ...; see python -m trainer.task --help"),
 ])
 def test_a_flag_prefix_or_typo_is_refused_with_the_flag_it_resembles(cli, argv, line):
     backend = FakeBackend(name="k8s")
     result = cli(*argv, backend=backend)
     assert (result.code, result.out, result.err) == (2, "", line + "\n")
     assert backend.submitted == [] and backend.dry_runs == []
+
+
+def test_submit_and_render_help_say_where_trainer_arguments_go(capsys):
+    from launcher.cli import build_parser
+
+    for command in ("submit", "render"):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args([command, "--help"])
+        text = " ".join(capsys.readouterr().out.split())
+        assert text.startswith(f"usage: python -m launcher {command} [flags] [-- TRAINER_ARGS ...]")
+        assert "Trainer arguments go after --" in text and "python -m trainer.task --help" in text
 
 
 def test_missing_command_prints_help_and_exits_2(cli):
