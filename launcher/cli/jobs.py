@@ -106,8 +106,10 @@ def logs(args, factory) -> int:
     check_name(args.name)
     args.replica = replica_alias(args.replica)
     check_replica(args.replica)
+    if args.tail == -1:  # kubectl's --tail=-1: every line
+        args.tail = None
     if args.tail is not None and args.tail < 0:
-        raise SpecError("--tail", f"{args.tail} is not a number of lines; use 0 or more (e.g. --tail 20)")
+        raise SpecError("--tail", f"{args.tail} is not a number of lines; use 0 or more (e.g. --tail 20), or -1 for all")
     options = LogOptions(previous=args.previous, timestamps=args.timestamps,
                          since_seconds=max(1, int(args.since)) if args.since else None, tail_lines=args.tail)
     if options.previous and args.follow:

@@ -164,10 +164,13 @@ def test_tail_goes_to_the_backend_with_or_without_follow(cli):
         assert result.code == 0, result.err
     assert [(req[2], opts.tail_lines) for req, opts in zip(fake.log_requests, fake.log_options)] == \
         [(False, 2), (True, 2)]
-    refused = cli("logs", "mnist", "--backend", "k8s", "--tail", "-1", "-f", backend=fake)
-    assert (refused.code, refused.err) == (2, "error: --tail: -1 is not a number of lines; use 0 or more "
-                                              "(e.g. --tail 20)\n")
+    refused = cli("logs", "mnist", "--backend", "k8s", "--tail", "-2", "-f", backend=fake)
+    assert (refused.code, refused.err) == (2, "error: --tail: -2 is not a number of lines; use 0 or more "
+                                              "(e.g. --tail 20), or -1 for all\n")
     assert len(fake.log_requests) == 2
+    every = cli("logs", "mnist", "--backend", "k8s", "--tail", "-1", backend=fake)  # kubectl's: all lines
+    assert every.code == 0 and getattr(fake.log_options[-1], "tail_lines", None) is None, every.err
+    assert len(fake.log_requests) == 3
 
 
 def test_status_and_list_of_a_job_waiting_for_kueue(cli):
