@@ -198,6 +198,18 @@ def render_command(args, trainer_args, factory) -> int:
     return EXIT_OK
 
 
+def _local_notes(spec: JobSpec) -> None:
+    """What the local backend does not use, said once, as for GPUs and CPU requests."""
+    from ..spec import DEFAULT_IMAGE
+
+    if spec.image != DEFAULT_IMAGE:
+        runs = ("the given command" if spec.command else f"python -m {spec.module_name}" if spec.module_name
+                else "this installation's trainer (python -m trainer.task)")
+        _note(f"note: --image {spec.image} is not used by the local backend: its replicas run {runs} on this machine")
+    if spec.run_policy.ttl_seconds_after_finished is not None:
+        _note("note: --ttl-seconds is ignored by the local backend (a finished job stays until `delete`)")
+
+
 def dry_run_mode(args) -> str | None:
     """kubectl's --dry-run=client|server|none, with --server-dry-run as an alias of server."""
     mode = None if args.dry_run == "none" else args.dry_run
@@ -242,6 +254,8 @@ def submit(args, trainer_args, factory) -> int:
     if kind == "local" and cluster_only:
         _note(f"note: {', '.join(cluster_only)} {'is' if len(cluster_only) == 1 else 'are'} ignored by the local "
               "backend (it starts every replica at once; the chief decides success)")
+    if kind == "local":
+        _local_notes(spec)
     tfjob = rendered(spec, backend)
     policy = network_policy(spec) if kind == "k8s" else None
     output = args.output or "yaml"

@@ -190,6 +190,17 @@ def test_local_backend_default_job_dir_and_gpu_note(cli):
     assert container["args"][:2] == ["--job-dir", "/runs/default/mnist"]
 
 
+def test_the_local_backend_says_what_it_does_not_use(cli):
+    result = submit(cli, FakeBackend(name="local", default_dir="/runs"), "--detach", "--image", "gcr.io/p/t:1",
+                    "--ttl-seconds", "60")
+    assert result.code == 0, result.err
+    assert ("note: --image gcr.io/p/t:1 is not used by the local backend: its replicas run this installation's "
+            "trainer (python -m trainer.task) on this machine\n") in result.err
+    assert "note: --ttl-seconds is ignored by the local backend (a finished job stays until `delete`)\n" in result.err
+    quiet = submit(cli, FakeBackend(name="k8s"), "--detach", "--image", "gcr.io/p/t:1", "--ttl-seconds", "60")
+    assert "local backend" not in quiet.err
+
+
 def test_explicit_job_dir_wins_over_the_local_default(cli):
     backend = FakeBackend(name="local", default_dir="/runs")
     submit(cli, backend, "--detach", "--job-dir", "/data/out")
