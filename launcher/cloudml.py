@@ -93,6 +93,7 @@ class CloudMLConfig:
     labels: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     machine_types: dict[str, str] = field(default_factory=dict)  # role -> Compute Engine type (masterType, ...)
+    name: str | None = None  # a Job resource's jobId, as a TFJob name
 
 
 def _where(*keys: str) -> str:
@@ -313,6 +314,7 @@ def load(path: str | Path, scale_tier: str | None = None) -> CloudMLConfig:
     """Read a config.yaml; every problem is a SpecError on `--config`. `scale_tier` (the
     --scale-tier flag) replaces the file's scaleTier."""
     training, labels = _document(path)
+    job = _job_fields(path)
     dropped: list[str] = []
     if scale_tier is not None:
         if scale_tier != CUSTOM and training.get("scaleTier") == CUSTOM:  # the tier fixes counts and machines
@@ -320,10 +322,38 @@ def load(path: str | Path, scale_tier: str | None = None) -> CloudMLConfig:
             training = {key: value for key, value in training.items() if key not in dropped}
         training = {**training, "scaleTier": scale_tier}
     config = from_training_input(training, labels)
+    config.name, notes = job
+    config.notes += notes
     if dropped:
         config.notes.append(f"note: --scale-tier {scale_tier} replaces the file's scaleTier CUSTOM; its "
                             f"{', '.join(dropped)} {'is' if len(dropped) == 1 else 'are'} ignored (the tier fixes them)")
     return config
+
+
+# What `gcloud ai-platform jobs describe --format yaml` prints beside trainingInput: the
+# server's fields, ignored (with a note) when such a file is given as --config.
+JOB_OUTPUT_FIELDS = ("createTime", "startTime", "endTime", "state", "etag", "trainingOutput", "errorMessage")
+
+
+def _job_fields(path: str | Path) -> tuple[str | None, list[str]]:
+    """A Job resource's jobId as the TFJob name (lowercase, '_' -> '-': Cloud ML job ids
+    are letters, digits and '_'), and a note on the server's output fields."""
+    import yaml
+
+    document = yaml.safe_load(Path(path).read_text())
+    if not isinstance(document, dict) or "trainingInput" not in document:
+        return None, []
+    notes = []
+    output = [key for key in JOB_OUTPUT_FIELDS if key in document]
+    if output:
+        notes.append(f"note: {', '.join(output)} {'is' if len(output) == 1 else 'are'} the server's output in a Job "
+                     "resource; ignored")
+    job_id = document.get("jobId")
+    if job_id is None:
+        return None, notes
+    if not isinstance(job_id, str) or not job_id:
+        raise SpecError(f"{FLAG} jobId", f"{job_id!r} is not a job id; use letters, digits and '_', e.g. mnist_1")
+    return job_id.lower().replace("_", "-"), notes
 
 
 def _document(path: str | Path) -> tuple[dict, dict | None]:
@@ -343,9 +373,10 @@ def _document(path: str | Path) -> tuple[dict, dict | None]:
     if not isinstance(document, dict) or "trainingInput" not in document:
         raise SpecError(FLAG, f"{str(path)!r} has no trainingInput fields; use the gcloud format "
                         "'trainingInput: {scaleTier: STANDARD_1}' or the fields alone, e.g. 'scaleTier: STANDARD_1'")
-    unknown = set(document) - {"trainingInput", "labels"}
+    unknown = set(document) - {"trainingInput", "labels", "jobId", *JOB_OUTPUT_FIELDS}
     if unknown:
-        raise SpecError(FLAG, f"unknown top-level field(s) {sorted(unknown)}; use trainingInput and labels")
+        raise SpecError(FLAG, f"unknown top-level field(s) {sorted(unknown)}; use trainingInput, labels and jobId "
+                        "(a Job resource's fields)")
     if not isinstance(document["trainingInput"], dict):
         raise SpecError(_where(), "must be a mapping; use e.g. {scaleTier: STANDARD_1}")
     return document["trainingInput"], document.get("labels")

@@ -258,6 +258,7 @@ class Settings:
     notes: list[str]
     module_name: str | None = None
     machine_types: dict | None = None  # role -> the config file's Compute Engine machine type
+    name: str | None = None  # the config file's jobId (a Job resource)
 
 
 def _pick(flag_value, config_value, default=None):
@@ -310,6 +311,7 @@ def merge_settings(args: argparse.Namespace, trainer_args: tuple[str, ...]) -> S
         notes=config.notes if config else [],
         module_name=config.module_name if config else None,
         machine_types=config.machine_types if config else None,
+        name=config.name if config else None,
     )
 
 
@@ -407,7 +409,7 @@ def blamed_on_config(exc: SpecError, args: argparse.Namespace) -> SpecError:
 
 def _job_spec(args, settings: Settings, replicas, every_selector, role_selectors) -> JobSpec:
     return JobSpec(
-        name=args.name if args.name is not None else default_name(settings.trainer_args),
+        name=_pick(args.name, settings.name) or default_name(settings.trainer_args),
         namespace=namespace_of(args),
         replicas=replicas,
         image=settings.image,

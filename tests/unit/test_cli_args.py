@@ -190,6 +190,18 @@ def test_scale_tier_overrides_the_config_files(tmp_path):
     assert spec.count("Worker") == 19 and spec.job_dir == "gs://bucket/run"
 
 
+def test_a_job_resources_job_id_names_the_job_and_its_output_fields_are_noted(tmp_path):
+    """What `gcloud ai-platform jobs describe --format yaml` prints, given as --config."""
+    config = tmp_path / "job.yaml"
+    config.write_text("jobId: census_wide_1\ncreateTime: '2020-01-01T00:00:00Z'\nstate: SUCCEEDED\n"
+                      "trainingInput: {scaleTier: BASIC}\n")
+    args = build_parser().parse_args(["render", "--config", str(config)])
+    spec, notes = build_spec(args)
+    assert spec.name == "census-wide-1"
+    assert "note: createTime, state are the server's output in a Job resource; ignored" in notes
+    assert spec_for("--config", str(config), "--name", "mine").name == "mine"  # the flag wins
+
+
 def test_scale_tier_overrides_a_custom_files_counts_and_machines_with_a_note(tmp_path):
     config = tmp_path / "config.yaml"
     config.write_text("trainingInput: {scaleTier: CUSTOM, masterType: n1-standard-8, workerType: n1-standard-8, "
