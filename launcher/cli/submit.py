@@ -336,7 +336,7 @@ class Hints:
             return (f"Interrupted; TFJob {self.spec.name} keeps running in namespace {self.spec.namespace}. "
                     f"Follow it: {self.command('logs', ' -f')}   Delete it: {self.command('delete')}")
         if backend_name == "local":
-            return (f"Interrupted; local job {self.spec.name} stops with this launcher. "
+            return (f"Stopped local job {self.spec.name}: every replica has exited. "
                     f"Its logs stay: {self.command('logs', ' --replica all')}")
         return f"Interrupted. Check it: {self.command('status')}"
 
@@ -356,6 +356,9 @@ def follow(backend, spec: JobSpec, hints: Hints, resubmit=None, wide: bool = Fal
         try:
             terminal, failed, fault = _follow_once(backend, spec, wide)
         except KeyboardInterrupt:
+            if backend.name == "local":  # a foreground job: stopped before the prompt comes back
+                _note(f"Interrupted; stopping local job {spec.name} ...")
+                backend.stop(spec.name, spec.namespace)
             _note(hints.interrupted(backend.name))
             return EXIT_INTERRUPTED
         if terminal == "Failed" and failed is not None and resubmit is not None:

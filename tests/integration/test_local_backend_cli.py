@@ -47,7 +47,8 @@ def test_ctrl_c_on_a_foreground_submit_stops_every_process(local_env, state, tmp
         proc.kill()
         proc.wait()
     assert proc.returncode == 130, err
-    wait_for(lambda: all(gone(pid) for pid in pids), "every process of the job to exit", DEADLINE)
+    assert [pid for pid in pids if not gone(pid)] == [], err  # gone before the prompt comes back, not a moment later
+    assert "Stopped local job fg: every replica has exited." in err
     shown = run_launcher(local_env, "status", "fg", "--backend", "local", timeout=DEADLINE)
     assert "Failed" in shown.stdout and "Stopped" in shown.stdout
 

@@ -48,7 +48,7 @@ def test_failed_exits_1(cli):
 @pytest.mark.parametrize("kind, after, hints", [
     ("k8s", 3, ["keeps running in namespace default", "python -m launcher logs mnist --backend k8s -f",
                 "python -m launcher delete mnist --backend k8s"]),
-    ("local", 1, ["local job mnist stops with this launcher",
+    ("local", 1, ["Interrupted; stopping local job mnist ...", "Stopped local job mnist: every replica has exited.",
                   "python -m launcher logs mnist --backend local --replica all"]),
 ])
 def test_ctrl_c_exits_130_and_says_what_happens_to_the_job(cli, kind, after, hints):
@@ -61,6 +61,8 @@ def test_ctrl_c_exits_130_and_says_what_happens_to_the_job(cli, kind, after, hin
     for hint in hints:
         assert hint in result.err
     assert backend.deleted == [] and "mnist" in backend.jobs
+    # a local foreground job is stopped before the launcher returns (real processes: tests/integration)
+    assert backend.stopped == ([("mnist", "default")] if kind == "local" else [])
 
 
 def test_detach_returns_after_submit(cli):

@@ -51,6 +51,7 @@ class FakeBackend(Backend):
         self.dry_runs: list[dict] = []
         self.network_policies: list[dict | None] = []
         self.deleted: list[tuple[str, str, bool]] = []
+        self.stopped: list[tuple[str, str]] = []  # the local backend's stop(): a foreground job interrupted
         self.log_requests: list[tuple[str, str | None, bool]] = []
         self.log_options: list = []
         self.release = threading.Event()  # set by tests to unblock a stream held after SIGINT
@@ -104,6 +105,10 @@ class FakeBackend(Backend):
         self._require(name)
         del self.jobs[name]
         self.deleted.append((name, namespace, wait))
+
+    def stop(self, name: str, namespace: str) -> None:
+        self._require(name)
+        self.stopped.append((name, namespace))
 
     def list(self, namespace: str | None) -> list[JobSummary]:
         return [JobSummary(name, namespace or "default", "Running", replicas={"Worker": 2})
