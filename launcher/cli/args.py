@@ -409,7 +409,7 @@ def blamed_on_config(exc: SpecError, args: argparse.Namespace) -> SpecError:
 
 def _job_spec(args, settings: Settings, replicas, every_selector, role_selectors) -> JobSpec:
     return JobSpec(
-        name=_pick(args.name, settings.name) or default_name(settings.trainer_args),
+        name=args.name if args.name is not None else settings.name or default_name(settings.trainer_args),
         namespace=namespace_of(args),
         replicas=replicas,
         image=settings.image,
