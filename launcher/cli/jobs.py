@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import queue
+from pathlib import Path
 import sys
 import time
 
@@ -9,7 +10,7 @@ from ..backends import resolve_kind
 from ..backends.base import BackendError, LogOptions, NotFound
 from . import EXIT_FAILED, EXIT_OK, check_name, check_replica, namespace_of, replica_alias
 from ..events import JobCondition, TERMINAL
-from ..spec import SpecError
+from ..spec import DEFAULT_NAMESPACE, SpecError
 from ..view import (COLUMNS, WIDE_COLUMNS, JobView, age, format_rows, no_resources, replica_rows,
                     suspended_note)
 
@@ -70,7 +71,8 @@ def status(args, factory) -> int:
     if snapshot.phase == "Suspended":
         _print(f"  {suspended_note(snapshot.queue, snapshot.namespace)}")
     for condition in snapshot.conditions:
-        parts = (f"{condition.type}={condition.status}", condition.time, condition.reason, condition.message)
+        why = ": ".join(part for part in (condition.reason, condition.message) if part)  # Stopped: the launcher ...
+        parts = (f"{condition.type}={condition.status}", condition.time, why)
         _print("  " + " ".join(part for part in parts if part))
     wide = args.output == "wide"
     for line in format_rows(replica_rows(snapshot.replicas, wide=wide), WIDE_COLUMNS if wide else COLUMNS):
@@ -177,12 +179,25 @@ def _delete(args, factory) -> int:
         backend.delete(args.name, namespace, wait=args.wait)
         _print(f"tfjob {args.name} deleted" + ("" if args.wait else " (replicas are being removed)"))
         return EXIT_OK
+    run = backend.runs.job(args.name, namespace) if hasattr(backend, "runs") else None  # the local backend's folders
+    existed, output = (run.exists(), run.output) if run else (True, None)
     kept = backend.delete(args.name, namespace, wait=args.wait, **({"purge": True} if args.purge else {}))
+    if not existed:  # --purge of what an earlier delete kept
+        _print(f"Removed the outputs kept of deleted tfjob {args.name} ({output})")
+        return EXIT_OK
     _print(f"tfjob {args.name} deleted")
     if kept:
-        _print(f"Kept its outputs (checkpoints, TensorBoard events, exported model) in {kept}; a new job named "
-               f"{args.name} resumes from them. Remove them with --purge.")
+        again = f"python -m launcher delete {args.name}{'' if namespace == DEFAULT_NAMESPACE else f' -n {namespace}'}"
+        _print(f"Kept its outputs ({outputs_in(Path(kept))}) in {kept}; a new job named {args.name} resumes from "
+               f"them. Remove them with `{again} --purge`.")
     return EXIT_OK
+
+
+def outputs_in(job_dir: Path) -> str:
+    """What a job dir holds, in words: checkpoints, TensorBoard events, exported model."""
+    found = [words for words, names in (("checkpoints", ("checkpoints",)), ("TensorBoard events", ("train", "eval")),
+                                        ("exported model", ("export",))) if any((job_dir / n).exists() for n in names)]
+    return ", ".join(found) or "its job dir"
 
 
 def job_dir_of(tfjob: dict) -> str | None:

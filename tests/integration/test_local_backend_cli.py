@@ -80,14 +80,15 @@ def test_detached_job_is_followed_and_deleted_from_later_launchers(local_env, st
     assert all(gone(pid) for pid in replica_pids(state).values())
     assert deleted.stdout.splitlines() == [
         "tfjob bg deleted",
-        f"Kept its outputs (checkpoints, TensorBoard events, exported model) in {run.output}; a new job named bg "
-        "resumes from them. Remove them with --purge."]
+        f"Kept its outputs (checkpoints) in {run.output}; a new job named bg resumes from them. Remove them with "
+        "`python -m launcher delete bg --purge`."]  # only what is there: no events, no export yet
     assert (run.output / "checkpoints" / "ckpt-1.index").read_text() == "a checkpoint"
     missing = run_launcher(local_env, "status", "bg", "--backend", "local", timeout=DEADLINE)
     assert missing.returncode == 1 and "bg" in missing.stderr
     assert "bg" not in run_launcher(local_env, "list", "--backend", "local", timeout=DEADLINE).stdout
     purged = run_launcher(local_env, "delete", "bg", "--backend", "local", "--purge", timeout=DEADLINE)
-    assert (purged.returncode, purged.stdout) == (0, "tfjob bg deleted\n"), purged.stderr
+    assert (purged.returncode, purged.stdout) == (0, f"Removed the outputs kept of deleted tfjob bg ({run.output})\n"), \
+        purged.stderr
     assert not run.path.exists()
 
 

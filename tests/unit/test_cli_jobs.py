@@ -22,6 +22,7 @@ def test_status_shows_conditions_and_replicas(cli):
     lines = result.out.splitlines()
     assert lines[0] == "TFJob mnist (namespace default, k8s backend): Succeeded"
     assert "  Created=True TFJobCreated" in lines
+    assert "  Succeeded=True TFJobSucceeded: job succeeded" in lines  # the reason, then its message
     assert lines[-4].split() == ["REPLICA", "PHASE", "REASON", "RESTARTS", "NODE", "AGE", "GPU"]
     assert lines[-3].split() == ["chief-0", "Succeeded", "0", "node-1"]
 
