@@ -32,6 +32,16 @@ class FlagError(ValueError):
     """A flag `python -m trainer.task` refuses, in argparse's words (check())."""
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Each flag's default at the end of its help, once: not for a flag without one
+    (None), whose help says what it falls back to."""
+
+    def _get_help_string(self, action):
+        if action.default is None:
+            return action.help
+        return super()._get_help_string(action)
+
+
 class Parser(argparse.ArgumentParser):
     """argparse with a one-line error (exit 2) instead of usage + error; with `raising`,
     FlagError instead (check())."""
@@ -39,6 +49,9 @@ class Parser(argparse.ArgumentParser):
     raising = False
 
     def error(self, message: str):
+        for action in self._actions:  # named as before the aliases came (_flag())
+            if (named := getattr(action, "error_name", None)) is not None:
+                message = message.replace(f"argument {'/'.join(action.option_strings)}:", f"argument {named}:", 1)
         unknown = re.match(r"unrecognized arguments: (--[^\s=]+)", message)
         if unknown and (hint := did_you_mean(unknown[1], self)):
             message += f" ({hint})"
@@ -68,6 +81,15 @@ def did_you_mean(flag: str, parser: argparse.ArgumentParser) -> str:
     if not guesses:
         return ""
     return "did you mean " + (guesses[0] if len(guesses) == 1 else ", ".join(guesses[:-1]) + " or " + guesses[-1]) + "?"
+
+
+def _flag(p: argparse.ArgumentParser, *names: str, aliases: tuple[str, ...] = (), **kwargs) -> argparse.Action:
+    """A flag spelled `names` and also `aliases` (the Cloud ML samples' spellings): all of
+    them in its --help entry, its errors naming it by `names` alone (`argument --batch-size:
+    must be > 0`, not every spelling)."""
+    action = p.add_argument(*names, *aliases, **kwargs)
+    action.error_name = "/".join(names)
+    return action
 
 
 def _number(text: str, cast, what: str):
@@ -113,7 +135,7 @@ def parser() -> Parser:
                     "writes it: chief = coordinator of parameter-server training, ps/worker = servers, "
                     "workers without ps = MultiWorkerMirrored, evaluator = side-car evaluation of checkpoints; "
                     "no TF_CONFIG = one process.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
         allow_abbrev=False)  # as gcloud: `--steps 200` is refused, not read as --steps-per-execution
     p.add_argument(*JOB_DIR_FLAGS, dest="job_dir",
                    default=os.environ.get("JOB_DIR", os.path.join("runs", "mnist")),
@@ -124,11 +146,11 @@ def parser() -> Parser:
                    help="dir or gs:// URL with the model's train-* and test-* (taxi: eval-*) .tfrecord (or "
                         ".tfrecord.gz) files written by `python -m trainer.data [--dataset taxi] --out DIR` "
                         "(default: env MNIST_DATA_DIR or data/mnist; taxi: env TAXI_DATA_DIR or data/taxi)")
-    p.add_argument("--train_data_paths", "--train-data-paths", dest="train_data_paths", nargs="+",
-                   metavar="PATTERN", help="training TFRecord files or patterns (local or gs://; .gz/.gzip "
-                   "files read as GZIP) instead of --data-dir's train-* shards; commas also separate")
-    p.add_argument("--eval_data_paths", "--eval-data-paths", dest="eval_data_paths", nargs="+",
-                   metavar="PATTERN", help="test TFRecord files or patterns for evaluation, as --train_data_paths")
+    _flag(p, "--train_data_paths", "--train-data-paths", aliases=("--train-files",), dest="train_data_paths",
+          nargs="+", metavar="PATTERN", help="training TFRecord files or patterns (local or gs://; .gz/.gzip "
+          "files read as GZIP) instead of --data-dir's train-* shards; commas also separate")
+    _flag(p, "--eval_data_paths", "--eval-data-paths", aliases=("--eval-files",), dest="eval_data_paths",
+          nargs="+", metavar="PATTERN", help="test TFRecord files or patterns for evaluation, as --train_data_paths")
     p.add_argument("--image-feature", "--image_feature", dest="image_feature", default="image",
                    help="name of the tf.train.Example bytes feature with the 784 uint8 pixels; `image_raw` "
                         "reads the train.tfrecords of the TensorFlow MNIST tutorials (labels: `label`)")
@@ -138,8 +160,10 @@ def parser() -> Parser:
     p.add_argument("--model", default="mnist", choices=sorted(MODELS), help="model to train")
     p.add_argument("--train-steps", "--train_steps", "--max_steps", "--max-steps", dest="train_steps",
                    type=_positive, default=2000, help="global training steps in total")
-    p.add_argument("--batch-size", type=_positive, default=100, help="examples per worker per step")
-    p.add_argument("--learning-rate", type=_positive_float, default=3e-3, help="Adam learning rate (at the start)")
+    _flag(p, "--batch-size", aliases=("--batch_size", "--train_batch_size", "--train-batch-size"), dest="batch_size",
+          type=_positive, default=100, help="examples per worker per step")
+    _flag(p, "--learning-rate", aliases=("--learning_rate",), dest="learning_rate", type=_positive_float,
+          default=3e-3, help="Adam learning rate (at the start)")
     p.add_argument("--learning-rate-decay", choices=("constant", "cosine"), default="cosine",
                    help="cosine: decay from --learning-rate to 1%% of it over --train-steps (the last "
                         "steps then refine, so plan --train-steps for the accuracy you want); constant: none")
@@ -161,7 +185,8 @@ def parser() -> Parser:
                    help="with ps: a variable is split across the ps tasks (MinSizePartitioner) into at most one "
                         "shard per ps, each at least this many bytes; a smaller value spreads smaller variables, "
                         "e.g. the taxi model's embedding tables, over the ps tasks")
-    p.add_argument("--eval-batch-size", type=_positive, default=500, help="batch size of evaluation")
+    _flag(p, "--eval-batch-size", aliases=("--eval_batch_size",), dest="eval_batch_size", type=_positive,
+          default=500, help="batch size of evaluation")
     p.add_argument("--threads", type=_non_negative, default=_env("TRAINER_THREADS", 0),
                    help="intra-op threads of this process; 0: sized for the machine (replicas on one "
                         "machine share its cores, a container's CPU limit caps it, else TensorFlow "

@@ -15,14 +15,25 @@ import json
 import sys
 
 from trainer import data, lazy, models
+from trainer.flags import _positive as positive_int
 from trainer.models import MODELS, default_data_dir
 
 tf = lazy.module("tensorflow")  # --help and flag errors without TensorFlow's import
+
+LABELS_SHOWN = 5000  # labels printed in full up to this many (scripts read them: the whole taxi eval split is 3,000)
+LABELS_CUT = 20      # beyond: the first this many, then "... of N"
 
 
 def instances(data_dir: str, count: int, keys: bool, model: str = "mnist") -> tuple[list[dict], list[int]]:
     """(instances, true labels) of the first `count` evaluation examples."""
     return models.get(model).request_instances(data_dir, count, keys)
+
+
+def label_text(labels: list[int]) -> str:
+    """The true labels, space-separated; past LABELS_SHOWN only the first LABELS_CUT."""
+    if len(labels) <= LABELS_SHOWN:
+        return " ".join(map(str, labels))
+    return " ".join(map(str, labels[:LABELS_CUT])) + f" ... of {len(labels)}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,24 +42,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="mnist", choices=sorted(MODELS), help="model the request is for")
     parser.add_argument("--data-dir", default=None, help="dir or gs:// URL with the evaluation records "
                         "(default: the model's, as trainer.task's --data-dir)")
-    parser.add_argument("--count", type=int, default=3, help="number of test images")
+    parser.add_argument("--count", default="3", metavar="N",
+                        help="number of evaluation examples (test images), an integer > 0 (default: 3)")
     parser.add_argument("--out", default="request.json", help="file to write, local or gs:// (- for stdout)")
     parser.add_argument("--no-keys", dest="keys", action="store_false", help="leave out the `key` field (MNIST; such "
                         "lines go to the `unkeyed` signature)")
     args = parser.parse_args(argv)
+    try:  # checked here, not by argparse: one line, as the errors below
+        count = positive_int(args.count)
+    except argparse.ArgumentTypeError as error:
+        print(f"trainer.make_request: --count: {error}", file=sys.stderr)
+        return 2
     args.data_dir = args.data_dir or default_data_dir(args.model)
     try:
-        rows, labels = instances(args.data_dir, args.count, args.keys, args.model)
+        rows, labels = instances(args.data_dir, count, args.keys, args.model)
     except data.DataError as error:
         print(f"trainer.make_request: {error}", file=sys.stderr)
         return 2
+    short = "" if len(rows) == count else (f", not the {count} asked: only {len(rows)} "
+                                           f"{models.get(args.model).EVAL_SPLIT} examples in {args.data_dir}")
     text = "".join(json.dumps(row) + "\n" for row in rows)
     if args.out == "-":
         sys.stdout.write(text)
+        if short:
+            print(f"trainer.make_request: wrote {len(rows)} instances{short}", file=sys.stderr)
     else:
         with tf.io.gfile.GFile(args.out, "w") as handle:  # a local path or gs://
             handle.write(text)
-        print(f"Wrote {len(rows)} instances to {args.out} (true labels: {' '.join(map(str, labels))})")
+        print(f"Wrote {len(rows)} instances to {args.out}{short} (true labels: {label_text(labels)})")
     return 0
 
 

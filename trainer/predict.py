@@ -54,8 +54,21 @@ def resolve(model_dir: str) -> str:
     stamps = sorted((int(name.strip("/")) for name in tf.io.gfile.listdir(model_dir)
                      if name.strip("/").isdigit()), reverse=True) if tf.io.gfile.isdir(model_dir) else []
     if not stamps:
-        raise RequestError(f"--model-dir: no SavedModel at {model_dir}; pass JOB_DIR/export/<timestamp>")
+        base = f"{model_dir.rstrip('/')}/export"
+        if tf.io.gfile.isdir(base):  # the job dir itself
+            raise RequestError(f"--model-dir: no SavedModel at {model_dir}, a job dir; pass {base} (its newest "
+                               "version is used)")
+        raise RequestError(f"--model-dir: no SavedModel at {model_dir}; pass JOB_DIR/export (its newest version "
+                           "is used) or JOB_DIR/export/<version>")
     return f"{model_dir.rstrip('/')}/{stamps[0]}"
+
+
+def check_instances_file(path: str) -> None:
+    """One line naming --json-instances when `path` is no file to read."""
+    if tf.io.gfile.isdir(path):
+        raise RequestError(f"--json-instances: {path}: a directory; pass a file with one JSON instance per line")
+    if not tf.io.gfile.exists(path):
+        raise RequestError(f"--json-instances: {path}: no such file")
 
 
 def image(value, number: int) -> np.ndarray:
@@ -256,7 +269,8 @@ def table(outputs: dict[str, np.ndarray], keyed: bool) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m trainer.predict", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model-dir", required=True, help="export dir (or gs:// URL) of the SavedModel")
+    parser.add_argument("--model-dir", required=True, help="JOB_DIR/export (its newest version is used) or one "
+                        "version's dir JOB_DIR/export/<version>, local or gs://")
     parser.add_argument("--json-instances", required=True, help="file with one JSON instance per line")
     parser.add_argument("--signature-name", default=None,
                         help="signature to call, as `gcloud ai-platform predict --signature-name` (default: "
@@ -264,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
                              "taking serving_default's inputs without \"key\", e.g. MNIST's unkeyed)")
     args = parser.parse_args(argv)
     try:
+        check_instances_file(args.json_instances)
         loaded = tf.saved_model.load(resolve(args.model_dir))
         if hasattr(loaded, "instance_defaults"):  # a feature model (taxi)
             print("\n".join(feature_table(predict_features(loaded, args.json_instances, args.signature_name))))

@@ -123,3 +123,22 @@ def test_string_keys_and_keys_on_some_lines_are_refused(exported, tmp_path, caps
     assert predict.main(["--model-dir", exported, "--json-instances", str(request)]) == 2
     err = capsys.readouterr().err
     assert expected in err and err.count("\n") == 1
+
+
+def test_a_job_dir_as_model_dir_points_at_its_export_base(exported, tmp_path, capsys):
+    request = tmp_path / "request.json"
+    request.write_text(json.dumps([0.0] * 784) + "\n")
+    job_dir = exported.rsplit("/", 2)[0]
+    assert predict.main(["--model-dir", job_dir, "--json-instances", str(request)]) == 2
+    assert capsys.readouterr().err == (f"trainer.predict: --model-dir: no SavedModel at {job_dir}, a job dir; pass "
+                                       f"{job_dir}/export (its newest version is used)\n")
+    assert predict.main(["--model-dir", f"{job_dir}/export", "--json-instances", str(request)]) == 0
+
+
+def test_a_missing_json_instances_file_is_refused_naming_the_flag(exported, tmp_path, capsys):
+    missing = tmp_path / "x.json"
+    assert predict.main(["--model-dir", exported, "--json-instances", str(missing)]) == 2
+    assert capsys.readouterr() == ("", f"trainer.predict: --json-instances: {missing}: no such file\n")
+    assert predict.main(["--model-dir", exported, "--json-instances", str(tmp_path)]) == 2
+    assert capsys.readouterr() == ("", f"trainer.predict: --json-instances: {tmp_path}: a directory; pass a file "
+                                       "with one JSON instance per line\n")

@@ -39,6 +39,12 @@ def test_environment_defaults(monkeypatch):
     (["--batch", "64"], "unrecognized arguments: --batch 64 (did you mean --batch-size?)"),
     (["--train_step", "64"], "unrecognized arguments: --train_step 64 (did you mean --train-steps?)"),  # by its first name
     (["--zzz"], "unrecognized arguments: --zzz (see --help)"),
+    # a Cloud ML spelling of a flag: named by its first name in suggestions, once; errors name it as before
+    (["--batch_sizes", "64"], "--batch_sizes 64 (did you mean --batch-size or --eval-batch-size?)"),
+    (["--train_files", "x"], "--train_files x (did you mean --train_data_paths or --train-steps?)"),
+    (["--learning_rate", "0"], "argument --learning-rate: must be > 0, got 0"),
+    (["--train_batch_size", "0"], "argument --batch-size: must be > 0, got 0"),
+    (["--train-files"], "argument --train_data_paths/--train-data-paths: expected at least one argument"),
 ])
 def test_bad_flags_exit_2_with_one_line(argv, expected, capsys):
     with pytest.raises(SystemExit) as exit_info:
@@ -58,6 +64,13 @@ def test_bad_flags_exit_2_with_one_line(argv, expected, capsys):
     (["--train_data_paths", "gs://b/train*.tfr.gz,gs://b/more*", "x.tfrecord"], "train_data_paths",
      ["gs://b/train*.tfr.gz", "gs://b/more*", "x.tfrecord"]),
     (["--eval_data_paths", "gs://b/eval*"], "eval_data_paths", ["gs://b/eval*"]),
+    (["--batch_size", "64"], "batch_size", 64),
+    (["--train_batch_size", "32"], "batch_size", 32),
+    (["--train-batch-size", "16"], "batch_size", 16),  # the census sample's
+    (["--learning_rate", "0.01"], "learning_rate", 0.01),
+    (["--eval_batch_size", "250"], "eval_batch_size", 250),
+    (["--train-files", "gs://b/train*", "gs://b/more*"], "train_data_paths", ["gs://b/train*", "gs://b/more*"]),
+    (["--eval-files", "gs://b/eval*"], "eval_data_paths", ["gs://b/eval*"]),
 ])
 def test_cloud_ml_sample_spellings(argv, field, value):
     assert getattr(flags.parse(argv), field) == value
@@ -69,6 +82,21 @@ def test_each_spelling_has_one_help_entry():
     options = text.split("options:", 1)[1]  # past the usage line
     assert options.count("--max_steps") == 1 and options.count("--data_dir") == 1
     assert "--train-steps TRAIN_STEPS, --train_steps TRAIN_STEPS, --max_steps TRAIN_STEPS" in options
+    assert "--batch-size BATCH_SIZE, --batch_size BATCH_SIZE, --train_batch_size BATCH_SIZE" in options
+    assert "--learning-rate LEARNING_RATE, --learning_rate LEARNING_RATE" in options
+    assert "--eval-batch-size EVAL_BATCH_SIZE, --eval_batch_size EVAL_BATCH_SIZE" in options
+    for spelling in ("--batch_size", "--train_batch_size", "--learning_rate", "--eval_batch_size", "--train-files",
+                     "--eval-files"):
+        assert options.count(spelling + " ") == 1, spelling
+
+
+def test_each_default_is_said_once_and_none_is_not_said():
+    options = " ".join(flags.parser().format_help().split("options:", 1)[1].split())
+    assert "(default: None)" not in options
+    assert "(default: env MNIST_DATA_DIR or data/mnist; taxi: env TAXI_DATA_DIR or data/taxi) --train_data_paths" \
+        in options
+    assert "global training steps in total (default: 2000)" in options
+    assert "print a Train line every N steps (default: 100)" in options
 
 
 def test_check_raises_what_the_trainer_would_refuse_and_prints_nothing(capsys):

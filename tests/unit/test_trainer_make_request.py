@@ -1,0 +1,55 @@
+"""trainer.make_request on a few synthetic MNIST test records: --count refused in one
+line, fewer examples than asked said, long label lists cut short."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from trainer import data, make_request
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory) -> str:
+    out = str(tmp_path_factory.mktemp("mnist"))
+    images = (np.arange(12 * 784) % 256).astype(np.uint8).reshape(12, 28, 28)
+    data.write_split(out, "test", images, (np.arange(12) % 10).astype(np.uint8))
+    return out
+
+
+@pytest.mark.parametrize("count, expected", [
+    ("0", "trainer.make_request: --count: must be > 0, got 0\n"),
+    ("-3", "trainer.make_request: --count: must be > 0, got -3\n"),
+    ("many", "trainer.make_request: --count: 'many' is not an integer > 0\n"),
+])
+def test_a_count_below_one_is_refused_in_one_line_and_nothing_is_written(data_dir, tmp_path, capsys, count, expected):
+    out = tmp_path / "request.json"
+    assert make_request.main(["--data-dir", data_dir, "--count", count, "--out", str(out)]) == 2
+    assert capsys.readouterr() == ("", expected)
+    assert not out.exists()
+
+
+def test_asking_more_than_there_are_says_how_many_were_written(data_dir, tmp_path, capsys):
+    out = tmp_path / "request.json"
+    assert make_request.main(["--data-dir", data_dir, "--count", "20", "--out", str(out)]) == 0
+    assert capsys.readouterr().out == (f"Wrote 12 instances to {out}, not the 20 asked: only 12 test examples in "
+                                       f"{data_dir} (true labels: 0 1 2 3 4 5 6 7 8 9 0 1)\n")
+    assert len(out.read_text().splitlines()) == 12
+    assert make_request.main(["--data-dir", data_dir, "--count", "20", "--out", "-"]) == 0
+    out, err = capsys.readouterr()
+    assert len(out.splitlines()) == 12 and all("image" in json.loads(line) for line in out.splitlines())
+    assert err == f"trainer.make_request: wrote 12 instances, not the 20 asked: only 12 test examples in {data_dir}\n"
+
+
+def test_the_labels_are_all_printed_up_to_a_bound_then_cut_short(data_dir, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "request.json"
+    assert make_request.main(["--data-dir", data_dir, "--count", "3", "--out", str(out)]) == 0
+    assert capsys.readouterr().out == f"Wrote 3 instances to {out} (true labels: 0 1 2)\n"
+    assert make_request.LABELS_SHOWN >= 3000  # scripts read the labels of the whole taxi eval split (3,000)
+    monkeypatch.setattr(make_request, "LABELS_SHOWN", 10)
+    monkeypatch.setattr(make_request, "LABELS_CUT", 4)
+    assert make_request.main(["--data-dir", data_dir, "--count", "11", "--out", str(out)]) == 0
+    assert capsys.readouterr().out == f"Wrote 11 instances to {out} (true labels: 0 1 2 3 ... of 11)\n"
+    assert make_request.main(["--data-dir", data_dir, "--count", "10", "--out", str(out)]) == 0
+    assert capsys.readouterr().out.endswith("(true labels: 0 1 2 3 4 5 6 7 8 9)\n")
