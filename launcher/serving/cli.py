@@ -132,6 +132,28 @@ def job_export(tfjob: dict) -> str | None:
     return None
 
 
+def _no_export(job: str, namespace: str, export: str) -> str:
+    """Why local job `job` has no export, and what to do: wait only while it may still write one."""
+    from ..backends.local import LocalBackend
+
+    try:
+        status = LocalBackend(note=lambda line: None).status(job, namespace)
+        phase, conditions = status.phase, status.conditions
+    except (OSError, ValueError, KeyError):  # its folder is still being written: being submitted
+        phase, conditions = "Pending", ()
+    flags = "" if namespace == "default" else f" -n {namespace}"
+    see = f"`{PROG} status {job}{flags}` and `{PROG} logs {job}{flags}`"
+    if phase == "Failed":
+        reason = next((c.reason for c in reversed(conditions) if c.type == "Failed" and c.reason), "")
+        return (f"job {job!r} failed{f' ({reason})' if reason else ''} and wrote no export ({export}); see why "
+                f"with {see}, then submit it again (submit --replace), or pass --model-dir")
+    if phase == "Succeeded":
+        return (f"job {job!r} succeeded but wrote no export ({export}); see {see} (its trainer exports to "
+                "--job-dir/export), or pass --model-dir")
+    return (f"job {job!r} has no export yet ({export}); it is {phase}: wait until "
+            f"`{PROG} status {job}{flags}` says Succeeded")
+
+
 def _local_model_dir(args) -> str:
     if args.from_job:
         from ..backends.local.runs import RunsDir
@@ -144,8 +166,7 @@ def _local_model_dir(args) -> str:
         if export is None:
             raise SpecError("--from-job", f"job {args.from_job!r} has no --job-dir; pass --model-dir")
         if not export.startswith("gs://") and not os.path.isdir(export):
-            raise SpecError("--from-job", f"job {args.from_job!r} has no export yet ({export}); wait until "
-                            f"`{PROG} status {args.from_job}` says Succeeded")
+            raise SpecError("--from-job", _no_export(args.from_job, namespace_of(args), export))
         return export
     if not args.model_dir:
         raise SpecError("--model-dir", "missing; pass --model-dir JOB_DIR/export or --from-job JOB")
@@ -351,10 +372,24 @@ def _server(args) -> Iterator[client.Server]:
     from .local import LocalModels
 
     model = LocalModels().get(args.name)
-    if model is None or not model.running:
+    if model is None:
         raise NotFound(f"model {args.name} is not served here; start it with `{PROG} serve {args.name} "
                        "--model-dir JOB_DIR/export`")
+    if not model.running:
+        raise BackendError(f"model {args.name} is stopped: its server (pid {model.pid}) exited; its log is "
+                           f"{model.log}; start it again with `{_serve_again(model)}`, or forget it with "
+                           f"`{PROG} models delete {args.name}`")
     yield client.HttpServer(model.url)
+
+
+def _serve_again(model) -> str:
+    """The `serve` command that starts a stopped local model as it was."""
+    import shlex
+
+    where = "".join(f" {flag} {value}" for flag, value, default in (("--host", model.host, "127.0.0.1"),
+                                                                    ("--port", model.port, DEFAULT_PORT))
+                    if value is not None and value != default)
+    return f"{PROG} serve {model.name} --model-dir {shlex.quote(model.model_dir)}{where}"
 
 
 def predict(args, factory) -> int:

@@ -7,6 +7,9 @@ never collides with jobs):
       server.json   pid and start time of the server, URL, model dir, version, created
       server.log    the server's stdout and stderr
 
+Private to the user, as the jobs' folders (runs.py): directories 0700 (tightened when a
+model is served, should an older launcher have made them 0755), files 0600.
+
 `serve` starts the server in its own session (it outlives the launcher, as gcloud's
 `versions create` leaves a version running), waits until `GET /v1/models/NAME` answers
 ready, and returns its record. With `foreground=True` the server dies with the launcher
@@ -28,7 +31,7 @@ from pathlib import Path
 from ..backends.base import AlreadyExists, BackendError, NotFound
 from ..backends.local.plan import REPO_ROOT
 from ..backends.local.procs import alive, die_with_parent, start_time, terminate_groups
-from ..backends.local.runs import RunsDir, now, write_json_atomic
+from ..backends.local.runs import RunsDir, now, open_private, private_dir, write_json_atomic
 from ..spec import SpecError
 from . import client
 
@@ -47,6 +50,8 @@ class LocalModel:
     start: int | None
     created: str
     log: Path
+    host: str = "127.0.0.1"
+    port: int | None = None
 
     @property
     def running(self) -> bool:
@@ -113,7 +118,8 @@ class LocalModels:
             return None
         return LocalModel(name=record["name"], url=record["url"], model_dir=record["model_dir"],
                           pid=record["pid"], start=record.get("start"), created=record.get("created", ""),
-                          log=self.folder(name) / "server.log")
+                          log=self.folder(name) / "server.log", host=record.get("host", "127.0.0.1"),
+                          port=record.get("port"))
 
     def list(self) -> list[LocalModel]:
         found = (self.get(path.name) for path in sorted(self.root.glob("*")) if path.is_dir())
@@ -130,19 +136,20 @@ class LocalModels:
         folder = self.folder(name)
         if current is not None:
             self._remove(folder)
-        folder.mkdir(parents=True, exist_ok=True)
+        for directory in (self.root.parent, self.root, folder):
+            private_dir(directory)
         log = folder / "server.log"
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([REPO_ROOT, *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
         env.setdefault("PYTHONUNBUFFERED", "1")
         argv = [sys.executable, "-m", SERVER_MODULE, "--model-dir", model_dir, "--name", name,
                 "--host", host, "--port", str(port)]
-        with open(log, "ab") as out:
+        with open_private(log) as out:
             process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                        env=env, cwd=REPO_ROOT, start_new_session=True,
                                        preexec_fn=die_with_parent() if foreground else None)
         model = LocalModel(name=name, url=_base_url(host, port), model_dir=model_dir, pid=process.pid,
-                           start=start_time(process.pid), created=now(), log=log)
+                           start=start_time(process.pid), created=now(), log=log, host=host, port=port)
         write_json_atomic(folder / "server.json", {
             "name": name, "url": model.url, "model_dir": model_dir, "pid": model.pid, "start": model.start,
             "created": model.created, "host": host, "port": port, "argv": argv})

@@ -114,7 +114,9 @@ def input_files(patterns: str) -> list[str]:
         else:
             matched = sorted(p for p in glob.glob(pattern) if Path(p).is_file())
             if not matched:
-                raise SpecError("--input-paths", f"{pattern!r} matches no file; pass files of JSON instances")
+                hint = (f"it is a folder, use {pattern.rstrip('/')}/*" if Path(pattern).is_dir()
+                        else "pass files of JSON instances")
+                raise SpecError("--input-paths", f"{pattern!r} matches no file; {hint}")
         files.extend(m for m in matched if m not in files)
     if not files:
         raise SpecError("--input-paths", "no pattern given; pass e.g. 'data/requests-*.json'")

@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import socket
+import stat
 import struct
 import subprocess
 import sys
@@ -334,6 +335,27 @@ def test_models_delete_stops_a_detached_server(mnist_job):
         assert "mnist-del" not in listed.stdout
     finally:
         stop_leftover(mnist_job, "mnist-del")
+
+
+def test_a_served_models_folder_is_private_also_where_an_older_launcher_left_it_open(mnist_job):
+    runs = Path(mnist_job.env["TFJOB_RUNS_DIR"])
+    models = runs / "_models"
+    models.mkdir(exist_ok=True)
+    for folder in (runs, models):
+        os.chmod(folder, 0o755)  # as launchers before 0700/0600 left them
+    old = os.umask(0o022)
+    try:
+        done = run_launcher(mnist_job.env, "serve", "mnist-private", "--from-job", mnist_job.name, "--port",
+                            str(free_port()), "--backend", "local", timeout=COMMAND_TIMEOUT)
+        found = {path: path.lstat().st_mode for path in (runs, models, *models.rglob("*"))}
+    finally:
+        os.umask(old)
+        stop_leftover(mnist_job, "mnist-private")
+    assert done.returncode == 0, done.stderr
+    assert {models / "mnist-private" / "server.json", models / "mnist-private" / "server.log"} <= set(found), found
+    loose = {str(path): oct(stat.S_IMODE(mode)) for path, mode in found.items()
+             if stat.S_IMODE(mode) != (0o700 if stat.S_ISDIR(mode) else 0o600)}
+    assert not loose, loose
 
 
 def test_a_foreground_serve_whose_server_dies_exits_1_with_its_last_words(mnist_job, tmp_path):

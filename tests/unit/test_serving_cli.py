@@ -3,11 +3,16 @@ the prediction table, signature choice, --from-job's export. No model server run
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from launcher.backends.local.procs import start_time
+from launcher.backends.local.runs import RunsDir, set_condition, write_json_atomic
 from launcher.serving.cli import job_export
 from launcher.serving.predictions import choose_signature, table
 
@@ -58,14 +63,34 @@ def test_bad_input_is_one_line_exit_2_and_nothing_started(cli, runs, export, req
     assert not (export / "out").exists()
 
 
+def local_job(runs: Path, name: str, job_dir: Path, condition: str, reason: str) -> None:
+    """A local job's folder as the local backend writes it, --job-dir JOB_DIR in its chief's
+    args, its last condition `condition` (a live supervisor: this process)."""
+    tfjob = {"metadata": {"name": name, "namespace": "default"}, "spec": {"tfReplicaSpecs": {"Chief": {
+        "template": {"spec": {"containers": [{"name": "tensorflow", "args": ["--job-dir", str(job_dir)]}]}}}}}}
+    run = RunsDir(runs).job(name, "default")
+    run.create(tfjob, {"replicas": []})
+    conditions = set_condition(set_condition([], "Created", "TFJobCreated", ""), condition, reason, "")
+    run.write_status({"name": name, "namespace": "default", "conditions": conditions, "replicas": [],
+                      "history": [], "exit_code": None, "supervisor": {"pid": os.getpid(),
+                                                                       "start": start_time(os.getpid())}})
+
+
 def test_from_job_before_the_job_exported_anything(cli, runs, tmp_path):
-    job = runs / "default" / "mnist-1"
-    job.mkdir(parents=True)
-    (job / "manifest.yaml").write_text(json.dumps({"spec": {"tfReplicaSpecs": {"Chief": {"template": {"spec": {
-        "containers": [{"name": "tensorflow", "args": ["--job-dir", str(tmp_path / "job")]}]}}}}}}))
+    local_job(runs, "mnist-1", tmp_path / "job", "Running", "TFJobRunning")
     result = cli("serve", "mnist", "--from-job", "mnist-1", "--backend", "local")
-    result.refused("--from-job")
-    assert "has no export yet" in result.err
+    line = result.refused("--from-job")
+    assert "has no export yet" in line and "it is Running: wait until `python -m launcher status mnist-1` " \
+        "says Succeeded" in line
+
+
+def test_from_job_of_a_failed_job_says_it_failed_instead_of_wait(cli, runs, tmp_path):
+    local_job(runs, "mnist-1", tmp_path / "job", "Failed", "Stopped")  # as Ctrl-C or `delete` leaves it
+    result = cli("serve", "mnist", "--from-job", "mnist-1", "--backend", "local")
+    line = result.refused("--from-job")
+    assert f"job 'mnist-1' failed (Stopped) and wrote no export ({tmp_path / 'job' / 'export'})" in line
+    assert "`python -m launcher status mnist-1` and `python -m launcher logs mnist-1`" in line
+    assert "submit it again" in line and "wait" not in line
 
 
 def test_a_bad_json_instances_line_is_named(cli, runs, tmp_path):
@@ -92,6 +117,35 @@ def test_predict_and_delete_of_a_model_not_served_exit_1(cli, runs, request_file
     assert result.code == 1 and "model mnist is not served here" in result.err
     result = cli("models", "delete", "mnist", "--backend", "local")
     assert result.code == 1 and "no local model mnist" in result.err
+
+
+def test_predict_of_a_model_whose_server_exited_says_it_stopped_and_how_to_restart(cli, runs, export,
+                                                                                   request_file):
+    exited = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    start = start_time(exited.pid)
+    exited.communicate(timeout=60)
+    folder = runs / "_models" / "mnist"
+    folder.mkdir(parents=True)
+    write_json_atomic(folder / "server.json", {  # what `serve` recorded for it
+        "name": "mnist", "url": "http://127.0.0.1:8123", "model_dir": str(export), "pid": exited.pid,
+        "start": start, "created": "2024-01-01T00:00:00Z", "host": "127.0.0.1", "port": 8123})
+    assert "Stopped" in cli("models", "list", "--backend", "local").out
+    result = cli("predict", "mnist", "--json-instances", str(request_file), "--backend", "local")
+    assert result.code == 1 and result.out == "", result
+    assert result.err.strip() == (
+        f"error: model mnist is stopped: its server (pid {exited.pid}) exited; its log is {folder / 'server.log'}; "
+        f"start it again with `python -m launcher serve mnist --model-dir {export} --port 8123`, or forget it "
+        "with `python -m launcher models delete mnist`")
+
+
+@pytest.mark.parametrize("suffix", ["", "/"])
+def test_input_paths_naming_a_local_folder_hints_at_its_files(cli, runs, export, suffix):
+    (export / "requests.json").write_text('{"image": [0.0], "key": 0}\n')
+    result = cli("predict", "mnist", "--input-paths", f"{export}{suffix}", "--output-path", str(export / "out"),
+                 "--backend", "local")
+    line = result.refused("--input-paths")
+    assert line.endswith(f"matches no file; it is a folder, use {export}/*")
+    assert not (export / "out").exists()
 
 
 def test_models_list_without_models_says_so_as_kubectl_does(cli, runs):
