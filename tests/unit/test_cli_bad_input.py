@@ -282,3 +282,15 @@ def test_volume_on_the_local_backend_is_refused(cli, command):
     assert (result.code, result.out) == (2, "")
     assert result.err.startswith("error: --volume: PersistentVolumeClaims exist only on a cluster")
     assert result.err.count("\n") == 1 and backend.submitted == []
+
+
+def test_an_output_that_cannot_be_written_is_one_line_not_a_traceback():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    with open("/dev/full", "w") as full:  # every write: ENOSPC, as a full disk
+        done = subprocess.run([sys.executable, "-m", "launcher", "render", "--name", "a"], cwd=root, stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=60)
+    assert (done.returncode, done.stderr) == (1, "error: cannot write the output: No space left on device\n")
