@@ -18,6 +18,7 @@ import argparse
 import os
 import re
 import sys
+from pathlib import Path
 from typing import Callable, NoReturn
 
 from ..backends import KINDS
@@ -214,6 +215,11 @@ def namespace_of(args: argparse.Namespace) -> str:
     """-n/--namespace, else, as kubectl, the kubeconfig context's namespace (not for
     --backend local, which has no cluster), else `default`."""
     namespace = args.namespace
+    flag, context = getattr(args, "kubeconfig", None), getattr(args, "context", None)
+    if flag or context:  # given, they must name a file and a context there, also for render
+        from ..backends.kubeconfig import check_kubeconfig, kubeconfig_paths
+
+        check_kubeconfig(flag or os.pathsep.join(map(str, kubeconfig_paths(os.environ, Path.home()))), flag, context)
     if namespace is None and getattr(args, "backend", "auto") != "local":
         from ..backends import in_cluster
         from ..backends.kubeconfig import context_namespace

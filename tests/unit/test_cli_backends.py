@@ -201,3 +201,17 @@ def test_in_a_pod_the_namespace_is_the_service_accounts(tmp_path):
     account.write_text("ml-team\n")
     assert context_namespace(None, None, env={}, home=tmp_path, in_cluster=True, service_account=account) == "ml-team"
     assert context_namespace(None, None, env={}, home=tmp_path, in_cluster=False, service_account=account) is None
+
+
+@pytest.mark.parametrize("flags, line", [
+    (["--kubeconfig", "/nonexistent/config"], "error: --kubeconfig: '/nonexistent/config' is not a file; give the "
+     "path of a kubeconfig (e.g. ~/.kube/config, or what `kubectl config view --flatten` prints, saved)\n"),
+    (["--context", "nope"], "error: --context: no context 'nope' in CONFIG; use one of: gke, other "
+     "(kubectl config get-contexts)\n"),
+])
+def test_render_checks_a_given_kubeconfig_and_context_too(cli, tmp_path, monkeypatch, flags, line):
+    """They choose the namespace (the context's) of what render prints, as for submit."""
+    (tmp_path / "config").write_text(NAMESPACED)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "config"))
+    result = cli("render", "--name", "a", *flags)
+    assert (result.code, result.out, result.err) == (2, "", line.replace("CONFIG", str(tmp_path / "config")))

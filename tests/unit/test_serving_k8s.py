@@ -123,8 +123,12 @@ def test_ready_url_only_once_ready():
 
 
 def test_client_dry_run_prints_the_inferenceservice_without_a_cluster(cli, tmp_path):
+    unreachable = tmp_path / "config"  # a cluster nothing listens for: a client dry run asks no server
+    unreachable.write_text("apiVersion: v1\nkind: Config\ncurrent-context: c\ncontexts: [{name: c, context: {cluster: "
+                           "c, user: u}}]\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+                           "users: [{name: u, user: {token: t}}]\n")
     result = cli("serve", "mnist", "--model-dir", EXPORT, "--dry-run", "-n", "training", "--runtime-version", "2.18.0",
-                 "--kubeconfig", str(tmp_path / "none"))
+                 "--kubeconfig", str(unreachable))
     assert result.code == 0, result.err
     isvc = yaml.safe_load(result.out)
     assert isvc["kind"] == "InferenceService" and isvc["metadata"]["namespace"] == "training"
