@@ -705,3 +705,41 @@ def check_trainer_args(spec: JobSpec, kind: str, field_name: str = "trainer argu
     except FlagError as err:  # on one line: the arguments it quotes may hold newlines
         text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(err))
         raise SpecError(field_name, f"{prefix}{text}; {TRAINER_HELP}") from None
+
+
+def check_local_inputs(spec: JobSpec, kind: str, environ: Mapping[str, str]) -> None:
+    """On the local backend, what every replica would fail on at its start and, under
+    OnFailure, restart on without end, checked on this machine first (without TensorFlow):
+    a --module-name that this Python cannot find (no --package-path), and a local data
+    dir without the model's train-* records (unless --prepare-data writes them)."""
+    import importlib.util
+    import os
+
+    if kind != "local":
+        return
+    if spec.module_name and not spec.package_path and not spec.command:
+        top = spec.module_name.split(".")[0]
+        if importlib.util.find_spec(top) is None:
+            raise SpecError("--module-name", f"no module {top!r} on this machine: every replica would fail "
+                            f"`python -m {spec.module_name}` and restart; give its package with --package-path DIR, "
+                            "or install it")
+    if not runs_this_trainer(spec, kind):
+        return
+    from trainer.flags import parser
+    from trainer.models import DATA_DIRS, DATASETS
+
+    args = parser().parse_args(list(spec.container_args()))  # check_trainer_args has passed them
+    if args.prepare_data or args.train_data_paths:
+        return
+    variable, default = DATA_DIRS[DATASETS[args.model]]
+    given = any(arg.split("=", 1)[0] in ("--data-dir", "--data_dir") for arg in spec.trainer_args)
+    data_dir = args.data_dir if given else {**environ, **spec.env}.get(variable, default)
+    if "://" in data_dir:
+        return
+    if not os.path.isdir(data_dir) or not any(name.startswith("train-") for name in os.listdir(data_dir)):
+        state = "does not exist" if not os.path.isdir(data_dir) else "has no train-* records"
+        where = "--data-dir" if given else f"the default data dir (${variable} or {default})"
+        raise SpecError("trainer arguments (after --)", f"{where} {data_dir!r} {state} on this machine: every replica "
+                        f"would exit 2 on it and restart; write the data with `python -m trainer.data --dataset "
+                        f"{DATASETS[args.model]} --out {data_dir}`, or add --prepare-data")
+

@@ -12,7 +12,7 @@ from ..backends import resolve_kind
 from . import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from .args import build_spec, uses_gpus
 from ..events import JobCondition
-from ..spec import JobSpec, SpecError, check_trainer_args
+from ..spec import JobSpec, SpecError, check_local_inputs, check_trainer_args
 from ..view import suspended_note
 
 DEFAULT_MAX_RESUBMITS = 3
@@ -239,9 +239,10 @@ def submit(args, trainer_args, factory) -> int:
     check_arguments(spec, kind, args, trainer_args)
     if kind == "local":
         refuse_local_volumes(spec)
-        if not dry_run:
+        if not dry_run:  # what would start: render and dry runs show a job whose inputs may come later
             require_tensorflow(spec)
             require_local_secrets(spec)
+            check_local_inputs(spec, kind, os.environ)
     backend = factory(kind) if (kind == "local" or dry_run != "client") else None
     if backend is not None:
         spec = _with_default_job_dir(spec, backend)

@@ -2,8 +2,10 @@
 
 `cli_env` (a module asks for it with `pytestmark = pytest.mark.usefixtures("cli_env")`,
 so that every test in it has it) unsets $TFJOB_CRD, so the launcher validates with the
-TFJob CRD packaged with it (`CRD`, training-operator's own file), and points it at a
-per-session schema cache. `cli` runs `python -m launcher` in-process and returns the
+TFJob CRD packaged with it (`CRD`, training-operator's own file), points it at a
+per-session schema cache, and points $MNIST_DATA_DIR / $TAXI_DATA_DIR at directories
+holding a `train-*` file: a local submit checks that its data is there (the CLI tests
+use test-double backends, which read nothing), whatever the checkout holds. `cli` runs `python -m launcher` in-process and returns the
 exit code, stdout and stderr.
 """
 from __future__ import annotations
@@ -42,10 +44,22 @@ def schema_cache(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("xdg-cache")
 
 
+@pytest.fixture(scope="session")
+def data_dirs(tmp_path_factory) -> dict[str, str]:
+    dirs = {}
+    for variable in ("MNIST_DATA_DIR", "TAXI_DATA_DIR"):
+        path = tmp_path_factory.mktemp(variable.lower())
+        (path / "train-00000-of-00001.tfrecord").write_bytes(b"")
+        dirs[variable] = str(path)
+    return dirs
+
+
 @pytest.fixture
-def cli_env(monkeypatch, schema_cache):
+def cli_env(monkeypatch, schema_cache, data_dirs):
     monkeypatch.delenv("TFJOB_CRD", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(schema_cache))
+    for variable, path in data_dirs.items():
+        monkeypatch.setenv(variable, path)
 
 
 @pytest.fixture

@@ -203,6 +203,33 @@ def test_the_local_backend_says_what_it_does_not_use(cli):
     assert "local backend" not in quiet.err
 
 
+@pytest.mark.parametrize("extra, trainer_args, line", [
+    ([], ["--data-dir", "/nonexistent/mnist"],
+     "error: trainer arguments (after --): --data-dir '/nonexistent/mnist' does not exist on this machine: every "
+     "replica would exit 2 on it and restart; write the data with `python -m trainer.data --dataset mnist --out "
+     "/nonexistent/mnist`, or add --prepare-data"),
+    (["--workers", "1", "--ps", "0", "--module-name", "no_such_package.task"], [],
+     "error: --module-name: no module 'no_such_package' on this machine: every replica would fail `python -m "
+     "no_such_package.task` and restart; give its package with --package-path DIR, or install it"),
+])
+def test_a_local_job_whose_replicas_would_all_fail_at_start_is_refused(cli, extra, trainer_args, line):
+    """Under OnFailure they would restart on it without end (1 s, then up to every 30 s)."""
+    backend = FakeBackend(name="local", default_dir="/runs")
+    result = submit(cli, backend, "--detach", *extra, "--", *trainer_args)
+    assert (result.code, result.out, result.err.splitlines()[-1]) == (2, "", line)
+    assert backend.submitted == []
+
+
+def test_an_empty_default_data_dir_is_refused_and_prepare_data_lets_it_through(cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("MNIST_DATA_DIR", str(tmp_path))  # there, but no train-* records
+    result = submit(cli, FakeBackend(name="local", default_dir="/runs"), "--detach")
+    assert result.code == 2 and result.err.splitlines()[-1].startswith(
+        f"error: trainer arguments (after --): the default data dir ($MNIST_DATA_DIR or data/mnist) '{tmp_path}' has "
+        "no train-* records on this machine")
+    assert submit(cli, FakeBackend(name="local", default_dir="/runs"), "--detach", "--", "--prepare-data").code == 0
+    assert submit(cli, FakeBackend(name="local", default_dir="/runs"), "--dry-run").code == 0  # a dry run shows it
+
+
 def test_explicit_job_dir_wins_over_the_local_default(cli):
     backend = FakeBackend(name="local", default_dir="/runs")
     submit(cli, backend, "--detach", "--job-dir", "/data/out")
