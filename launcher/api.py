@@ -25,6 +25,7 @@ when Failed was not expected and `ValueError` for a condition a TFJob does not h
 from __future__ import annotations
 
 import dataclasses
+import os
 import queue
 import threading
 import time
@@ -33,7 +34,7 @@ from typing import Callable, Iterable, Iterator
 from .backends import get_backend
 from .backends.base import Backend, CRDUnavailable, JobStatus, JobSummary, LogOptions
 from .events import Event, JobCondition, LogLine, TERMINAL
-from .spec import JobSpec, check_trainer_args
+from .spec import JobSpec, check_local_inputs, check_trainer_args
 
 __all__ = ["TrainingClient", "JOB_CONDITIONS"]
 
@@ -73,13 +74,18 @@ class TrainingClient:
         return tfjob
 
     def create_job(self, spec: JobSpec, replace: bool = False) -> dict:
-        """Render, validate and submit; returns the TFJob sent."""
+        """Render, validate and submit; returns the TFJob sent. On the local backend, what
+        every replica would fail on at its start (a data dir without records, a module
+        this Python cannot find) is a SpecError first, as with the CLI's submit."""
         tfjob = self.render(spec)
+        check_local_inputs(spec, self.backend.name, os.environ)
         self.backend.submit(tfjob, replace=replace)
         return tfjob
 
     def _with_default_job_dir(self, spec: JobSpec) -> JobSpec:
-        if spec.job_dir is not None:
+        from trainer.flags import job_dir_given
+
+        if spec.job_dir is not None or job_dir_given(spec.trainer_args):  # the trainer's own --job-dir, ...
             return spec
         job_dir = self.backend.default_job_dir(spec.name, spec.namespace)
         return dataclasses.replace(spec, job_dir=job_dir) if job_dir else spec

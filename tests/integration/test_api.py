@@ -129,6 +129,9 @@ def test_bad_input_submits_nothing(client):
         client.create_job(JobSpec(name="x", replicas={"Worker": ReplicaSpec(10**12)}))
     with pytest.raises(SpecError, match=r"^trainer arguments \(after --\): argument --train-steps.*'many'"):
         client.create_job(JobSpec(name="y", replicas={"Worker": ReplicaSpec(1)}, trainer_args=("--train-steps", "many")))
+    with pytest.raises(SpecError, match=r"^trainer arguments \(after --\): --data-dir '/nonexistent/data' does not exist"):
+        client.create_job(JobSpec(name="z", replicas={"Worker": ReplicaSpec(1)},
+                                  trainer_args=("--data-dir", "/nonexistent/data")))
     assert client.list_jobs(None) == []
 
 
