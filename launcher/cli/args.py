@@ -98,9 +98,14 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
     policy = parser.add_argument_group("policies")
     policy.add_argument("--restart-policy", choices=RESTART_POLICIES, help="replica restart policy (default OnFailure)")
     policy.add_argument("--clean-pod-policy", choices=CLEAN_POD_POLICIES, help="pods to delete at the end (default Running)")
-    policy.add_argument("--ttl-seconds", type=non_negative_int, metavar="S", help="delete the TFJob S seconds after it ends")
-    policy.add_argument("--active-deadline-seconds", type=non_negative_int, metavar="S", help="fail the job after S seconds")
-    policy.add_argument("--backoff-limit", type=non_negative_int, metavar="N", help="retries before the job fails")
+    policy.add_argument("--ttl-seconds", type=non_negative_int, metavar="S",
+                        help="delete the TFJob S seconds after it ends (default: kept until `delete`)")
+    policy.add_argument("--active-deadline-seconds", type=non_negative_int, metavar="S",
+                        help="fail the job after S seconds (default: no deadline)")
+    policy.add_argument("--backoff-limit", type=non_negative_int, metavar="N",
+                        help="restarts of its replicas, summed, before the job fails (default: no limit; under "
+                             "OnFailure a replica that keeps failing restarts with a growing delay: the kubelet's "
+                             "CrashLoopBackOff on a cluster, up to 30 s on this machine)")
     policy.add_argument("--success-policy", choices=("AllWorkers",),
                         help="AllWorkers: the job succeeds when every worker has (default: when the chief has)")
     sched = parser.add_argument_group("scheduling (GKE)")
