@@ -90,7 +90,10 @@ def test_without_permission_to_read_crds_the_packaged_copy_is_used_with_a_note(c
         assert yaml.safe_load(result.stdout)["metadata"]["name"] == "rbac"
         refused = run_launcher(control_plane, "submit", "--kubeconfig", str(kubeconfig), "-n", namespace,
                                "--name", "rbac", "--workers", "1000000000000", "--dry-run=server")
-        assert refused.returncode == 2 and "int32" in refused.stderr  # the packaged CRD still checks
+        # refused before any request, by the launcher's own rules (the spec's, then the packaged CRD's)
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        assert refused.stderr == "error: --workers: replica count 1000000000000 is too large; use at most 2147483647\n"
+        assert control_plane.kubectl_json("get", "tfjobs", "-n", namespace)["items"] == []
 
 
 def test_a_job_for_a_kueue_queue_waits_suspended(control_plane):
