@@ -181,3 +181,27 @@ def test_good_edge_values_are_accepted(tmp_path):
     done = run_helm(["template", "rel", str(CHART), "--values", str(write_values(tmp_path, good))], tmp_path)
     assert done.returncode == 0, done.stderr
     assert '"cpu":"0.5"' in done.stdout and '"backoffLimit":0' in done.stdout
+
+
+IMAGES = ["tfjob-trainer:0.1.0", "gcr.io/my-project/trainer:0.1.0", "localhost:5000/tfjob-trainer:abc",
+          "localhost/tfjob-trainer", "registry.local:5000/a/b_c/d-e:v1.2", "my-registry:5000/x@sha256:" + "a" * 64,
+          "UPPER/img:1", "gcr.io/PROJECT/trainer:1", "img@sha256:short", "a/b:.bad", "x\"y", "gcr.io//x",
+          "UPPER.example.com/img:1"]
+
+
+@pytest.mark.parametrize("image", IMAGES)
+def test_the_schema_takes_the_images_the_launcher_takes(image, tmp_path):
+    """image.repository/tag/digest's patterns against spec.check_image, on the same references
+    split as the launcher's values file splits them (helm_values.split_image)."""
+    from launcher.helm_values import split_image
+    from launcher.spec import SpecError, check_image
+
+    try:
+        check_image(image)
+        launcher_takes = True
+    except SpecError:
+        launcher_takes = False
+    repository, tag, digest = split_image(image)
+    values = write_values(tmp_path, {"image": {"repository": repository, "tag": tag, "digest": digest}})
+    done = run_helm(["template", "x", str(CHART), "--values", str(values)], tmp_path)
+    assert (done.returncode == 0) == launcher_takes, (image, launcher_takes, done.stderr[-500:])
