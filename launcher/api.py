@@ -32,7 +32,7 @@ import time
 from typing import Callable, Iterable, Iterator
 
 from .backends import get_backend
-from .backends.base import Backend, CRDUnavailable, JobStatus, JobSummary, LogOptions
+from .backends.base import Backend, BackendError, CRDUnavailable, JobStatus, JobSummary, LogOptions
 from .events import Event, JobCondition, LogLine, TERMINAL
 from .spec import JobSpec, check_local_inputs, check_trainer_args
 
@@ -56,7 +56,8 @@ class TrainingClient:
     # ---- create --------------------------------------------------------------------------
     def render(self, spec: JobSpec) -> dict:
         """The TFJob `create_job` would submit, validated like the CLI validates it ($TFJOB_CRD,
-        the cluster's installed CRD, or the packaged one)."""
+        the cluster's installed CRD, or the packaged one: also when the cluster cannot be
+        reached, so that rendering works offline as the CLI's `render` does)."""
         from . import schemas
         from .render import render
         from .validate import validate
@@ -67,7 +68,7 @@ class TrainingClient:
         if not schemas.configured_path("tfjob"):
             try:
                 crd = self.backend.installed_crd(schemas.get("tfjob").crd_name)
-            except CRDUnavailable:
+            except (CRDUnavailable, BackendError):  # not permitted, or no cluster to ask: the packaged one
                 crd = None
         tfjob = render(spec)
         validate(tfjob, crd=crd)

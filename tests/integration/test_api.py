@@ -151,3 +151,16 @@ def test_the_readme_example_runs_as_written(tmp_path):
                                "TFJOB_RUNS_DIR": str(tmp_path / "runs"), "KUBECONFIG": str(tmp_path / "none")})
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.strip().splitlines()[-1] == "Succeeded"
+
+
+def test_render_works_without_a_reachable_cluster(tmp_path, monkeypatch):
+    """As the CLI's `render`: the packaged CRD validates when the cluster cannot be asked."""
+    config = tmp_path / "config"
+    config.write_text("apiVersion: v1\nkind: Config\ncurrent-context: c\ncontexts: [{name: c, context: {cluster: c, "
+                      "user: u}}]\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+                      "users: [{name: u, user: {token: t}}]\n")  # nothing listens on port 1: refused at once
+    monkeypatch.setenv("KUBECONFIG", str(config))
+    monkeypatch.delenv("TFJOB_CRD", raising=False)
+    client = TrainingClient(backend="k8s", request_timeout=5)
+    tfjob = client.render(JobSpec(name="offline", replicas={"Worker": ReplicaSpec(2)}))
+    assert (tfjob["kind"], tfjob["metadata"]["name"]) == ("TFJob", "offline")
