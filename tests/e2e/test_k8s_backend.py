@@ -265,7 +265,10 @@ def test_a_lifecycle_reports_each_condition_once_and_ends(cluster, control_plane
         states = [(e.phase, e.restarts, e.node, e.exit_code, e.message) for e in items
                   if isinstance(e, ReplicaPhase) and e.replica == replica]
         assert all(a != b for a, b in zip(states, states[1:])), (replica, states)
-        assert [phase for phase, *_ in states].count("Running") == 1, (replica, states)
+        # Running once; a pod the operator deletes once the job succeeded (cleanPodPolicy Running) may
+        # also show as Running with the message Terminating if the watch sees it before the job's end
+        running = [state for state in states if state[0] == "Running" and state[4] != "Terminating"]
+        assert len(running) == 1, (replica, states)
 
 
 def test_a_job_deleted_while_watched_is_not_found(cluster):
