@@ -5,6 +5,10 @@ The logs of one replica or of all that started, and the replica-name refusals, r
 the real control plane in tests/e2e/test_k8s_backend.py."""
 from __future__ import annotations
 
+import pytest
+
+from launcher.backends.base import BackendError
+from launcher.backends.k8s import logs
 from launcher.events import LogLine
 from tests.support.k8s_backend import WAIT, Collector, manifest, watches_open
 from tests.support.polling import wait_for
@@ -40,6 +44,54 @@ def test_follow_waits_for_pending_pods_and_follows_a_restarted_container(k8s_bac
     items = follow.wait_done()
     assert lines_of(items, "worker-0") == ["first run 1", "first run 2", "first run 3", "second run 1", "bye"]
     assert lines_of(items, "chief-0") == ["chief 1", "bye"]
+
+
+REFUSAL = "trainer: argument --train-steps: must be > 0, got -5"
+
+
+def crash_looping(k8s_backend, fake_operator) -> str:
+    """worker-0 of a submitted job ran once, printed REFUSAL and waits to restart
+    (CrashLoopBackOff); returns that container's ID."""
+    k8s_backend.submit(manifest(workers=1, ps=0, chief=0))
+    fake_operator.create_pods("mnist")
+    container = fake_operator.start("mnist-worker-0")
+    fake_operator.log("mnist-worker-0", REFUSAL)
+    fake_operator.crash("mnist-worker-0", 2)
+    return container
+
+
+def test_a_log_the_kubelet_answers_for_a_removed_container_is_asked_again(k8s_backend, fake_apiserver, fake_operator,
+                                                                          monkeypatch):
+    """The kubelet's status still names a container its garbage collection removed after a
+    restart: the answer is a 200 with the kubelet's error as the whole body (tests/node
+    met it under CrashLoopBackOff). It is asked again until the kubelet serves the log, and
+    never shown as a log line; a container that stays gone is one error line."""
+    monkeypatch.setattr(logs, "LOST_RETRY_S", 0.05)
+    container = crash_looping(k8s_backend, fake_operator)
+    fake_apiserver.lose_log(container, 2)
+    assert lines_of(list(k8s_backend.logs("mnist", "default", replica="worker-0")), "worker-0") == [REFUSAL]
+    assert fake_apiserver.lost_answers_left(container) == 0
+
+    fake_apiserver.lose_log(container, logs.LOST_RETRIES + 1)
+    with pytest.raises(BackendError, match=r"^reading the log of mnist-worker-0: the kubelet answered 'unable to "
+                                           rf"retrieve container logs for {container}' {logs.LOST_RETRIES + 1} times"
+                                           r" over 0.25 s: the container it names is gone \(removed after a "
+                                           r"restart\); try again$"):
+        list(k8s_backend.logs("mnist", "default", replica="worker-0"))
+
+
+def test_following_a_container_the_kubelet_lost_shows_no_error_line_and_follows_the_next(k8s_backend, fake_apiserver,
+                                                                                          fake_operator):
+    container = crash_looping(k8s_backend, fake_operator)
+    fake_apiserver.lose_log(container, 1)
+    follow = Collector(k8s_backend.logs("mnist", "default", replica="worker-0", follow=True))
+    wait_for(lambda: fake_apiserver.lost_answers_left(container) == 0, "the follower asked for the lost log", WAIT)
+    fake_operator.start("mnist-worker-0")  # the kubelet restarts it
+    fake_operator.log("mnist-worker-0", "second run")
+    follow.wait_for(lambda it: "second run" in lines_of(it, "worker-0"), "the restarted container's line")
+    fake_operator.exit("mnist-worker-0", 0)
+    fake_operator.set_condition("mnist", "Succeeded")
+    assert lines_of(follow.wait_done(), "worker-0") == ["second run"]
 
 
 def test_follow_reads_a_pod_the_operator_recreated(k8s_backend, fake_apiserver, fake_operator):

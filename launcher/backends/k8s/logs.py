@@ -13,6 +13,8 @@ instance, and the whole thing ends when the TFJob is terminal and the streams ar
 """
 from __future__ import annotations
 
+import itertools
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -31,6 +33,14 @@ from .watch import JobFeed, Synced, WatchEvent, job_from
 
 DRAIN_SECONDS = 5.0
 _WAITING = 400  # the kubelet's answer for a container that has not started
+# The kubelet (since 1.32) commits a 200 before it asks the runtime for the container (a
+# zero-byte write: pkg/kubelet/kubelet_pods.go GetKubeletContainerLogs), so when the runtime
+# no longer has the container its status names (removed by the kubelet's garbage collection
+# right after a restart, before the status caught up) the answer is a 200 whose whole body
+# is this line (pkg/kubelet/kuberuntime GetContainerLogs). kubectl prints it as if it were
+# the log; it is asked again here, LOST_RETRIES times LOST_RETRY_S apart, then refused.
+LOST = re.compile(r"unable to retrieve container logs for [a-z0-9.+-]+://[0-9a-f]+")
+LOST_RETRIES, LOST_RETRY_S = 5, 1.0
 
 
 def check_replica(tfjob: dict, replica: tuple[str, int]) -> None:
@@ -62,18 +72,37 @@ def _rows(api: KubeApi, name: str, namespace: str, replica: tuple[str, int] | No
 
 
 def _read_one(api: KubeApi, pod: str, namespace: str, replica: str, tail_lines: int | None = None) -> Iterator[LogLine]:
-    with api.errors(f"reading the log of {pod}"):
+    for _ in range(LOST_RETRIES + 1):
+        with api.errors(f"reading the log of {pod}"):
+            try:
+                response = api.pod_log(pod, namespace, CONTAINER, follow=False, tail_lines=tail_lines)
+            except ApiException as exc:
+                if exc.status == _WAITING:  # the container went back to waiting since the list
+                    return
+                raise
         try:
-            response = api.pod_log(pod, namespace, CONTAINER, follow=False, tail_lines=tail_lines)
-        except ApiException as exc:
-            if exc.status == _WAITING:  # the container went back to waiting since the list
+            lost, lines = unless_lost(iter_lines(response))
+            if lost is None:
+                yield from (LogLine(replica, line) for line in lines)
                 return
-            raise
-    try:
-        for line in iter_lines(response):
-            yield LogLine(replica, line)
-    finally:
-        finish(response)
+        finally:
+            finish(response)
+        time.sleep(LOST_RETRY_S)
+    raise BackendError(f"reading the log of {pod}: the kubelet answered '{lost}' {LOST_RETRIES + 1} times over "
+                       f"{LOST_RETRIES * LOST_RETRY_S:g} s: the container it names is gone (removed after a restart); "
+                       "try again")
+
+
+def unless_lost(lines: Iterator[str]) -> tuple[str | None, Iterator[str]]:
+    """(the kubelet's line for a container the runtime no longer has, nothing) when that
+    line is the whole answer (LOST); else (None, every line of the answer)."""
+    first = next(lines, None)
+    if first is None or not LOST.fullmatch(first):
+        return None, itertools.chain([] if first is None else [first], lines)
+    second = next(lines, None)
+    if second is None:
+        return first, iter(())
+    return None, itertools.chain([first, second], lines)
 
 
 # ---- following --------------------------------------------------------------------------
@@ -102,7 +131,9 @@ class LogStream(threading.Thread):
                                                tail_lines=self._tail)
             opened = True
             if not self._closed:
-                for line in iter_lines(self._response):
+                lost, lines = unless_lost(iter_lines(self._response))
+                opened = lost is None  # else as for a container not started: the pod watch says what comes next
+                for line in lines:
                     self._feed.put(LogLine(self._replica, line))
         except ApiException as exc:
             if exc.status != _WAITING and exc.status != 404:

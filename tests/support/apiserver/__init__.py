@@ -98,6 +98,7 @@ class ContainerLog:
     """The log of one container instance (one container ID)."""
     lines: list[str] = field(default_factory=list)
     done: bool = False
+    lost: int = 0  # answers still to give as the kubelet does for a container the runtime no longer has
 
 
 class FakeApiServer:
@@ -227,6 +228,20 @@ class FakeApiServer:
         with self.cond:
             self.logs.setdefault(container_id, ContainerLog()).done = True
             self.cond.notify_all()
+
+    def lose_log(self, container_id: str, answers: int) -> None:
+        """The next `answers` log requests for this container get what kubelet v1.36.3 gives
+        when its status still names a container the runtime has removed (its garbage
+        collection, right after a restart): a 200, committed by the zero-byte write of
+        pkg/kubelet/kubelet_pods.go GetKubeletContainerLogs, whose body is the error of
+        pkg/kubelet/kuberuntime/kuberuntime_container.go GetContainerLogs (go-restful's
+        WriteError after the header: the text alone, no newline)."""
+        with self.cond:
+            self.logs.setdefault(container_id, ContainerLog()).lost = answers
+
+    def lost_answers_left(self, container_id: str) -> int:
+        with self.cond:
+            return self.logs[container_id].lost
 
     def _container_logs(self, pod: dict) -> list[ContainerLog]:
         ids = [s.get("containerID") for s in (pod.get("status") or {}).get("containerStatuses") or []]
@@ -419,6 +434,11 @@ class FakeApiServer:
         container_id = kubelet_log_source(pod, container)
         with self.cond:
             log = self.logs.setdefault(container_id, ContainerLog())
+            lost, log.lost = log.lost > 0, max(log.lost - 1, 0)
+        if lost:
+            send(h, 200, "text/plain", f"unable to retrieve container logs for {container_id}".encode())
+            return
+        with self.cond:
             sent = len(log.lines)
             tail = int(query["tailLines"]) if "tailLines" in query else None  # the kubelet's: the last N
             shown = log.lines if tail is None else log.lines[max(sent - tail, 0):]
