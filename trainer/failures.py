@@ -48,11 +48,13 @@ class Failure:
 
 def explain(error: BaseException, job_dir: str) -> Failure | None:
     """The one-line explanation of `error`, or None if it is not one of the above."""
-    tf = sys.modules.get("tensorflow")
+    # TensorFlow's error classes, if it is loaded at all (a server may have loaded only part of it: task.serve)
+    errors = sys.modules.get("tensorflow.python.framework.errors_impl")
     error = getattr(error, "original_exception", None) or error  # ClosureInputError, ClosureAbortedError
-    if tf is None or not isinstance(error, tf.errors.OpError):
+    if errors is None or not isinstance(error, errors.OpError):
         return None
-    return lost_ps(error, tf) or storage(error, job_dir, tf) or lost_peer(error, tf) or failed_call(error, tf)
+    return (lost_ps(error, errors) or storage(error, job_dir, errors) or lost_peer(error, errors)
+            or failed_call(error, errors))
 
 
 def summary(error: BaseException, limit: int = 200) -> str:
@@ -62,17 +64,17 @@ def summary(error: BaseException, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def ps_restarted(error: BaseException, tf) -> bool:
+def ps_restarted(error: BaseException, errors) -> bool:
     """A ps replaced at the same address between two RPCs (see the module doc)."""
     text = str(error)
-    return (isinstance(error, tf.errors.InvalidArgumentError) and _FROM_PS in text
+    return (isinstance(error, errors.InvalidArgumentError) and _FROM_PS in text
             and any(sign in text.lower() for sign in _PS_RESTARTED))
 
 
-def lost_ps(error: BaseException, tf) -> Failure | None:
+def lost_ps(error: BaseException, errors) -> Failure | None:
     tasks = sorted(set(_PS_TASK.findall(str(error))), key=int)
-    retryable = (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError)
-    if not tasks or not (isinstance(error, retryable) or ps_restarted(error, tf)):
+    retryable = (errors.UnavailableError, errors.AbortedError, errors.CancelledError)
+    if not tasks or not (isinstance(error, retryable) or ps_restarted(error, errors)):
         return None
     names = ", ".join(f"ps/{task}" for task in tasks)
     return Failure(EXIT_RETRYABLE,
@@ -80,11 +82,11 @@ def lost_ps(error: BaseException, tf) -> Failure | None:
                    f"exiting {EXIT_RETRYABLE} (retryable): the restarted chief resumes from the latest checkpoint")
 
 
-def lost_peer(error: BaseException, tf) -> Failure | None:
+def lost_peer(error: BaseException, errors) -> Failure | None:
     """A worker (or chief) of MultiWorkerMirrored training gone: retryable."""
     peers = sorted({f"{job}/{task}" for job, task in _PEER_TASK.findall(str(error))})
-    retryable = (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError,
-                 tf.errors.DeadlineExceededError)
+    retryable = (errors.UnavailableError, errors.AbortedError, errors.CancelledError,
+                 errors.DeadlineExceededError)
     if not peers or not isinstance(error, retryable):
         return None
     return Failure(EXIT_RETRYABLE,
@@ -92,10 +94,10 @@ def lost_peer(error: BaseException, tf) -> Failure | None:
                    f"{EXIT_RETRYABLE} (retryable): restarted, the workers resume from the latest checkpoint")
 
 
-def failed_call(error: BaseException, tf) -> Failure | None:
+def failed_call(error: BaseException, errors) -> Failure | None:
     """An InternalError from a worker's side of an RPC (see the module doc): retryable."""
     tasks = sorted(set(_FROM_WORKER.findall(str(error))), key=int)
-    if not tasks or not isinstance(error, tf.errors.InternalError):
+    if not tasks or not isinstance(error, errors.InternalError):
         return None
     names = ", ".join(f"worker/{task}" for task in tasks)
     return Failure(EXIT_RETRYABLE,
@@ -112,7 +114,7 @@ def storage_path(text: str, job_dir: str) -> str | None:
     return match[0] if match else None
 
 
-def storage(error: BaseException, job_dir: str, tf) -> Failure | None:
+def storage(error: BaseException, job_dir: str, errors) -> Failure | None:
     text = str(error)
     path = storage_path(text, job_dir)
     if path is None:
@@ -120,7 +122,7 @@ def storage(error: BaseException, job_dir: str, tf) -> Failure | None:
     http, message = _HTTP_CODE.search(text), _BODY_MESSAGE.search(text)
     what = type(error).__name__ + (f", HTTP {http[1]}" if http else "")
     detail = message[1] if message else summary(error, 120)
-    if isinstance(error, (tf.errors.AbortedError, tf.errors.UnavailableError, tf.errors.DeadlineExceededError)):
+    if isinstance(error, (errors.AbortedError, errors.UnavailableError, errors.DeadlineExceededError)):
         return Failure(EXIT_RETRYABLE, f"storage request for {path} failed ({what}) after TensorFlow's retries; "
                                        f"exiting {EXIT_RETRYABLE} (retryable)")
     return Failure(EXIT_PERMANENT, f"storage request for {path} failed ({what}): {detail}; restarting will "

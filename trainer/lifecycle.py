@@ -25,23 +25,27 @@ import time
 import uuid
 from dataclasses import dataclass
 
-import tensorflow as tf
+# TensorFlow's own modules, not its `tf.` API: a ps or worker loads only what it uses
+# (task.serve); tf.io.gfile and tf.errors are these.
+from tensorflow.python.framework import errors
+from tensorflow.python.lib.io import file_io
+from tensorflow.python.platform import gfile
 
 from trainer import paths
 
 DONE, ORPHANED_AFTER_DONE, ORPHANED = "done", "orphaned-after-done", "orphaned"
 EXIT_CODES = {DONE: 0, ORPHANED_AFTER_DONE: 0, ORPHANED: 1}
 STORAGE_RETRIES = 10
-TRANSIENT = (tf.errors.UnavailableError, tf.errors.DeadlineExceededError, tf.errors.AbortedError,
-             tf.errors.InternalError, tf.errors.ResourceExhaustedError, tf.errors.UnknownError)
+TRANSIENT = (errors.UnavailableError, errors.DeadlineExceededError, errors.AbortedError,
+             errors.InternalError, errors.ResourceExhaustedError, errors.UnknownError)
 
 
 def write_done(job_dir: str, step: int, export_path: str | None) -> str:
     """Write the done marker; returns its content."""
     content = json.dumps({"run": uuid.uuid4().hex, "step": step, "export": export_path,
                           "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
-    tf.io.gfile.makedirs(job_dir)
-    with tf.io.gfile.GFile(paths.done_marker(job_dir), "w") as handle:
+    file_io.recursive_create_dir_v2(job_dir)  # tf.io.gfile.makedirs
+    with gfile.GFile(paths.done_marker(job_dir), "w") as handle:
         handle.write(content)
     return content
 
@@ -49,9 +53,9 @@ def write_done(job_dir: str, step: int, export_path: str | None) -> str:
 def read_done(job_dir: str) -> str | None:
     path = paths.done_marker(job_dir)
     try:
-        with tf.io.gfile.GFile(path) as handle:
+        with gfile.GFile(path) as handle:
             return handle.read()
-    except tf.errors.NotFoundError:
+    except errors.NotFoundError:
         return None
 
 

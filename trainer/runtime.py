@@ -5,6 +5,10 @@ import math
 import os
 
 import tensorflow as tf
+# The server's own modules (tf.distribute.Server, tf.train.ClusterSpec and
+# tf.compat.v1.ConfigProto are these): a ps or worker imports only them (task.serve).
+from tensorflow.core.protobuf import config_pb2
+from tensorflow.python.training import server_lib
 
 from trainer.cluster import LOCAL_HOSTS, Cluster
 
@@ -67,21 +71,21 @@ def limit_threads(threads: int) -> None:
         tf.config.threading.set_inter_op_parallelism_threads(inter_op_threads(threads))
 
 
-def session_config(threads: int) -> tf.compat.v1.ConfigProto:
+def session_config(threads: int) -> config_pb2.ConfigProto:
     if not threads:
-        return tf.compat.v1.ConfigProto()
-    return tf.compat.v1.ConfigProto(intra_op_parallelism_threads=threads,
-                                    inter_op_parallelism_threads=inter_op_threads(threads))
+        return config_pb2.ConfigProto()
+    return config_pb2.ConfigProto(intra_op_parallelism_threads=threads,
+                                  inter_op_parallelism_threads=inter_op_threads(threads))
 
 
-def cluster_spec(cluster: Cluster) -> tf.train.ClusterSpec:
-    return tf.train.ClusterSpec(cluster.spec)
+def cluster_spec(cluster: Cluster) -> server_lib.ClusterSpec:
+    return server_lib.ClusterSpec(cluster.spec)
 
 
-def start_server(cluster: Cluster, threads: int) -> tf.distribute.Server:
+def start_server(cluster: Cluster, threads: int) -> server_lib.Server:
     """The in-process gRPC server of a ps or worker task."""
-    return tf.distribute.Server(cluster_spec(cluster), job_name=cluster.role, task_index=cluster.index,
-                                protocol="grpc", config=session_config(threads), start=True)
+    return server_lib.Server(cluster_spec(cluster), job_name=cluster.role, task_index=cluster.index,
+                             protocol="grpc", config=session_config(threads), start=True)
 
 
 def resolver(cluster: Cluster) -> tf.distribute.cluster_resolver.ClusterResolver:

@@ -72,29 +72,55 @@ def ensure_data(args: argparse.Namespace) -> None:
     print(data.reading_line(source, files))
 
 
-# `import tensorflow` ends by importing Keras's optimizers (for their SavedModel
-# registrations), which imports all of Keras: about 1.2 CPU seconds of the 3.3 it takes.
-# It skips that step when the import fails.
-KERAS_EAGER_IMPORT = "keras.src.optimizers"
+def tensorflow_plugins() -> list[str]:
+    """What `import tensorflow` would load besides its own libraries: first-party kernels in
+    `tensorflow/core/kernels`, `tensorflow-plugins` directories of the site-packages it
+    looks in, and TF_PLUGGABLE_DEVICE_LIBRARY_PATH (the same places as its __init__)."""
+    import importlib.util
+    import site
+    import sysconfig
+
+    spec = importlib.util.find_spec("tensorflow")
+    if spec is None or spec.origin is None:
+        return []
+    dirs = {path for path in sys.path if "site-packages" in path} | set(site.getsitepackages())
+    if site.ENABLE_USER_SITE and site.USER_SITE:
+        dirs.add(site.USER_SITE)
+    for scheme in sysconfig.get_scheme_names():
+        for kind in ("purelib", "platlib"):
+            try:
+                dirs.add(sysconfig.get_path(kind, scheme))
+            except KeyError:
+                pass
+    candidates = [os.path.join(os.path.dirname(spec.origin), "core", "kernels"),
+                  *(os.path.join(path, "tensorflow-plugins") for path in sorted(dirs))]
+    found = [path for path in candidates if os.path.exists(path)]
+    return found + [value] if (value := os.environ.get("TF_PLUGGABLE_DEVICE_LIBRARY_PATH")) else found
 
 
-def import_tensorflow_without_keras() -> None:
-    """Import TensorFlow without the Keras import it makes by default. For servers: a ps,
-    or a worker of parameter-server training, runs the graphs the chief sends and never
-    calls Keras, so that time is only start-up delay for it (and CPU taken from the other
-    tasks while they start, when they share cores). Keras can still be imported later."""
+def import_server_tensorflow() -> None:
+    """What a server (a ps, or a worker of parameter-server training) imports of
+    TensorFlow: the modules it uses (runtime.start_server, lifecycle), not `import
+    tensorflow`, whose __init__ imports the whole `tf.` API and Keras: about 6 CPU seconds
+    against 1 here, per server. A server only runs the graphs the chief sends, with the
+    kernels of TensorFlow's shared libraries; on one machine (the local backend) the
+    servers' imports took the CPU the chief needs for its own. Code that reads a `tf.`
+    attribute later (--prepare-data on a worker) imports the rest then (lazy.package).
+    When TensorFlow would load plugin kernels or devices at import (tensorflow_plugins),
+    it is imported whole at once, so that the server has them."""
+    from trainer import lazy
+
     if "tensorflow" in sys.modules:
         return
-    sys.modules[KERAS_EAGER_IMPORT] = None  # a None entry: importing it raises ImportError
-    try:
+    if tensorflow_plugins():
         import tensorflow  # noqa: F401
-    finally:
-        sys.modules.pop(KERAS_EAGER_IMPORT, None)
+        return
+    lazy.package("tensorflow")
 
 
 def serve(args: argparse.Namespace, cluster: Cluster) -> int:
     """ps, or worker of parameter-server training: serve until the job ends."""
-    import_tensorflow_without_keras()
+    import_server_tensorflow()
     from trainer import lifecycle, runtime
 
     if cluster.role == "worker" and args.prepare_data:  # the dataset ops run on workers

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.polling import wait_for
+from tests.support.ports import listening
 from tests.support.trainer_cluster import (TEST_SLICE, TrainerCluster, evaluate_export, export_path, final_metrics,
                                            progress, run_module, summaries)
 
@@ -146,12 +148,25 @@ def test_variables_partition_across_two_ps_and_the_evaluator_follows(mnist_dir, 
 
 
 def test_servers_exit_1_when_the_chief_is_gone_for_good(mnist_dir, tmp_path):  # noqa: F811
+    """The servers are started once the chief listens: a ps or worker starts in about a
+    second, the chief in several (it imports all of TensorFlow and Keras), and a chief not
+    there yet for 3 s is gone too (the orphan rule: "or never came")."""
     env = {"TRAINER_ORPHAN_SECONDS": "3"}
-    with TrainerCluster({"Chief": 1, "PS": 1, "Worker": 1}, args(tmp_path / "job", mnist_dir, 100000, 0),
-                        tmp_path, env=env) as cluster:
+    cluster = TrainerCluster({"Chief": 1, "PS": 1, "Worker": 1}, args(tmp_path / "job", mnist_dir, 100000, 0),
+                             tmp_path, env=env)
+    cluster.start(["chief-0"])
+
+    def chief_alive() -> None:
+        assert cluster.replicas["chief-0"].process.poll() is None, cluster.tails()
+
+    try:
+        wait_for(lambda: listening(cluster.address("chief", 0)), "the chief's port", WAIT_S, check=chief_alive)
+        cluster.start()
         cluster.wait_for_line("chief-0", "Variable mnist/conv1/kernel", WAIT_S)
         cluster.replicas["chief-0"].process.send_signal(signal.SIGKILL)
         codes = cluster.wait(120, names=["ps-0", "worker-0"])
         assert codes == {"ps-0": 1, "worker-0": 1}
         for name in codes:
             assert "unreachable for 3 s (job not marked done); exiting" in cluster.log(name)
+    finally:
+        cluster.stop()

@@ -13,3 +13,13 @@ def free_port(host: str = LOCAL) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]
+
+
+def listening(address: str, timeout: float = 1.0) -> bool:
+    """Whether something accepts TCP connections at HOST:PORT now."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            return True
+    except OSError:
+        return False

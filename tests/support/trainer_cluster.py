@@ -171,9 +171,12 @@ class TrainerCluster:
     def tf_config(self, rtype: str, index: int) -> str | None:
         return tf_config(self.tfjob, rtype, index, self.address)
 
-    def start(self) -> "TrainerCluster":
+    def start(self, names: list[str] | None = None) -> "TrainerCluster":
+        """Start the replicas not started yet (only `names`, e.g. ["chief-0"], when given)."""
         for rtype, index in replicas(self.tfjob):
             name = f"{rtype.lower()}-{index}"
+            if name in self.replicas or (names is not None and name not in names):
+                continue
             env = dict(self.env)
             config = self.tf_config(rtype, index)
             if config is not None:

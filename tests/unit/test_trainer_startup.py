@@ -1,8 +1,10 @@
 """Start-up imports, each in a fresh interpreter (this test process has TensorFlow and
 Keras imported already):
-- trainer.task.import_tensorflow_without_keras: a server (ps, or worker of
-  parameter-server training) imports TensorFlow without the Keras import `import
-  tensorflow` makes by default, still serves, and can import Keras later;
+- trainer.task.import_server_tensorflow: a server (ps, or worker of parameter-server
+  training) imports the TensorFlow modules it uses, neither the `tf.` API nor Keras,
+  serves with the trainer's own start_server and done-marker polling, and the rest of
+  TensorFlow (and Keras) imports on first use; with a `tensorflow-plugins` directory
+  where TensorFlow's __init__ would load it, TensorFlow is imported whole at once;
 - the trainer's other commands answer --help and a bad flag without importing TensorFlow
   (trainer.lazy), and import it when they do their work."""
 from __future__ import annotations
@@ -15,33 +17,55 @@ import pytest
 from tests.support.trainer_cluster import ROOT, trainer_env
 
 CHECK = """
-import sys
+import sys, tempfile
 from trainer import task
+from trainer.cluster import Cluster
 
-task.import_tensorflow_without_keras()
-loaded = sorted(name for name in sys.modules if name == "keras" or name.startswith("keras."))
-print("keras modules after the import:", len(loaded), loaded[:3])
-assert not loaded, loaded
+task.import_server_tensorflow()
+from trainer import lifecycle, runtime  # what task.serve uses
 
-import tensorflow as tf
+def loaded(prefix):
+    return sorted(name for name in sys.modules if name == prefix or name.startswith(prefix + "."))
 
-server = tf.distribute.Server.create_local_server()  # what a ps or worker starts
-with tf.device("/job:localhost/replica:0/task:0/device:CPU:0"):
-    assert int(tf.add(1, 2)) == 3
+server = runtime.start_server(Cluster(role="ps", index=0, spec={"ps": ["127.0.0.1:0"]}), 1)
+job_dir = tempfile.mkdtemp()
+watch = lifecycle.Watch(job_dir, None, 0.1, 60.0)
+assert watch.check() is None  # no done marker yet
+lifecycle.write_done(job_dir, 10, None)
+assert watch.check() == lifecycle.DONE
+print("serving:", server.target.startswith("grpc://127.0.0.1:"), "keras:", len(loaded("keras")),
+      "tf API:", len(loaded("tensorflow._api")), "plugins:", task.tensorflow_plugins())
 
-import keras  # later imports of Keras still work
+import tensorflow as tf  # a later `tf.` read imports the rest, Keras too
+
+assert int(tf.add(1, 2)) == 3
+import keras
 
 layer = keras.layers.Dense(2)
 assert tuple(layer(tf.ones([1, 3])).shape) == (1, 2)
-print("ok")
+print("ok", len(loaded("tensorflow._api")) > 100)
 """
 
 
-def test_a_server_imports_tensorflow_without_keras_and_keras_still_imports_later():
+def test_a_server_imports_only_the_tensorflow_it_uses_and_the_rest_on_first_use():
     done = subprocess.run([sys.executable, "-c", CHECK], cwd=ROOT, env=trainer_env(), capture_output=True,
                           text=True, timeout=300)
-    assert done.returncode == 0 and done.stdout.splitlines()[-1] == "ok", done.stdout + done.stderr[-3000:]
-    assert "keras modules after the import: 0 []" in done.stdout
+    assert done.returncode == 0 and done.stdout.splitlines()[-1] == "ok True", done.stdout + done.stderr[-3000:]
+    assert "serving: True keras: 0 tf API: 0 plugins: []" in done.stdout
+
+
+def test_a_server_imports_all_of_tensorflow_when_it_would_load_plugins(tmp_path):
+    """TensorFlow's __init__ loads the kernels of `tensorflow-plugins` directories in the
+    site-packages directories on sys.path: a server must have them, so it imports it whole."""
+    site = tmp_path / "lib" / "site-packages"
+    (site / "tensorflow-plugins").mkdir(parents=True)  # empty: TensorFlow loads nothing from it
+    check = ("import sys; sys.path.append(sys.argv[1]); from trainer import task; task.import_server_tensorflow(); "
+             "print(task.tensorflow_plugins(), type(sys.modules['tensorflow']).__name__, "
+             "'tensorflow._api.v2.io' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", check, str(site)], cwd=ROOT, env=trainer_env(), capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines()[-1] == f"[{str(site / 'tensorflow-plugins')!r}] module True", done.stdout
 
 
 HELP = """
