@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import statistics
 import sys
 import tempfile
 import time
@@ -99,10 +100,15 @@ def outcome(name: str, runs: list[list[tuple[int, float, float]]], target: float
     if len(runs) > 1:
         slowest = f"slowest {reached[-1][-1][1]:.1f} s" if reached else "none reached it"
         spread = f" (median of {len(runs)}; {slowest}{f', {len(missed)} missed' if missed and reached else ''})"
+    # where the time goes: the first Eval line (start-up, the first steps, one evaluation), then the pace
+    first = statistics.median(curve[0][1] for curve in runs)
+    pace = [(c[-1][1] - c[0][1]) / (c[-1][0] - c[0][0]) * 100 for c in runs if c[-1][0] > c[0][0]]
+    parts = f"; first Eval (step {runs[0][0][0]}) at {first:.1f} s" + (
+        f", then {statistics.median(pace):.1f} s per 100 steps" if pace else "")
     if accuracy >= target:
-        return f"{name} {accuracy:.2%} after {step} steps in {seconds:.1f} s{spread}"
+        return f"{name} {accuracy:.2%} after {step} steps in {seconds:.1f} s{spread}{parts}"
     best = max(p[2] for curve in runs for p in curve)
-    return f"{name} target missed (best {best:.2%}, {step} steps in {seconds:.1f} s){spread}"
+    return f"{name} target missed (best {best:.2%}, {step} steps in {seconds:.1f} s){spread}{parts}"
 
 
 LABELS = {"ps": "1 chief + 1 ps + 2 workers (ParameterServerStrategy)", "single": "one process",
