@@ -86,6 +86,29 @@ def test_a_lifecycle_reports_each_transition_once(job, fake_operator):
     assert latest(items, "chief-0").exit_code == 0
 
 
+def test_pod_ends_the_pod_watch_has_not_brought_come_before_the_terminal_condition(job, fake_apiserver,
+                                                                                   fake_operator):
+    """The operator writes Succeeded after it saw the chief's pod end, but the pod watch
+    (another watch cache) may bring that end later than the TFJob watch brings Succeeded."""
+    create_pods(fake_operator, job)
+    for pod in PODS:
+        fake_operator.start(pod)
+    fake_operator.set_condition("mnist", "Running")
+    job.wait_for(lambda it: all_in(it, "Running"), "four Running replicas")
+    fake_apiserver.lag_watches("pods")
+    try:
+        fake_operator.exit("mnist-chief-0", 0)
+        fake_operator.exit("mnist-worker-0", 3)
+        fake_operator.set_condition("mnist", "Succeeded")
+        items = job.wait_done()
+    finally:
+        fake_apiserver.lag_watches("pods", lag=False)
+    assert items[-1].terminal and (items[-1].type, items[-1].status) == ("Succeeded", "True")
+    assert (latest(items, "chief-0").phase, latest(items, "chief-0").exit_code) == ("Succeeded", 0)
+    assert (latest(items, "worker-0").phase, latest(items, "worker-0").exit_code) == ("Failed", 3)
+    assert latest(items, "worker-1").phase == "Running"
+
+
 def test_a_restart_and_a_crashed_replica_are_reported(job, fake_operator):
     create_pods(fake_operator, job)
     for pod in PODS:
@@ -156,8 +179,8 @@ def test_a_watch_dropped_mid_stream_resumes_from_the_last_version(job, fake_apis
     assert conditions(items) == [("Created", "True"), ("Running", "True"), ("Running", "False"), ("Succeeded", "True")]
     assert states(items, "worker-1") == [("Pending", ""), ("Pending", "ContainerCreating"), ("Running", ""),
                                          ("Succeeded", "Completed")]
-    for resource in ("pods", "tfjobs"):
-        assert fake_apiserver.count(resource, "list") == 1  # resumed, not relisted
+    for resource, lists in (("pods", 2), ("tfjobs", 1)):
+        assert fake_apiserver.count(resource, "list") == lists  # resumed, not relisted (pods: and the last states)
         assert fake_apiserver.watches(resource)[1].query["resourceVersion"] == str(last[resource])
 
 
@@ -178,7 +201,7 @@ def test_a_watch_the_server_ends_or_that_falls_silent_reopens_from_its_last_vers
 
     assert states(items, "worker-1") == [("Pending", ""), ("Pending", "ContainerCreating"), ("Running", ""),
                                          ("Succeeded", "Completed")]
-    assert fake_apiserver.count("pods", "list") == 1  # resumed, not relisted
+    assert fake_apiserver.count("pods", "list") == 2  # resumed, not relisted (the 2nd: the last states)
     assert int(fake_apiserver.watches("pods")[2].query["resourceVersion"]) >= last  # from where it was
     pods = k8s_backend.api.received.snapshot()["pod"]
     counted = "rewatches" if ending == "timeout" else "drops"
@@ -207,7 +230,8 @@ def test_410_gone_relists_and_reports_only_real_changes(job, fake_apiserver, fak
     assert states(items, "worker-0") == [("Pending", ""), ("Running", ""), ("Succeeded", "Completed")]
     assert states(items, "worker-1") == [("Pending", ""), ("Pending", "ContainerCreating"), ("Running", ""),
                                          ("Succeeded", "Completed")]
-    assert fake_apiserver.count("pods", "list") == 2 and fake_apiserver.count("tfjobs", "list") == 2
+    # the first list, the relist, and for pods the last states before the end
+    assert fake_apiserver.count("pods", "list") == 3 and fake_apiserver.count("tfjobs", "list") == 2
 
 
 def test_without_rights_on_events_pods_are_followed_without_the_schedulers_reasons(k8s_backend, fake_apiserver,
@@ -242,9 +266,9 @@ def test_requests_do_not_grow_with_the_number_of_replicas(k8s_backend, fake_apis
     large = watch_lifecycle(k8s_backend, fake_apiserver, fake_operator, 100)
     for backend_count, server_count, items in (small, large):
         assert items[-1].type == "Succeeded" and items[-1].terminal
-        assert backend_count == server_count == 6  # one list and one watch per resource
+        assert backend_count == server_count == 7  # one list and one watch per resource, one list at the end
     assert sum(isinstance(e, ReplicaPhase) for e in large[2]) > 100  # it did see the pods
-    assert k8s_backend.requests.snapshot() == {"GET pods list": 1, "GET pods watch": 1, "GET events list": 1,
+    assert k8s_backend.requests.snapshot() == {"GET pods list": 2, "GET pods watch": 1, "GET events list": 1,
                                                "GET events watch": 1, "GET tfjobs list": 1, "GET tfjobs watch": 1}
 
 

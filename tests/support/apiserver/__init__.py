@@ -123,6 +123,7 @@ class FakeApiServer:
         self._drops = 0
         self.open_watches = 0
         self._held = False
+        self._lagging: set[str] = set()  # resources whose open watches deliver nothing new for now
         self._stopping = False
         self._httpd: Server | None = None
         self._thread: threading.Thread | None = None
@@ -259,6 +260,13 @@ class FakeApiServer:
     def release_watches(self) -> None:
         with self.cond:
             self._held = False
+            self.cond.notify_all()
+
+    def lag_watches(self, resource: str, lag: bool = True) -> None:
+        """While `lag`, open watches of `resource` deliver nothing new (lists and gets are
+        current), as a watch cache that has not caught up with etcd; then they catch up."""
+        with self.cond:
+            (self._lagging.add if lag else self._lagging.discard)(resource)
             self.cond.notify_all()
 
     def compact(self) -> None:
@@ -400,13 +408,16 @@ class FakeApiServer:
             stream.event(kind, shape(obj))
         while True:
             with self.cond:
-                self.cond.wait_for(lambda: cursor < len(self.history) or self._stopping
-                                   or self._drops != drops or time.monotonic() >= deadline,
+                self.cond.wait_for(lambda: (cursor < len(self.history) and resource not in self._lagging)
+                                   or self._stopping or self._drops != drops or time.monotonic() >= deadline,
                                    timeout=max(0.0, min(POLL, deadline - time.monotonic())))
                 if self._drops != drops:
                     stream.cut()
                     return
-                batch, cursor = self.history[cursor:], len(self.history)
+                if resource not in self._lagging:
+                    batch, cursor = self.history[cursor:], len(self.history)
+                else:
+                    batch = []
                 if not batch and (self._stopping or time.monotonic() >= deadline):
                     stream.end()  # timeout or stopping: a clean end
                     return
