@@ -25,7 +25,7 @@ from kubernetes.client.exceptions import ApiException
 from ...events import Event, JobCondition, ReplicaPhase
 from . import table
 from .client import TRANSPORT_ERRORS, KubeApi
-from .objects import job_conditions, pod_selector, replica_phase
+from .objects import job_conditions, replica_phase
 from .table import PodRow
 from .watch import JobFeed, Synced, WatchEvent, job_from
 
@@ -168,14 +168,9 @@ def pod_fetcher(api: KubeApi, namespace: str) -> Fetch:
 
 def job_events(api: KubeApi, name: str, namespace: str, stop: threading.Event | None = None) -> Iterator[Event]:
     """JobCondition / ReplicaPhase transitions until the TFJob is Succeeded or Failed; the
-    terminal condition comes last, after the pods' last states. Once `stop` is set, it
-    ends within STOP_POLL_SECONDS and closes the watches.
-
-    The TFJob and pod streams come from two watch caches that each lag etcd on their own,
-    so the Succeeded condition (which the operator wrote after it saw the chief's pod end)
-    can arrive before the pod watch brings that pod's end. Before the terminal condition,
-    one list of the pods (a read from etcd, newer than the condition) reports what the pod
-    watch has not yet said; if that list fails, the stream ends with what it has."""
+    terminal condition comes last, after the pods' last states (`JobFeed.pods_now`: what
+    the pod watch has not brought yet; if that list fails, the stream ends with what it
+    has). Once `stop` is set, it ends within STOP_POLL_SECONDS and closes the watches."""
     conditions, replicas = ConditionTracker(), ReplicaTracker(name, pod_fetcher(api, namespace))
     job_synced = pods_synced = False
     held: list = []  # pod and scheduling items that came before the TFJob (its GPUs per type)
@@ -207,13 +202,13 @@ def job_events(api: KubeApi, name: str, namespace: str, stop: threading.Event | 
                 pods_synced = pods_synced or (isinstance(item, Synced) and item.kind == "pod")
                 yield from _replica_item(replicas, item)
         if stop is None or not stop.is_set():
-            yield from _last_states(api, name, namespace, replicas)
+            yield from _last_states(feed, replicas)
     yield from final
 
 
-def _last_states(api: KubeApi, name: str, namespace: str, replicas: ReplicaTracker) -> list[ReplicaPhase]:
+def _last_states(feed: JobFeed, replicas: ReplicaTracker) -> list[ReplicaPhase]:
     try:
-        rows = api.list_pod_rows(namespace, pod_selector(name))
+        rows = feed.pods_now()
     except (ApiException, *TRANSPORT_ERRORS):
         return []
     return replicas.sync(tuple(rows))

@@ -72,7 +72,9 @@ def _rows(api: KubeApi, name: str, namespace: str, replica: tuple[str, int] | No
 
 
 def _read_one(api: KubeApi, pod: str, namespace: str, replica: str, tail_lines: int | None = None) -> Iterator[LogLine]:
-    for _ in range(LOST_RETRIES + 1):
+    for attempt in range(LOST_RETRIES + 1):
+        if attempt:
+            time.sleep(LOST_RETRY_S)
         with api.errors(f"reading the log of {pod}"):
             try:
                 response = api.pod_log(pod, namespace, CONTAINER, follow=False, tail_lines=tail_lines)
@@ -87,7 +89,6 @@ def _read_one(api: KubeApi, pod: str, namespace: str, replica: str, tail_lines: 
                 return
         finally:
             finish(response)
-        time.sleep(LOST_RETRY_S)
     raise BackendError(f"reading the log of {pod}: the kubelet answered '{lost}' {LOST_RETRIES + 1} times over "
                        f"{LOST_RETRIES * LOST_RETRY_S:g} s: the container it names is gone (removed after a restart); "
                        "try again")
@@ -249,8 +250,8 @@ def follow_logs(api: KubeApi, name: str, namespace: str, replica: tuple[str, int
                     job_synced = True
                     if deadline is None and is_terminal(job):
                         deadline = time.monotonic() + drain_seconds
-                        # the pod watch may be behind the TFJob's: the pods as they are now
-                        # (one list), so that no container that ran is left unread
-                        follower.synced(tuple(_rows(api, name, namespace, replica)))
+                        # the pods as they are now, so that no container that ran is left unread
+                        with api.errors(f"listing pods of tfjob {name}"):
+                            follower.synced(tuple(feed.pods_now()))
         finally:
             follower.close()

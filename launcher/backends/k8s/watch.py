@@ -40,6 +40,7 @@ from ..base import BackendError, NotFound
 from .client import (CONNECT_TIMEOUT, TRANSPORT_ERRORS, KubeApi, Received, abort, absent, finish, iter_lines,
                          one_line, server_message, unreachable)
 from .objects import pod_selector
+from .table import PodRow
 from .table import rows as table_rows
 
 WATCH_SECONDS = 290  # server-side timeout of one watch request (client-go's reflector: 5-10 min)
@@ -224,8 +225,9 @@ class JobFeed:
                  scheduling: bool = False):
         self.queue: queue.Queue = queue.Queue()
         self._halt = threading.Event()
+        self._api, self._namespace, self._pod_selector = api, namespace, pod_selector(name, replica)
         job_call = _bind(api.tfjobs, namespace, field_selector=f"metadata.name={name}")
-        pod_call = _bind(api.pod_rows, namespace, label_selector=pod_selector(name, replica))
+        pod_call = _bind(api.pod_rows, namespace, label_selector=self._pod_selector)
         watch = lambda kind, call, decode=None: ListWatch(kind, call, self.queue, self._halt, api.host,  # noqa: E731
                                                          api.received, decode)
         self._watches = [watch("tfjob", job_call), watch("pod", pod_call, Rows())]
@@ -253,6 +255,13 @@ class JobFeed:
 
     def put(self, item: object) -> None:
         self.queue.put(item)
+
+    def pods_now(self) -> list[PodRow]:
+        """The feed's pods as they are now: one list, read from etcd. The TFJob and pod
+        watches come from two watch caches that each lag etcd on their own, so once the
+        TFJob is terminal the pod watch may not have brought the pods' last changes yet
+        (the chief's end, which the operator saw before it wrote Succeeded)."""
+        return self._api.list_pod_rows(self._namespace, self._pod_selector)
 
     def close(self) -> None:
         self._halt.set()
