@@ -10,22 +10,17 @@ when chosen, so `--help` and `render` never load the Kubernetes client.
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import Callable, Mapping
 
 from ..spec import SpecError
 from . import kubeconfig
-from .base import Backend, BackendError
+from .base import Backend, BackendError, stderr_note
 
 KINDS = ("auto", "local", "k8s")
 LOCAL_NOTE = ("No Kubernetes cluster configured; using this machine (local backend). "
               "Use --backend k8s to force the cluster.")
 SERVICE_ACCOUNT_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
-
-
-def _stderr(line: str) -> None:
-    print(line, file=sys.stderr)
 
 
 def in_cluster(env: Mapping[str, str], token: Path = SERVICE_ACCOUNT_TOKEN) -> bool:
@@ -42,7 +37,7 @@ def cluster_configured(env: Mapping[str, str] | None = None, home: Path | None =
     return kubeconfig.configured(env, home)
 
 
-def resolve_kind(kind: str, note: Callable[[str], None] = _stderr, **probe) -> str:
+def resolve_kind(kind: str, note: Callable[[str], None] = stderr_note, **probe) -> str:
     """"auto" -> "k8s" or "local" (announcing the local choice); others pass through."""
     if kind not in KINDS:
         raise SpecError("--backend", f"{kind!r} is not a backend; use one of {', '.join(KINDS)}")
@@ -54,7 +49,7 @@ def resolve_kind(kind: str, note: Callable[[str], None] = _stderr, **probe) -> s
     return "local"
 
 
-def get_backend(kind: str = "auto", note: Callable[[str], None] = _stderr,
+def get_backend(kind: str = "auto", note: Callable[[str], None] = stderr_note,
                 kubeconfig: str | None = None, context: str | None = None,
                 request_timeout: float | None = None) -> Backend:
     """An instance of the chosen backend (imported lazily); `kubeconfig` / `context`
@@ -65,7 +60,7 @@ def get_backend(kind: str = "auto", note: Callable[[str], None] = _stderr,
             from .k8s import KubernetesBackend
 
             timeout = {} if request_timeout is None else {"request_timeout": request_timeout}
-            return KubernetesBackend(kubeconfig=kubeconfig, context=context, **timeout)
+            return KubernetesBackend(kubeconfig=kubeconfig, context=context, note=note, **timeout)
         from .local import LocalBackend
 
         return LocalBackend(note=note)

@@ -7,11 +7,17 @@ is terminal. The CLI and the view never know which backend they talk to.
 from __future__ import annotations
 
 import abc
+import sys
 import threading
 from dataclasses import dataclass, field
 from typing import Iterator
 
 from ..events import Event, JobCondition, LogLine, ReplicaPhase
+
+
+def stderr_note(line: str) -> None:
+    """Where a backend's notes go unless the caller gives its own: one line on stderr."""
+    print(line, file=sys.stderr, flush=True)
 
 
 class BackendError(RuntimeError):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.backends.base import BackendError
+from launcher.backends.base import BackendError, LogOptions
 from launcher.backends.k8s import logs
 from launcher.events import LogLine
 from tests.support.k8s_backend import WAIT, Collector, manifest, watches_open
@@ -78,6 +78,31 @@ def test_a_log_the_kubelet_answers_for_a_removed_container_is_asked_again(k8s_ba
                                            r" over 0.25 s: the container it names is gone \(removed after a "
                                            r"restart\); try again$"):
         list(k8s_backend.logs("mnist", "default", replica="worker-0"))
+
+
+def test_previous_of_a_container_the_kubelet_removed_in_a_crash_loop_reads_the_last_one_with_a_note(
+        k8s_backend, fake_apiserver, fake_operator):
+    """Under OnFailure the restarted container exits again: until its back-off ends the
+    kubelet's status names, as the last state, the container it removed at that exit, and
+    `previous` is lost on every answer (tests/node met it for most of a crash loop). The
+    last container's log is read instead, once, and a note says so; while the status still
+    says the container runs, `previous` is the one before, as the kubelet serves it."""
+    notes: list[str] = []
+    k8s_backend.note = notes.append
+    backend = k8s_backend
+    first = crash_looping(backend, fake_operator)
+    fake_operator.start("mnist-worker-0")
+    fake_operator.log("mnist-worker-0", "second run")
+    previous = LogOptions(previous=True)
+    assert lines_of(list(backend.logs("mnist", "default", replica="worker-0", options=previous)), "worker-0") == [REFUSAL]
+    assert notes == []
+
+    fake_operator.exit_in_back_off("mnist-worker-0", 2)
+    assert lines_of(list(backend.logs("mnist", "default", replica="worker-0", options=previous)),
+                    "worker-0") == ["second run"]
+    assert notes == ["note: worker-0: the kubelet no longer has the previous container (it keeps the last exited one "
+                     "only); this is the log of the last container, which exited with code 2"]
+    assert fake_apiserver.logs[first].removed  # the double served `previous` as lost, not the old lines
 
 
 def test_following_a_container_the_kubelet_lost_shows_no_error_line_and_follows_the_next(k8s_backend, fake_apiserver,

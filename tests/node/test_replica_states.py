@@ -6,7 +6,10 @@ thing). The trainer image refuses `--train-steps -5` with one line and exit code
   `submit` exits 1 after showing chief-0 Failed with exit code 2 and the trainer's line;
 - under `OnFailure` the kubelet restarts the container with back-off: `status -o wide`
   shows chief-0 in CrashLoopBackOff with the last exit code 2, and `logs -p` prints the
-  previous container's line.
+  trainer's line. Once a restarted container exited, the kubelet has removed the one before
+  and until the back-off ends its status still names that one as the last state (every
+  `previous` answer is "unable to retrieve container logs"): `logs -p` prints the last
+  container's line with a note saying so.
 
 An image the node does not have (`localhost/tfjob-missing:0`, pull policy IfNotPresent:
 containerd tries a registry on 127.0.0.1 inside the node's network namespace, refused, so
@@ -25,6 +28,8 @@ from tests.support.polling import wait_for
 RUN_TIMEOUT_S = 300.0
 REFUSED = ("--train-steps", "-5")
 REFUSAL = "must be > 0, got -5"
+PREVIOUS_GONE = ("note: chief-0: the kubelet no longer has the previous container (it keeps the last exited one only); "
+                 "this is the log of the last container, which exited with code 2")
 
 
 def test_a_chief_exiting_2_under_exit_code_fails_the_job_and_submit_says_why(node_cluster, trainer_image):
@@ -65,9 +70,20 @@ def test_a_chief_exiting_2_under_on_failure_crash_loops_and_status_shows_it(node
 
         wait_for(wide_row, "chief-0's row in `status -o wide` with exit code 2 and CrashLoopBackOff", RUN_TIMEOUT_S,
                  interval=2.0)
+
+        def exited_in_back_off() -> str | None:  # the kubelet removed the container before this one as it exited
+            status = ns.pod(f"{job}-chief-0")["status"]["containerStatuses"][0]
+            ended = (status.get("state") or {}).get("terminated") or {}
+            before = ((status.get("lastState") or {}).get("terminated") or {}).get("containerID")
+            return ended.get("containerID") if before and ended.get("containerID") not in (None, before) else None
+
+        ended = wait_for(exited_in_back_off, "chief-0 exited again, before its next back-off ends", RUN_TIMEOUT_S,
+                         interval=1.0)
         previous = run_launcher(node_cluster, "logs", job, "--backend", "k8s", "-n", ns.name, "--replica", "chief-0",
                                 "-p")
         assert previous.returncode == 0 and REFUSAL in previous.stdout, previous.stdout + previous.stderr
+        if exited_in_back_off() == ended:  # the same back-off throughout: the previous container was gone
+            assert PREVIOUS_GONE in previous.stderr, previous.stderr
         deleted = run_launcher(node_cluster, "delete", job, "--backend", "k8s", "-n", ns.name, "--wait")
         assert deleted.returncode == 0, deleted.stderr
 

@@ -20,13 +20,13 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from typing import Iterator
+from typing import Callable, Iterator
 
 from kubernetes.client.exceptions import ApiException
 
 from ...events import Event, LogLine
 from ...tfconfig import replica_counts
-from ..base import Backend, BackendError, JobStatus, JobSummary, LogOptions, NotFound, job_phase
+from ..base import Backend, BackendError, JobStatus, JobSummary, LogOptions, NotFound, job_phase, stderr_note
 from .client import (CALL_TIMEOUT, TRANSPORT_ERRORS, CountingApiClient, KubeApi, RequestCounter, absent,
                          load_configuration, one_line, read_json, server_message, unreachable)
 from .events import ReplicaTracker, job_events, pod_fetcher
@@ -45,7 +45,8 @@ class KubernetesBackend(Backend):
     log_options_note = None  # the kubelet honours previous, sinceSeconds and timestamps
 
     def __init__(self, kubeconfig: str | None = None, context: str | None = None,
-                 request_timeout: float = CALL_TIMEOUT):
+                 request_timeout: float = CALL_TIMEOUT, note: Callable[[str], None] = stderr_note):
+        self.note = note
         self.requests = RequestCounter()
         self.api = KubeApi(CountingApiClient(load_configuration(kubeconfig, context), self.requests),
                            request_timeout=request_timeout)
@@ -133,7 +134,7 @@ class KubernetesBackend(Backend):
         api = self.api.with_log_options(**kubelet) if kubelet else self.api
         if follow:
             return follow_logs(api, name, namespace, one, self.log_drain_seconds, tail_lines=tail)
-        return read_logs(api, name, namespace, one, tail_lines=tail)
+        return read_logs(api, name, namespace, one, tail_lines=tail, note=self.note)
 
     def list(self, namespace: str | None) -> list[JobSummary]:
         with self.api.errors("listing tfjobs"):

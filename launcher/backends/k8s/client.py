@@ -468,6 +468,10 @@ class KubeApi:
                                              ("timestamps", timestamps)) if v}
         return api
 
+    def current_container(self) -> "KubeApi":
+        """The same API with the same log options, but for the current container (not previous)."""
+        return self.with_log_options(**{**self.log_options, "previous": False})
+
     def close(self) -> None:
         self.client.close()
 

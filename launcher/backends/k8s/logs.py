@@ -18,13 +18,13 @@ import re
 import threading
 import time
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 from kubernetes.client.exceptions import ApiException
 
 from ...events import LogLine, short_replica
 from ...tfconfig import replicas as job_replicas
-from ..base import BackendError
+from ..base import BackendError, stderr_note
 from . import table
 from .client import CONNECT_TIMEOUT, TRANSPORT_ERRORS, KubeApi, abort, finish, iter_lines, one_line, server_message
 from .objects import CONTAINER, is_terminal, pod_selector, replica_order
@@ -39,6 +39,13 @@ _WAITING = 400  # the kubelet's answer for a container that has not started
 # right after a restart, before the status caught up) the answer is a 200 whose whole body
 # is this line (pkg/kubelet/kuberuntime GetContainerLogs). kubectl prints it as if it were
 # the log; it is asked again here, LOST_RETRIES times LOST_RETRY_S apart, then refused.
+# One case does not pass: `previous` in a crash loop. The kubelet keeps one exited container
+# per container (kubelet.go minDeadContainerInPod): when a container exits it removes the one
+# before at once (cleanUpContainersInPod), while its status names that one as the last state
+# until the back-off ends (pod_workers.go: the next sync is at the back-off's expiry). Measured
+# on kubelet v1.36.3: lost for each whole back-off, 10 s to over a minute, most of a crash
+# loop. The container the user wants, the one that crashed last, is then the current one:
+# its log is read instead, with a note (`_previous_removed`).
 LOST = re.compile(r"unable to retrieve container logs for [a-z0-9.+-]+://[0-9a-f]+")
 LOST_RETRIES, LOST_RETRY_S = 5, 1.0
 
@@ -53,16 +60,17 @@ def check_replica(tfjob: dict, replica: tuple[str, int]) -> None:
 
 # ---- what exists now --------------------------------------------------------------------
 def read_logs(api: KubeApi, name: str, namespace: str, replica: tuple[str, int] | None = None,
-              tail_lines: int | None = None) -> Iterator[LogLine]:
+              tail_lines: int | None = None, note: Callable[[str], None] = stderr_note) -> Iterator[LogLine]:
     """The current log of each started replica, replica by replica (Pending ones skipped);
-    only its last `tail_lines` lines when given (the kubelet's tailLines)."""
+    only its last `tail_lines` lines when given (the kubelet's tailLines). `note` gets the
+    line that says a previous container is gone and its successor's log is shown."""
     found = _rows(api, name, namespace, replica)
     if not found and replica is None:  # tell "no such job" from "no pods yet"
         api.get_tfjob(name, namespace)
     started = [(phase, row) for row in found if (phase := table.replica_phase(row, name))
                and table.log_instance(row) is not None]
     for phase, row in sorted(started, key=lambda found: replica_order(found[0])):
-        yield from _read_one(api, row.name, namespace, phase.replica, tail_lines)
+        yield from _read_one(api, row.name, namespace, phase.replica, tail_lines, note)
 
 
 def _rows(api: KubeApi, name: str, namespace: str, replica: tuple[str, int] | None) -> list[PodRow]:
@@ -71,7 +79,8 @@ def _rows(api: KubeApi, name: str, namespace: str, replica: tuple[str, int] | No
         return api.list_pod_rows(namespace, pod_selector(name, replica))
 
 
-def _read_one(api: KubeApi, pod: str, namespace: str, replica: str, tail_lines: int | None = None) -> Iterator[LogLine]:
+def _read_one(api: KubeApi, pod: str, namespace: str, replica: str, tail_lines: int | None = None,
+              note: Callable[[str], None] = stderr_note) -> Iterator[LogLine]:
     for attempt in range(LOST_RETRIES + 1):
         if attempt:
             time.sleep(LOST_RETRY_S)
@@ -89,9 +98,28 @@ def _read_one(api: KubeApi, pod: str, namespace: str, replica: str, tail_lines: 
                 return
         finally:
             finish(response)
+        if api.log_options.get("previous") and (exit_code := _previous_removed(api, pod, namespace, lost)) is not None:
+            note(f"note: {replica}: the kubelet no longer has the previous container (it keeps the last exited one "
+                 f"only); this is the log of the last container, which exited with code {exit_code}")
+            yield from _read_one(api.current_container(), pod, namespace, replica, tail_lines, note)
+            return
     raise BackendError(f"reading the log of {pod}: the kubelet answered '{lost}' {LOST_RETRIES + 1} times over "
                        f"{LOST_RETRIES * LOST_RETRY_S:g} s: the container it names is gone (removed after a restart); "
                        "try again")
+
+
+def _previous_removed(api: KubeApi, pod: str, namespace: str, lost: str) -> int | None:
+    """The exit code of the pod's current container when it has exited and the container
+    the kubelet could not find (`lost`) is its last state: the one before it, removed when
+    it exited. None otherwise (the status may not have caught up: ask again)."""
+    with api.errors(f"reading pod {pod}"):
+        obj = api.get_pod(pod, namespace) or {}
+    status = next((s for s in (obj.get("status") or {}).get("containerStatuses") or [] if s.get("name") == CONTAINER), {})
+    ended = (status.get("state") or {}).get("terminated") or {}
+    before = ((status.get("lastState") or {}).get("terminated") or {}).get("containerID")
+    if ended.get("containerID") and before and ended["containerID"] != before and lost.endswith(f" {before}"):
+        return ended.get("exitCode")
+    return None
 
 
 def unless_lost(lines: Iterator[str]) -> tuple[str | None, Iterator[str]]:

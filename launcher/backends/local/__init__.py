@@ -28,7 +28,7 @@ from typing import Iterator
 
 from ...events import Event, LogLine
 from ...tfconfig import replica_counts
-from ..base import AlreadyExists, Backend, BackendError, JobStatus, JobSummary, NotFound
+from ..base import AlreadyExists, Backend, BackendError, JobStatus, JobSummary, NotFound, stderr_note
 from .logs import Tail, follow_logs, read_logs
 from .secrets import unresolved
 from .plan import REPO_ROOT, build_plan, command_line
@@ -80,7 +80,7 @@ class LocalBackend(Backend):
 
     def __init__(self, runs_dir: str | None = None, note=None):
         self.runs = RunsDir(runs_dir)
-        self.note = note or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.note = note or stderr_note
         self._children: list[subprocess.Popen] = []
         self._submitted: set[tuple[str, str]] = set()
 

@@ -99,6 +99,7 @@ class ContainerLog:
     lines: list[str] = field(default_factory=list)
     done: bool = False
     lost: int = 0  # answers still to give as the kubelet does for a container the runtime no longer has
+    removed: bool = False  # every answer so: the kubelet removed the container (see FakeOperator.exit_in_back_off)
 
 
 class FakeApiServer:
@@ -239,6 +240,12 @@ class FakeApiServer:
         WriteError after the header: the text alone, no newline)."""
         with self.cond:
             self.logs.setdefault(container_id, ContainerLog()).lost = answers
+
+    def remove_container(self, container_id: str) -> None:
+        """The runtime no longer has this container: every log request that names it gets
+        the answer of `lose_log`."""
+        with self.cond:
+            self.logs.setdefault(container_id, ContainerLog()).removed = True
 
     def lost_answers_left(self, container_id: str) -> int:
         with self.cond:
@@ -442,10 +449,10 @@ class FakeApiServer:
         if pod is None:
             raise not_found("pods", name)
         container = log_container(pod, query.get("container"))
-        container_id = kubelet_log_source(pod, container)
+        container_id = kubelet_log_source(pod, container, previous=query.get("previous") == "true")
         with self.cond:
             log = self.logs.setdefault(container_id, ContainerLog())
-            lost, log.lost = log.lost > 0, max(log.lost - 1, 0)
+            lost, log.lost = log.removed or log.lost > 0, max(log.lost - 1, 0)
         if lost:
             send(h, 200, "text/plain", f"unable to retrieve container logs for {container_id}".encode())
             return

@@ -177,8 +177,9 @@ def log_container(pod: dict, container: str | None) -> str:
     return container
 
 
-def kubelet_log_source(pod: dict, container: str) -> str:
-    """The container ID `GET .../log` reads (kubelet validateContainerLogStatus)."""
+def kubelet_log_source(pod: dict, container: str, previous: bool = False) -> str:
+    """The container ID `GET .../log` reads (kubelet validateContainerLogStatus), the last
+    state's when `previous`."""
     pod_name = pod["metadata"]["name"]
     status = next((s for s in (pod.get("status") or {}).get("containerStatuses") or []
                    if s["name"] == container), None)
@@ -186,6 +187,11 @@ def kubelet_log_source(pod: dict, container: str) -> str:
         raise ApiError(400, "BadRequest", f'container "{container}" in pod "{pod_name}" is waiting to start: '
                                           "ContainerCreating")
     state, last = status.get("state") or {}, (status.get("lastState") or {}).get("terminated") or {}
+    if previous:
+        if not last.get("containerID"):
+            raise ApiError(400, "BadRequest", f'previous terminated container "{container}" in pod "{pod_name}" '
+                                              "not found")
+        return last["containerID"]
     if state.get("running"):
         return status["containerID"]
     if state.get("terminated"):

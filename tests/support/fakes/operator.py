@@ -301,6 +301,23 @@ class FakeOperator:
         self._update(pod, change)
         self.server.end_log(container_id)
 
+    def exit_in_back_off(self, pod: str, code: int = 1) -> None:
+        """restartPolicy OnFailure, a container that was restarted exits again: kubelet
+        v1.36.3 removes the container before it at once (kubelet.go cleanUpContainersInPod
+        keeps one exited container per container) and, until the back-off ends, its status
+        says this one terminated with the removed one as the last state; a log asked of
+        that one is then lost on every answer (tests/node measured it)."""
+        container_id = self.container_id(pod)
+        before = self.server.get("pods", self.namespace, pod)
+
+        def change(obj):
+            status = self._container(obj)
+            status.update(ready=False, started=False, state={"terminated": self._terminated(status, code)})
+        removed = self._container(before)["lastState"]["terminated"]["containerID"]
+        self._update(pod, change)
+        self.server.end_log(container_id)
+        self.server.remove_container(removed)
+
     def delete_pod(self, pod: str) -> None:
         self.server.remove("pods", self.namespace, pod)
 
