@@ -89,16 +89,16 @@ def test_previous_of_a_container_the_kubelet_removed_in_a_crash_loop_reads_the_l
     says the container runs, `previous` is the one before, as the kubelet serves it."""
     notes: list[str] = []
     k8s_backend.note = notes.append
-    backend = k8s_backend
-    first = crash_looping(backend, fake_operator)
+    first = crash_looping(k8s_backend, fake_operator)
     fake_operator.start("mnist-worker-0")
     fake_operator.log("mnist-worker-0", "second run")
     previous = LogOptions(previous=True)
-    assert lines_of(list(backend.logs("mnist", "default", replica="worker-0", options=previous)), "worker-0") == [REFUSAL]
+    assert lines_of(list(k8s_backend.logs("mnist", "default", replica="worker-0", options=previous)),
+                    "worker-0") == [REFUSAL]
     assert notes == []
 
     fake_operator.exit_in_back_off("mnist-worker-0", 2)
-    assert lines_of(list(backend.logs("mnist", "default", replica="worker-0", options=previous)),
+    assert lines_of(list(k8s_backend.logs("mnist", "default", replica="worker-0", options=previous)),
                     "worker-0") == ["second run"]
     assert notes == ["note: worker-0: the kubelet no longer has the previous container (it keeps the last exited one "
                      "only); this is the log of the last container, which exited with code 2"]
@@ -163,8 +163,6 @@ def test_follow_stops_a_replica_still_running_after_the_job_ended(k8s_backend, f
 def test_tail_keeps_the_last_lines_and_with_follow_then_follows(k8s_backend, fake_apiserver, fake_operator):
     """kubectl's logs --tail N [-f]: the kubelet's tailLines on the instances running when
     the command starts; a container that starts later (a restart) is read from its start."""
-    from launcher.backends.base import LogOptions
-
     k8s_backend.submit(manifest(workers=1, ps=0, chief=0))
     fake_operator.create_pods("mnist")
     fake_operator.start("mnist-worker-0")

@@ -27,7 +27,7 @@ from ...tfconfig import replicas as job_replicas
 from ..base import BackendError, stderr_note
 from . import table
 from .client import CONNECT_TIMEOUT, TRANSPORT_ERRORS, KubeApi, abort, finish, iter_lines, one_line, server_message
-from .objects import CONTAINER, is_terminal, pod_selector, replica_order
+from .objects import CONTAINER, container_status, is_terminal, pod_selector, replica_order
 from .table import PodRow
 from .watch import JobFeed, Synced, WatchEvent, job_from
 
@@ -113,8 +113,7 @@ def _previous_removed(api: KubeApi, pod: str, namespace: str, lost: str) -> int 
     the kubelet could not find (`lost`) is its last state: the one before it, removed when
     it exited. None otherwise (the status may not have caught up: ask again)."""
     with api.errors(f"reading pod {pod}"):
-        obj = api.get_pod(pod, namespace) or {}
-    status = next((s for s in (obj.get("status") or {}).get("containerStatuses") or [] if s.get("name") == CONTAINER), {})
+        status = container_status(api.get_pod(pod, namespace) or {})
     ended = (status.get("state") or {}).get("terminated") or {}
     before = ((status.get("lastState") or {}).get("terminated") or {}).get("containerID")
     if ended.get("containerID") and before and ended["containerID"] != before and lost.endswith(f" {before}"):

@@ -308,12 +308,11 @@ class FakeOperator:
         says this one terminated with the removed one as the last state; a log asked of
         that one is then lost on every answer (tests/node measured it)."""
         container_id = self.container_id(pod)
-        before = self.server.get("pods", self.namespace, pod)
+        removed = self._container(self.server.get("pods", self.namespace, pod))["lastState"]["terminated"]["containerID"]
 
         def change(obj):
             status = self._container(obj)
             status.update(ready=False, started=False, state={"terminated": self._terminated(status, code)})
-        removed = self._container(before)["lastState"]["terminated"]["containerID"]
         self._update(pod, change)
         self.server.end_log(container_id)
         self.server.remove_container(removed)
