@@ -225,6 +225,7 @@ def dataset(data: str | Source, split: str, batch_size: int, training: bool, see
 
 # ---- CLI ---------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
+    lazy.quiet_tensorflow()
     parser = argparse.ArgumentParser(
         prog="python -m trainer.data",
         description="Write a dataset as TFRecord shards to a local dir or gs:// URL. mnist: MNIST "

@@ -13,14 +13,27 @@ server_lib`) without the package's `__init__`, which for TensorFlow imports its 
 (and Keras): a ps or worker server then starts in about a second instead of 4-6 (task.serve).
 The first read of an attribute of the package itself (`tf.io`, by any code) runs that
 `__init__` after all, so nothing else changes.
+
+    lazy.quiet_tensorflow()
+
+first thing in a command's main() hides TensorFlow's C++ INFO lines (CPU features, oneDNN,
+"All log messages before absl::InitializeLog()") that its import would print.
 """
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 import threading
 import types
+
+
+def quiet_tensorflow() -> None:
+    """Hide TensorFlow's C++ INFO lines (warnings and errors stay) in this process and its
+    children; it takes effect only before TensorFlow's import. TF_CPP_MIN_LOG_LEVEL=0
+    brings them back."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
 
 class _Module(types.ModuleType):

@@ -37,6 +37,7 @@ def label_text(labels: list[int]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    lazy.quiet_tensorflow()
     parser = argparse.ArgumentParser(prog="python -m trainer.make_request", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="mnist", choices=sorted(MODELS), help="model the request is for")

@@ -267,6 +267,7 @@ def table(outputs: dict[str, np.ndarray], keyed: bool) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    lazy.quiet_tensorflow()
     parser = argparse.ArgumentParser(prog="python -m trainer.predict", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model-dir", required=True, help="JOB_DIR/export (its newest version is used) or one "

@@ -23,7 +23,7 @@ import sys
 import tempfile
 
 from trainer import cluster as cluster_config
-from trainer import flags
+from trainer import flags, lazy
 from trainer.cluster import Cluster
 
 # TensorFlow is imported only once flags and TF_CONFIG are known good, so that a bad
@@ -41,12 +41,6 @@ def stream_stdout() -> None:
     """Line-buffered stdout/stderr so every log line reaches `kubectl logs` at once."""
     for stream in (sys.stdout, sys.stderr):
         stream.reconfigure(line_buffering=True)
-
-
-def quiet_tensorflow() -> None:
-    """Hide TensorFlow's C++ INFO lines (warnings and errors stay); TF_CPP_MIN_LOG_LEVEL=0
-    brings them back."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
 
 def ensure_data(args: argparse.Namespace) -> None:
@@ -108,8 +102,6 @@ def import_server_tensorflow() -> None:
     attribute later (--prepare-data on a worker) imports the rest then (lazy.package).
     When TensorFlow would load plugin kernels or devices at import (tensorflow_plugins),
     it is imported whole at once, so that the server has them."""
-    from trainer import lazy
-
     if "tensorflow" in sys.modules:
         return
     if tensorflow_plugins():
@@ -179,7 +171,7 @@ def compute(args: argparse.Namespace, cluster: Cluster) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     stream_stdout()
-    quiet_tensorflow()
+    lazy.quiet_tensorflow()
     args = flags.parse(argv)
     try:
         cluster = cluster_config.parse(os.environ.get("TF_CONFIG"))

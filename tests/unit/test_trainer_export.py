@@ -1,4 +1,5 @@
-"""trainer.export and trainer.predict on a plain (untrained) model."""
+"""trainer.export and trainer.predict on a plain (untrained) model; as a command,
+trainer.predict prints no TensorFlow start-up lines on stderr."""
 from __future__ import annotations
 
 import json
@@ -7,6 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.support.tools import run_trainer_command
 from trainer import export, models, predict
 
 
@@ -64,6 +66,15 @@ def test_predict_prints_classes_and_probabilities(exported, tmp_path, capsys):
         fields = line.split(maxsplit=2)
         assert int(fields[0]) == key and 0 <= int(fields[1]) <= 9
         assert len(json.loads(fields[2])) == 10
+
+
+def test_the_command_prints_the_table_and_no_tensorflow_start_up_lines(exported, tmp_path):
+    request = tmp_path / "request.json"
+    request.write_text(json.dumps({"image": [0.0] * 784, "key": 7}) + "\n")
+    done = run_trainer_command("predict", "--model-dir", exported, "--json-instances", str(request))
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.splitlines()[0] == "KEY  CLASSES  PROBABILITIES"
+    assert done.stdout.splitlines()[1].startswith("7 ")
 
 
 def test_instances_without_keys_go_to_the_unkeyed_signature(exported, tmp_path, capsys):

@@ -1,5 +1,6 @@
 """trainer.make_request on a few synthetic MNIST test records: --count refused in one
-line, fewer examples than asked said, long label lists cut short."""
+line, fewer examples than asked said, long label lists cut short, and as a command no
+TensorFlow start-up lines on stderr."""
 from __future__ import annotations
 
 import json
@@ -7,6 +8,7 @@ import json
 import numpy as np
 import pytest
 
+from tests.support.tools import run_trainer_command
 from trainer import data, make_request
 
 
@@ -53,3 +55,9 @@ def test_the_labels_are_all_printed_up_to_a_bound_then_cut_short(data_dir, tmp_p
     assert capsys.readouterr().out == f"Wrote 11 instances to {out} (true labels: 0 1 2 3 ... of 11)\n"
     assert make_request.main(["--data-dir", data_dir, "--count", "10", "--out", str(out)]) == 0
     assert capsys.readouterr().out.endswith("(true labels: 0 1 2 3 4 5 6 7 8 9)\n")
+
+
+def test_the_command_prints_its_line_and_no_tensorflow_start_up_lines(data_dir, tmp_path):
+    out = tmp_path / "request.json"
+    done = run_trainer_command("make_request", "--data-dir", data_dir, "--count", "2", "--out", str(out))
+    assert (done.returncode, done.stdout, done.stderr) == (0, f"Wrote 2 instances to {out} (true labels: 0 1)\n", "")
