@@ -11,9 +11,14 @@ trips (`--dataset taxi`): see trainer/models/taxi/prepare.py.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import re
+import secrets
+import socket
 import sys
 from dataclasses import dataclass
+from typing import Iterator
 
 import numpy as np
 
@@ -34,7 +39,48 @@ class DataError(RuntimeError):
 def example(image: np.ndarray, label: int) -> bytes:
     feature = {"image": tf.train.Feature(bytes_list=tf.train.BytesList(value=[image.tobytes()])),
                "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)]))}
-    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+    return serialize(tf.train.Example(features=tf.train.Features(feature=feature)))
+
+
+def serialize(example) -> bytes:
+    """The record of a tf.train.Example, the same bytes in every process: protobuf orders
+    the features map by the process's string hashing unless asked not to, so without
+    `deterministic` two replicas preparing one data dir wrote different files."""
+    return example.SerializeToString(deterministic=True)
+
+
+@contextlib.contextmanager
+def staged(out: str) -> Iterator[str]:
+    """A folder of this process's own inside `out` (local or gs://) to write a dataset into.
+    When the block ends without error its files move into `out`, records last, each with
+    one rename; the folder is removed in any case. So neither a reader nor another replica
+    preparing the same data dir at the same time (with --prepare-data every replica that
+    reads data does, and a data dir may be shared) meets a file half written, and an
+    interrupted write leaves nothing behind in `out`."""
+    root = out.rstrip("/")
+    stage = f"{root}/.staging-{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
+    tf.io.gfile.makedirs(stage)
+    try:
+        yield stage
+        for name in sorted(tf.io.gfile.listdir(stage), key=lambda name: (".tfrecord" in name, name)):
+            tf.io.gfile.rename(f"{stage}/{name}", f"{root}/{name}", overwrite=True)
+    finally:
+        if tf.io.gfile.exists(stage):
+            tf.io.gfile.rmtree(stage)
+
+
+_SHARD = re.compile(r"(.*)-(\d{5})-of-(\d{5})\.tfrecord(?:\.gz)?$")
+
+
+def complete(paths: list[str]) -> bool:
+    """Whether every set of shards named NAME-NNNNN-of-MMMMM.tfrecord among `paths` (the
+    names written here) has all its MMMMM shards; other names count as complete."""
+    sets: dict[tuple[str, int], set[int]] = {}
+    for path in paths:
+        match = _SHARD.match(path)
+        if match:
+            sets.setdefault((match[1], int(match[3])), set()).add(int(match[2]))
+    return all(found == set(range(total)) for (_, total), found in sets.items())
 
 
 def write_split(out: str, split: str, images: np.ndarray, labels: np.ndarray) -> list[str]:
@@ -53,13 +99,13 @@ def write(out: str, train_limit: int | None = None, test_limit: int | None = Non
           offline: bool = False) -> dict[str, int]:
     """Write (a slice of) MNIST to `out`; returns the example count per split."""
     raw = mnist_source.fetch(offline=offline)
-    tf.io.gfile.makedirs(out)
     counts = {}
-    for split, limit in (("train", train_limit), ("test", test_limit)):
-        images, labels = mnist_source.load(split, raw)
-        images, labels = images[:limit], labels[:limit]
-        write_split(out, split, images, labels)
-        counts[split] = len(labels)
+    with staged(out) as stage:
+        for split, limit in (("train", train_limit), ("test", test_limit)):
+            images, labels = mnist_source.load(split, raw)
+            images, labels = images[:limit], labels[:limit]
+            write_split(stage, split, images, labels)
+            counts[split] = len(labels)
     return counts
 
 

@@ -156,7 +156,8 @@ def parser() -> Parser:
                         "reads the train.tfrecords of the TensorFlow MNIST tutorials (labels: `label`)")
     p.add_argument("--prepare-data", action="store_true",
                    help="when --data-dir has no records, write the model's dataset there first (each replica that reads "
-                        "data does it: for a pod's own disk, e.g. on kind, where no bucket is shared)")
+                        "data does it: for a pod's own disk, e.g. on kind, where no bucket is shared; replicas sharing a "
+                        "data dir leave one whole copy)")
     p.add_argument("--model", default="mnist", choices=sorted(MODELS), help="model to train")
     p.add_argument("--train-steps", "--train_steps", "--max_steps", "--max-steps", dest="train_steps",
                    type=_positive, default=2000, help="global training steps in total")

@@ -45,7 +45,8 @@ def stream_stdout() -> None:
 
 def ensure_data(args: argparse.Namespace) -> None:
     """Raise DataError when --data-dir (or a pattern of --train_data_paths/--eval_data_paths)
-    has no records, unless --prepare-data writes them; then say which files the job reads.
+    has no records, unless --prepare-data writes them (also over a set of shards not all
+    there); then say which files the job reads.
     (Whether the model can parse them is data.check's, once TensorFlow is configured.)"""
     from trainer import data, models
 
@@ -60,6 +61,10 @@ def ensure_data(args: argparse.Namespace) -> None:
     except data.DataError:
         if not args.prepare_data:
             raise
+        files = {}
+    # With --prepare-data, a set of shards only partly there is another replica's write in
+    # progress (data.staged moves its files in one by one): write a whole copy too.
+    if args.prepare_data and not (files and all(data.complete(paths) for paths in files.values())):
         print(f"Preparing {model.DATASET} in {args.data_dir} (--prepare-data)")
         model.prepare_data(args.data_dir)
         files = found()

@@ -77,6 +77,26 @@ def test_parameter_server_training_learns_and_the_export_predicts_raw_trips(taxi
     assert cash < 0.05 and card > cash, (card, cash)
 
 
+def test_replicas_preparing_one_shared_data_dir_at_once_leave_one_whole_copy(taxi_dir, tmp_path):  # noqa: F811
+    """--prepare-data where every replica sees the same data dir (the local backend; a shared
+    volume or bucket): the chief and both workers find it empty and write the trips at the
+    same time. Each writes whole files and moves them in (data.staged), the same bytes in
+    every process (data.serialize), so the job trains and the dir holds exactly what
+    `trainer.data` writes. Before, the writers truncated each other's files, with records
+    serialized in a per-process order, and the chief crash-looped on "corrupted record"."""
+    data_dir = tmp_path / "shared-data"
+    flags = [*taxi_flags(tmp_path / "job", str(data_dir), 20), "--prepare-data"]
+    with TrainerCluster({"Chief": 1, "PS": 1, "Worker": 2}, flags, tmp_path) as cluster:
+        assert cluster.wait(WAIT_S, ["chief-0"]) == {"chief-0": 0}, cluster.tails()  # the servers wait for it
+        codes = cluster.wait(WAIT_S)
+        assert codes == {"chief-0": 0, "ps-0": 0, "worker-0": 0, "worker-1": 0}, cluster.tails()
+        assert cluster.lines_with(f"Preparing Chicago taxi trips in {data_dir} (--prepare-data)"), cluster.tails()
+    reference = {path.name: path.read_bytes() for path in Path(taxi_dir).iterdir()}
+    written = {path.name: path.read_bytes() for path in data_dir.iterdir()}  # hidden names too: no staging left
+    assert sorted(written) == sorted(reference)
+    assert [name for name in reference if written[name] != reference[name]] == []
+
+
 def test_with_two_ps_and_small_shards_the_embedding_tables_are_split_across_both(taxi_dir, tmp_path):  # noqa: F811
     """The wide table (197 x 1 floats: 788 bytes) and the deep embeddings lie under the
     default minimum shard (256 KiB) and stay whole; --ps-min-shard-bytes 256 splits each

@@ -158,3 +158,57 @@ def test_the_reading_line_counts_the_files_of_each_split_and_says_whence(tmp_pat
     found = {"train": ["gs://b/train-0.tfr.gz", "gs://b/more-0"], "test": ["data/mnist/test-00000-of-00001.tfrecord"]}
     assert data.reading_line(source, found) == \
         "Reading train: 2 files matching gs://b/train-*.tfr.gz, gs://b/more*; test: 1 file in data/mnist"
+
+
+def names(directory) -> list[str]:
+    return sorted(path.name for path in directory.iterdir())
+
+
+def test_a_staged_write_moves_in_whole_when_it_ends_and_leaves_nothing_when_it_fails(tmp_path):
+    out = tmp_path / "data"
+    with data.staged(str(out)) as stage:
+        data.write_split(stage, "test", *synthetic(6))
+        assert names(out) == [stage.rsplit("/", 1)[1]] and stage.rsplit("/", 1)[1].startswith(".staging-")
+    assert names(out) == ["test-00000-of-00002.tfrecord", "test-00001-of-00002.tfrecord"]
+    with pytest.raises(RuntimeError, match="interrupted"):
+        with data.staged(str(out)) as stage:
+            data.write_split(stage, "train", *synthetic(8))
+            raise RuntimeError("interrupted")
+    assert names(out) == ["test-00000-of-00002.tfrecord", "test-00001-of-00002.tfrecord"]
+
+
+@pytest.mark.parametrize("present, whole", [
+    (["train-00000-of-00002.tfrecord", "train-00001-of-00002.tfrecord"], True),
+    (["train-00001-of-00002.tfrecord"], False),
+    (["train-00000-of-00001.tfrecord.gz", "test-00000-of-00002.tfrecord"], False),
+    (["part-a.tfrecord", "part-b.tfrecord"], True),  # not our shard names: nothing to count
+])
+def test_complete_says_whether_every_shard_of_a_set_is_there(present, whole):
+    assert data.complete([f"/data/{name}" for name in present]) is whole
+
+
+def test_with_prepare_data_a_set_of_shards_not_all_there_is_written_again(tmp_path, monkeypatch, capsys):
+    from trainer import flags, models, task
+
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    data.write_split(str(data_dir), "train", *synthetic(16))
+    data.write_split(str(data_dir), "test", *synthetic(4))
+    (data_dir / "train-00007-of-00008.tfrecord").unlink()  # another replica's write still moving in
+    prepared = []
+
+    def prepare(out: str) -> dict[str, int]:
+        prepared.append(out)
+        with data.staged(out) as stage:
+            data.write_split(stage, "train", *synthetic(16))
+        return {"train": 16}
+
+    monkeypatch.setattr(models.get("mnist"), "prepare_data", prepare)
+    task.ensure_data(flags.parse(["--data-dir", str(data_dir)]))  # as given: not this command's to rewrite
+    assert prepared == [] and "Reading train: 7 files" in capsys.readouterr().out
+    task.ensure_data(flags.parse(["--data-dir", str(data_dir), "--prepare-data"]))
+    assert prepared == [str(data_dir)]
+    assert capsys.readouterr().out == (f"Preparing MNIST in {data_dir} (--prepare-data)\n"
+                                       f"Reading train: 8 files in {data_dir}; test: 2 files in {data_dir}\n")
+    task.ensure_data(flags.parse(["--data-dir", str(data_dir), "--prepare-data"]))  # whole now: read as it is
+    assert prepared == [str(data_dir)]

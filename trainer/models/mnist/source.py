@@ -64,9 +64,15 @@ def store(directory: Path, name: str, data: bytes) -> None:
     if sha256(data) != FILES[name]:
         raise SourceError(f"{name}: sha256 mismatch; delete {directory} and retry")
     directory.mkdir(parents=True, exist_ok=True)
-    tmp = directory / f".{name}.tmp"
-    tmp.write_bytes(data)
-    tmp.replace(directory / name)
+    # a name of this process's own: replicas on one machine (--prepare-data) fetch at once
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, directory / name)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def from_keras(directory: Path) -> None:

@@ -24,6 +24,7 @@ import json
 import numpy as np
 import tensorflow as tf
 
+from trainer import data
 from trainer.models.taxi import features, source
 from trainer.models.taxi.source import SourceError  # noqa: F401 - raised through here
 
@@ -80,39 +81,36 @@ def example(row: dict[str, str]) -> bytes:
         else:
             feature[name] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[item.encode()]))
     feature[features.LABEL] = tf.train.Feature(int64_list=tf.train.Int64List(value=[label(row)]))
-    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+    return data.serialize(tf.train.Example(features=tf.train.Features(feature=feature)))
 
 
 def write(out: str, rows: list[dict] | None = None) -> dict[str, int]:
     """Write the splits and metadata.json to `out` (local or gs://); returns the counts."""
     parts = split(rows if rows is not None else source.rows())
-    tf.io.gfile.makedirs(out)
-    root = out.rstrip("/")
-    for name, trips in parts.items():
-        shards = SHARDS[name]
-        for shard in range(shards):
-            with tf.io.TFRecordWriter(f"{root}/{name}-{shard:05d}-of-{shards:05d}.tfrecord") as writer:
-                for row in trips[shard::shards]:
-                    writer.write(example(row))
     counts = {name: len(trips) for name, trips in parts.items()}
-    with tf.io.gfile.GFile(f"{root}/{METADATA}", "w") as handle:
-        handle.write(json.dumps(metadata(parts["train"], counts), indent=1, sort_keys=True))
+    with data.staged(out) as root:
+        for name, trips in parts.items():
+            shards = SHARDS[name]
+            for shard in range(shards):
+                with tf.io.TFRecordWriter(f"{root}/{name}-{shard:05d}-of-{shards:05d}.tfrecord") as writer:
+                    for row in trips[shard::shards]:
+                        writer.write(example(row))
+        with tf.io.gfile.GFile(f"{root}/{METADATA}", "w") as handle:
+            handle.write(json.dumps(metadata(parts["train"], counts), indent=1, sort_keys=True))
     return counts
 
 
 def read_metadata(data_dir: str) -> dict:
     """metadata.json of `data_dir` (raises data.DataError when absent, or when the records
     carry another label than LABEL_RULE: written by an earlier version)."""
-    from trainer.data import DataError
-
     path = f"{data_dir.rstrip('/')}/{METADATA}"
     rewrite = f"python -m trainer.data --dataset taxi --out {data_dir}"
     try:
         with tf.io.gfile.GFile(path) as handle:
             meta = json.loads(handle.read())
     except tf.errors.NotFoundError:
-        raise DataError(f"--data-dir: no {METADATA} at {data_dir}; create it with: {rewrite}") from None
+        raise data.DataError(f"--data-dir: no {METADATA} at {data_dir}; create it with: {rewrite}") from None
     if meta.get("label") != LABEL_RULE:
-        raise DataError(f"--data-dir: {data_dir} holds records labelled {meta.get('label')!r}, this trainer "
+        raise data.DataError(f"--data-dir: {data_dir} holds records labelled {meta.get('label')!r}, this trainer "
                         f"learns {LABEL_RULE!r}; rewrite them with: {rewrite}")
     return meta
