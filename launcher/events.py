@@ -68,6 +68,8 @@ class TrainingResult:
     loss: float | None = None
     accuracy: float | None = None
     export_path: str | None = None
+    # the model's other metrics on that line, in its order (the taxi model's ("auc", 0.9554))
+    metrics: tuple[tuple[str, float], ...] | None = None
 
 
 Event = Union[JobCondition, ReplicaPhase, LogLine, Progress, TrainingResult]
@@ -97,8 +99,9 @@ def parse_progress(line: str) -> Progress | None:
     )
 
 
-_FINAL = re.compile(r"Final metrics after (?P<step>\d+) steps: loss (?P<loss>[-0-9.eE+naif]+), "
-                    r"accuracy (?P<acc>[-0-9.eE+naif]+)")
+_NUMBER = r"[-0-9.eE+naif]+"
+_FINAL = re.compile(rf"Final metrics after (?P<step>\d+) steps: loss (?P<loss>{_NUMBER}), "
+                    rf"accuracy (?P<acc>{_NUMBER})(?P<more>(?:, [a-z][a-z0-9_]* {_NUMBER})*)")
 _EXPORTED = re.compile(r"Exported model to (?P<path>\S+)\s*$")
 
 
@@ -106,7 +109,10 @@ def parse_result(line: str) -> TrainingResult | None:
     """The chief's `Final metrics after N steps: ...` or `Exported model to PATH` line."""
     match = _FINAL.search(line)
     if match:
-        return TrainingResult(step=int(match["step"]), loss=float(match["loss"]), accuracy=float(match["acc"]))
+        more = tuple((name, float(value)) for name, value in
+                     (pair.split(" ") for pair in match["more"].split(", ")[1:]))
+        return TrainingResult(step=int(match["step"]), loss=float(match["loss"]), accuracy=float(match["acc"]),
+                              metrics=more or None)
     match = _EXPORTED.search(line)
     if match:
         return TrainingResult(export_path=match["path"])

@@ -142,7 +142,8 @@ def merge_result(old: TrainingResult, new: TrainingResult) -> TrainingResult:
 def describe_result(result: TrainingResult) -> str:
     parts = []
     if result.accuracy is not None:
-        parts.append(f"test accuracy {result.accuracy:.4f}, loss {result.loss:.4f} after {result.step} steps")
+        more = "".join(f", {name} {value:.4f}" for name, value in result.metrics or ())
+        parts.append(f"test accuracy {result.accuracy:.4f}{more}, loss {result.loss:.4f} after {result.step} steps")
     if result.export_path:
         parts.append(f"model exported to {result.export_path}")
     return "; " + "; ".join(parts) if parts else ""

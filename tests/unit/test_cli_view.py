@@ -150,6 +150,19 @@ def test_live_view_renders_table_and_progress_and_prints_logs_literally():
     assert "step 20 of 40, 10.0 steps/s, ETA 2s, loss 0.5000, accuracy 0.7500" in text
 
 
+def test_summary_gives_the_models_other_final_metrics_too():
+    from launcher.events import parse_result
+
+    out = io.StringIO()
+    line = "Final metrics after 300 steps: loss 0.1979, accuracy 0.8957, auc 0.9554"  # the taxi model's
+    with JobView("taxi", "default", out=out, live=False, clock=Clock()) as view:
+        view.handle(parse_result(line))
+        view.handle(JobCondition("Succeeded", reason="TFJobSucceeded"))
+        view.finish()
+    assert out.getvalue().splitlines()[-1] == (
+        "taxi: Succeeded; test accuracy 0.8957, auc 0.9554, loss 0.1979 after 300 steps")
+
+
 def test_summary_ends_with_test_accuracy_and_export_path():
     from launcher.events import parse_result
 

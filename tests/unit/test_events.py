@@ -30,6 +30,8 @@ def test_final_metrics_and_export_lines_are_results():
 
     assert parse_result("Final metrics after 300 steps: loss 0.0494, accuracy 0.9844") == TrainingResult(
         step=300, loss=0.0494, accuracy=0.9844)
+    assert parse_result("Final metrics after 300 steps: loss 0.1979, accuracy 0.8957, auc 0.9554") == TrainingResult(
+        step=300, loss=0.1979, accuracy=0.8957, metrics=(("auc", 0.9554),))  # the taxi model's
     assert parse_result("Exported model to gs://bucket/job/export/17") == TrainingResult(
         export_path="gs://bucket/job/export/17")
     assert parse_result("Train [chief/0] step 1 of 2: loss 1.0, accuracy 0.5") is None
