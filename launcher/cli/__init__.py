@@ -28,8 +28,67 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 _REPLICA = re.compile(r"(chief|ps|worker|evaluator)-\d+")
 PROG = "python -m launcher"
 OUTPUTS = ("yaml", "json", "name", "wide")
-TRAINER_ARGS_EPILOG = ("Trainer arguments go after --, as with gcloud: submit --workers 2 --ps 1 -- --train-steps 300 "
-                       "--model taxi. The trainer's flags: python -m trainer.task --help.")
+TRAINER_ARGS_EPILOG = """\
+Trainer arguments go after --, as with gcloud: submit --workers 2 --ps 1 -- --train-steps 300
+--model taxi. The trainer's flags: python -m trainer.task --help."""
+NAME_HELP = "the job's name (submit prints it; list shows every job)"
+# What each job command's --help says above its flags, and its examples below them
+# (kubectl's layout); the text is kept as written (RawDescriptionHelpFormatter).
+DESCRIPTIONS = {
+    "submit": """\
+Render a TFJob from the flags (and a Cloud ML config.yaml), check it against the TFJob schema,
+then run it: on the cluster (k8s backend, through training-operator) or on this machine (local
+backend: one process per replica, with the TF_CONFIG the operator would give each pod). Then
+follow it to its end: replicas coming up, training progress, the chief's log, the final metrics
+and the export. Exit 0 only when the job Succeeded, 1 when it Failed, 2 on bad input (nothing
+submitted).""",
+    "render": """\
+Print the TFJob that submit would send for the same flags; no request is made, no cluster is
+needed. --values-out also writes the values of the Helm chart (charts/tfjob) for the same job.""",
+    "status": """\
+The job's conditions, as training-operator sets them, and a table of its replicas: phase, the
+reason of a replica that waits or ended, restarts, node, age. Exit 1 when the job Failed.""",
+    "logs": """\
+Log lines of a job's replicas, each prefixed with its replica: the chief's (worker-0's without a
+chief), one replica's with --replica, or every replica's with --replica all. -f follows across
+restarts until the job ends.""",
+    "list": """\
+The TFJobs of the namespace (-A: of every namespace) with their phase, replica counts and age;
+on the local backend, the jobs run on this machine.""",
+    "tensorboard": """\
+Start TensorBoard on the job's --job-dir (a local path or gs://, read from the job) and print
+its URL; it runs until Ctrl-C.""",
+    "delete": """\
+Delete a job and its replicas. Its outputs in --job-dir are kept: a new job of the same name
+and job dir resumes from its checkpoints. On the local backend --purge also removes the
+outputs kept in the job's default job dir.""",
+}
+EXAMPLES = {
+    "submit": """\
+  python -m launcher submit --workers 2 --ps 1 -- --train-steps 300
+  python -m launcher submit --backend k8s -n training --image gcr.io/PROJECT/tfjob-trainer:0.1.0 \\
+      --job-dir gs://BUCKET/jobs/mnist --workers 4 --ps 1 -- --data-dir gs://BUCKET/data/mnist
+  python -m launcher submit --config config.yaml --detach -- --model taxi""",
+    "render": """\
+  python -m launcher render --workers 4 --ps 2 -- --train-steps 1000 > tfjob.yaml
+  python -m launcher render --workers 2 --values-out values.yaml -- --model taxi""",
+    "status": """\
+  python -m launcher status mnist-ps
+  python -m launcher status mnist-ps -w -o wide""",
+    "logs": """\
+  python -m launcher logs mnist-ps
+  python -m launcher logs mnist-ps --replica all -f
+  python -m launcher logs mnist-ps --replica worker-1 -p --tail 50""",
+    "list": """\
+  python -m launcher list
+  python -m launcher list -A -o wide""",
+    "tensorboard": """\
+  python -m launcher tensorboard mnist-ps
+  python -m launcher tensorboard mnist-ps --port 0""",
+    "delete": """\
+  python -m launcher delete mnist-ps --wait
+  python -m launcher delete mnist-ps --purge""",
+}
 
 
 class UsageError(SpecError):
@@ -121,8 +180,15 @@ def build_parser() -> argparse.ArgumentParser:
                     "Installed, the same commands are also the console script `tfjob`.")
     parser.add_argument("--version", action="store_true", help="print the launcher's version and exit")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    submit = commands.add_parser("submit", help="run a training job and follow it", epilog=TRAINER_ARGS_EPILOG,
-                                 usage=f"{PROG} submit [flags] [-- TRAINER_ARGS ...]")
+
+    def command(name: str, help: str, epilog: str = "", **kwargs) -> argparse.ArgumentParser:
+        examples = "Examples:\n" + EXAMPLES[name]
+        return commands.add_parser(name, help=help, description=DESCRIPTIONS[name],
+                                   epilog=f"{epilog}\n\n{examples}" if epilog else examples,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
+
+    submit = command("submit", "run a training job and follow it", TRAINER_ARGS_EPILOG,
+                     usage=f"{PROG} submit [flags] [-- TRAINER_ARGS ...]")
     add_job_flags(submit)
     submit.add_argument("--dry-run", nargs="?", const="client", choices=("client", "server", "none"),
                         help="apply nothing: client (the default of a bare --dry-run) prints the TFJob; server has "
@@ -143,20 +209,21 @@ def build_parser() -> argparse.ArgumentParser:
                              "training-operator v1.9 fails the whole TFJob; submit then deletes it and submits it "
                              "again, up to N times (default 3; 0: never), and the trainer resumes from the latest "
                              "checkpoint in --job-dir. Only while submit follows the job (not with --detach)")
-    render = commands.add_parser("render", help="print the TFJob for the same flags", epilog=TRAINER_ARGS_EPILOG,
-                                 usage=f"{PROG} render [flags] [-- TRAINER_ARGS ...]")
+    render = command("render", "print the TFJob for the same flags", TRAINER_ARGS_EPILOG,
+                     usage=f"{PROG} render [flags] [-- TRAINER_ARGS ...]")
     add_job_flags(render)
-    render.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
+    render.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml",
+                        help="format of the TFJob (default yaml)")
     render.add_argument("--values-out", metavar="FILE", help="also write the Helm chart values to FILE")
-    status = commands.add_parser("status", help="conditions and replicas of a job")
-    status.add_argument("name")
+    status = command("status", "conditions and replicas of a job")
+    status.add_argument("name", metavar="NAME", help=NAME_HELP)
     status.add_argument("-w", "--watch", action="store_true", help="follow until the job ends")
     status.add_argument("-o", "--output", choices=OUTPUTS, help="yaml, json (the status as data), name, or wide "
                         "(the replica table with each replica's EXIT CODE and MESSAGE: why it waits or ended, e.g. "
                         "Unschedulable: ..., ImagePullBackOff: ..., CrashLoopBackOff; also with -w); default: "
                         "conditions and a replica table whose REASON column says why in a word")
-    logs = commands.add_parser("logs", help="log lines of one replica or all")
-    logs.add_argument("name")
+    logs = command("logs", "log lines of one replica or all")
+    logs.add_argument("name", metavar="NAME", help=NAME_HELP)
     logs.add_argument("--replica", help="chief-0 (or gcloud's master-0), ps-0, worker-1, ... or all "
                       "(default: chief-0, else worker-0)")
     logs.add_argument("-f", "--follow", action="store_true", help="follow across restarts until the job ends")
@@ -166,16 +233,16 @@ def build_parser() -> argparse.ArgumentParser:
                       "last restart; k8s backend)")
     logs.add_argument("--since", type=duration, metavar="DURATION", help="only lines newer than e.g. 10m, 2h (k8s backend)")
     logs.add_argument("--timestamps", action="store_true", help="each line starts with its time (k8s backend)")
-    listing = commands.add_parser("list", help="jobs in a namespace")
-    listing.add_argument("-A", "--all-namespaces", action="store_true")
+    listing = command("list", "jobs in a namespace")
+    listing.add_argument("-A", "--all-namespaces", action="store_true", help="the jobs of every namespace")
     listing.add_argument("-o", "--output", choices=OUTPUTS, help="yaml, json, name (tfjob.kubeflow.org/NAME), "
                          "wide (with the creation time and Kueue queue); default: a table")
-    board = commands.add_parser("tensorboard", help="TensorBoard on the job dir of a job (local path or gs://)")
-    board.add_argument("name")
+    board = command("tensorboard", "TensorBoard on the job dir of a job (local path or gs://)")
+    board.add_argument("name", metavar="NAME", help=NAME_HELP)
     board.add_argument("--port", type=int, default=6006, help="local port (default 6006; 0: any free port)")
     board.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    delete = commands.add_parser("delete", help="delete a job and its replicas")
-    delete.add_argument("name")
+    delete = command("delete", "delete a job and its replicas")
+    delete.add_argument("name", metavar="NAME", help=NAME_HELP)
     delete.add_argument("--wait", action="store_true", help="return once it is gone")
     delete.add_argument("--ignore-not-found", action="store_true", help="exit 0 when there is no such job (kubectl's flag)")
     delete.add_argument("--purge", action="store_true",

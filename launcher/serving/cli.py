@@ -73,13 +73,20 @@ def add_parsers(commands, common) -> None:
     serve.add_argument("--no-wait", action="store_true", help="k8s: return once created, without waiting "
                        "until Ready")
     common(serve)
-    models = commands.add_parser("models", help="list or delete served models")
-    actions = models.add_subparsers(dest="models_command", metavar="ACTION", required=True)
-    listing = actions.add_parser("list", help="served models: name, URL, model dir, status, age")
-    listing.add_argument("-A", "--all-namespaces", action="store_true")
+    models = commands.add_parser("models", help="list or delete served models",
+                                 description="The models `serve` started: models list shows them, models delete "
+                                             "stops one.")
+    actions = models.add_subparsers(dest="models_command", metavar="ACTION", required=True,
+                                    help="list or delete (models ACTION --help says more)")
+    listing = actions.add_parser("list", help="served models: name, URL, model dir, status, age",
+                                 description="The models `serve` started: local model servers on this machine, "
+                                             "or the KServe InferenceServices of the namespace (k8s backend).")
+    listing.add_argument("-A", "--all-namespaces", action="store_true", help="k8s: the models of every namespace")
     common(listing)
-    delete = actions.add_parser("delete", help="stop serving a model")
-    delete.add_argument("name", metavar="NAME")
+    delete = actions.add_parser("delete", help="stop serving a model",
+                                description="Stop serving a model: its local model server stops, or its KServe "
+                                            "InferenceService is deleted (k8s backend). The model dir is kept.")
+    delete.add_argument("name", metavar="NAME", help="model name given to `serve` (models list shows them)")
     delete.add_argument("--wait", action="store_true", help="k8s: return once the InferenceService and its "
                         "pods are gone (bounded by --timeout)")
     delete.add_argument("--timeout", type=float, default=DELETE_TIMEOUT,

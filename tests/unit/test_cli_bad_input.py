@@ -294,3 +294,38 @@ def test_an_output_that_cannot_be_written_is_one_line_not_a_traceback():
         done = subprocess.run([sys.executable, "-m", "launcher", "render", "--name", "a"], cwd=root, stdout=full,
                               stderr=subprocess.PIPE, text=True, timeout=60)
     assert (done.returncode, done.stderr) == (1, "error: cannot write the output: No space left on device\n")
+
+
+def _subcommands(parser):
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield name, sub
+                yield from ((f"{name} {inner}", deeper) for inner, deeper in _subcommands(sub))
+
+
+def test_every_command_explains_itself_and_its_arguments_in_help():
+    from launcher.cli import build_parser
+
+    missing = []
+    for name, sub in _subcommands(build_parser()):
+        missing += [] if sub.description else [f"{name}: description"]
+        missing += [f"{name}: {action.dest}" for action in sub._actions if not action.help]
+    assert missing == []
+
+
+def test_the_examples_in_help_are_commands_the_launcher_and_trainer_take():
+    import shlex
+
+    from launcher.cli import EXAMPLES, build_parser, split_trainer_args
+    from trainer import flags
+
+    for command, text in EXAMPLES.items():
+        for example in text.replace("\\\n", " ").splitlines():
+            argv = shlex.split(example.split(" > ")[0])  # less the shell's redirection
+            assert argv[:4] == ["python", "-m", "launcher", command], example
+            ours, trainer_args = split_trainer_args(argv[3:])
+            build_parser().parse_args(ours)  # a UsageError would name the flag
+            flags.check(list(trainer_args))
