@@ -72,15 +72,21 @@ def staged(out: str) -> Iterator[str]:
 _SHARD = re.compile(r"(.*)-(\d{5})-of-(\d{5})\.tfrecord(?:\.gz)?$")
 
 
-def complete(paths: list[str]) -> bool:
-    """Whether every set of shards named NAME-NNNNN-of-MMMMM.tfrecord among `paths` (the
-    names written here) has all its MMMMM shards; other names count as complete."""
+def missing(paths: list[str]) -> list[str]:
+    """The shards that sets named NAME-NNNNN-of-MMMMM.tfrecord[.gz] among `paths` (the names
+    written here) lack, as NAME-NNNNN-of-MMMMM (without the folder); other names have none."""
     sets: dict[tuple[str, int], set[int]] = {}
     for path in paths:
         match = _SHARD.match(path)
         if match:
             sets.setdefault((match[1], int(match[3])), set()).add(int(match[2]))
-    return all(found == set(range(total)) for (_, total), found in sets.items())
+    return [f"{name.rsplit('/', 1)[-1]}-{index:05d}-of-{total:05d}" for (name, total), found in sorted(sets.items())
+            for index in range(total) if index not in found]
+
+
+def complete(paths: list[str]) -> bool:
+    """Whether every set of shards among `paths` has all its shards (missing)."""
+    return not missing(paths)
 
 
 def write_split(out: str, split: str, images: np.ndarray, labels: np.ndarray) -> list[str]:

@@ -69,6 +69,12 @@ def ensure_data(args: argparse.Namespace) -> None:
         model.prepare_data(args.data_dir)
         files = found()
     print(data.reading_line(source, files))
+    for split, paths in files.items():
+        if lost := data.missing(paths):
+            fix = ("check the files the patterns match" if source.given(split) else
+                   f"write them again with: python -m trainer.data {source.prepare}--out {args.data_dir}")
+            print(f"trainer: warning: {split} shards missing: {', '.join(lost)}; the job reads the other "
+                  f"{len(paths)} files; {fix}", file=sys.stderr)
 
 
 def tensorflow_plugins() -> list[str]:

@@ -209,7 +209,13 @@ def test_complete_says_whether_every_shard_of_a_set_is_there(present, whole):
     assert data.complete([f"/data/{name}" for name in present]) is whole
 
 
-def test_with_prepare_data_a_set_of_shards_not_all_there_is_written_again(tmp_path, monkeypatch, capsys):
+def test_missing_names_each_shard_a_set_lacks():
+    paths = ["gs://b/d/train-00001-of-00004.tfrecord", "gs://b/d/train-00003-of-00004.tfrecord",
+             "gs://b/d/eval-00000-of-00001.tfrecord.gz"]
+    assert data.missing(paths) == ["train-00000-of-00004", "train-00002-of-00004"]
+
+
+def test_a_set_of_shards_not_all_there_is_written_again_with_prepare_data_else_named_in_a_warning(tmp_path, monkeypatch, capsys):
     from trainer import flags, models, task
 
     data_dir = tmp_path / "data"
@@ -227,10 +233,13 @@ def test_with_prepare_data_a_set_of_shards_not_all_there_is_written_again(tmp_pa
 
     monkeypatch.setattr(models.get("mnist"), "prepare_data", prepare)
     task.ensure_data(flags.parse(["--data-dir", str(data_dir)]))  # as given: not this command's to rewrite
-    assert prepared == [] and "Reading train: 7 files" in capsys.readouterr().out
+    assert prepared == [] and capsys.readouterr() == (
+        f"Reading train: 7 files in {data_dir}; test: 2 files in {data_dir}\n",
+        f"trainer: warning: train shards missing: train-00007-of-00008; the job reads the other 7 files; write "
+        f"them again with: python -m trainer.data --out {data_dir}\n")
     task.ensure_data(flags.parse(["--data-dir", str(data_dir), "--prepare-data"]))
     assert prepared == [str(data_dir)]
     assert capsys.readouterr().out == (f"Preparing MNIST in {data_dir} (--prepare-data)\n"
                                        f"Reading train: 8 files in {data_dir}; test: 2 files in {data_dir}\n")
     task.ensure_data(flags.parse(["--data-dir", str(data_dir), "--prepare-data"]))  # whole now: read as it is
-    assert prepared == [str(data_dir)]
+    assert prepared == [str(data_dir)] and capsys.readouterr().err == ""
