@@ -1,5 +1,4 @@
-"""Locate the external binaries tests run (helm, kubectl, hadolint); run the trainer's
-commands as a user does.
+"""Locate the external binaries tests run: helm, kubectl, hadolint.
 
 A missing tool FAILS the test (never skips) with one line saying how to install it,
 so a machine without the tools cannot pass by running fewer tests.
@@ -83,11 +82,3 @@ def helm_template(chart: Path, values: list[Path], home: Path, release: str = "r
         pytest.fail(f"helm template failed: {done.stderr.strip()}", pytrace=False)
     return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
 
-
-def run_trainer_command(module: str, *args: str, timeout: float = 300.0) -> subprocess.CompletedProcess:
-    """`python -m trainer.<module> args` as a user runs it: in the checkout, with the
-    environment of this test process less TF_CPP_MIN_LOG_LEVEL (TensorFlow's own log level
-    is the command's to set). Never raises on the exit code."""
-    env = {name: value for name, value in os.environ.items() if name != "TF_CPP_MIN_LOG_LEVEL"}
-    return subprocess.run([sys.executable, "-m", f"trainer.{module}", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout, check=False)

@@ -65,19 +65,25 @@ def export_path(log: str) -> str | None:
     return match[1] if match else None
 
 
-def trainer_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """Environment for trainer processes: one thread each, no proxy for local gRPC."""
+def trainer_env(extra: dict[str, str | None] | None = None) -> dict[str, str]:
+    """Environment for trainer processes: one thread each, no proxy for local gRPC; `extra`
+    on top (None unsets a variable: {"TF_CPP_MIN_LOG_LEVEL": None} leaves TensorFlow's log
+    level to the command, as a user's shell does)."""
     env = dict(os.environ)
     env.pop("TF_CONFIG", None)
     no_proxy = [h for h in env.get("no_proxy", "").split(",") if h]
     env["no_proxy"] = ",".join(dict.fromkeys([*no_proxy, LOCAL, "localhost"]))
     env.update({"PYTHONUNBUFFERED": "1", "TRAINER_THREADS": "1", "TRAINER_POLL_SECONDS": "0.5",
                 "TF_CPP_MIN_LOG_LEVEL": "1"})
-    env.update(extra or {})
+    for name, value in (extra or {}).items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
     return env
 
 
-def run_module(module: str, args: list[str], env: dict[str, str] | None = None,
+def run_module(module: str, args: list[str], env: dict[str, str | None] | None = None,
                timeout: float = 300) -> subprocess.CompletedProcess:
     """Run `python -m MODULE ARGS` from the repo root to completion (bounded)."""
     return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, env=trainer_env(env),

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.support.tools import run_trainer_command
+from tests.support.trainer_cluster import run_module
 from trainer import export, models, predict
 
 
@@ -71,7 +71,8 @@ def test_predict_prints_classes_and_probabilities(exported, tmp_path, capsys):
 def test_the_command_prints_the_table_and_no_tensorflow_start_up_lines(exported, tmp_path):
     request = tmp_path / "request.json"
     request.write_text(json.dumps({"image": [0.0] * 784, "key": 7}) + "\n")
-    done = run_trainer_command("predict", "--model-dir", exported, "--json-instances", str(request))
+    done = run_module("trainer.predict", ["--model-dir", exported, "--json-instances", str(request)],
+                      {"TF_CPP_MIN_LOG_LEVEL": None})
     assert (done.returncode, done.stderr) == (0, "")
     assert done.stdout.splitlines()[0] == "KEY  CLASSES  PROBABILITIES"
     assert done.stdout.splitlines()[1].startswith("7 ")
