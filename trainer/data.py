@@ -69,7 +69,12 @@ def staged(out: str) -> Iterator[str]:
             tf.io.gfile.rmtree(stage)
 
 
-_SHARD = re.compile(r"(.*)-(\d{5})-of-(\d{5})\.tfrecord(?:\.gz)?$")
+def shard_name(split: str, shard: int, shards: int) -> str:
+    """`train-00003-of-00008`: shard 3 of 8 of a split, as written here (+ `.tfrecord`)."""
+    return f"{split}-{shard:05d}-of-{shards:05d}"
+
+
+_SHARD = re.compile(r"(.*)-(\d{5})-of-(\d{5})\.tfrecord(?:\.gz)?$")  # a shard_name's path
 
 
 def missing(paths: list[str]) -> list[str]:
@@ -80,7 +85,7 @@ def missing(paths: list[str]) -> list[str]:
         match = _SHARD.match(path)
         if match:
             sets.setdefault((match[1], int(match[3])), set()).add(int(match[2]))
-    return [f"{name.rsplit('/', 1)[-1]}-{index:05d}-of-{total:05d}" for (name, total), found in sorted(sets.items())
+    return [shard_name(name.rsplit("/", 1)[-1], index, total) for (name, total), found in sorted(sets.items())
             for index in range(total) if index not in found]
 
 
@@ -93,7 +98,7 @@ def write_split(out: str, split: str, images: np.ndarray, labels: np.ndarray) ->
     shards = SHARDS[split]
     paths = []
     for shard in range(shards):
-        path = f"{out.rstrip('/')}/{split}-{shard:05d}-of-{shards:05d}.tfrecord"
+        path = f"{out.rstrip('/')}/{shard_name(split, shard, shards)}.tfrecord"
         with tf.io.TFRecordWriter(path) as writer:
             for index in range(shard, len(labels), shards):
                 writer.write(example(images[index], labels[index]))

@@ -92,7 +92,7 @@ def write(out: str, rows: list[dict] | None = None) -> dict[str, int]:
         for name, trips in parts.items():
             shards = SHARDS[name]
             for shard in range(shards):
-                with tf.io.TFRecordWriter(f"{root}/{name}-{shard:05d}-of-{shards:05d}.tfrecord") as writer:
+                with tf.io.TFRecordWriter(f"{root}/{data.shard_name(name, shard, shards)}.tfrecord") as writer:
                     for row in trips[shard::shards]:
                         writer.write(example(row))
         with tf.io.gfile.GFile(f"{root}/{METADATA}", "w") as handle:
