@@ -50,6 +50,17 @@ class LogLine:
 
 
 @dataclass(frozen=True)
+class LogEnded:
+    """The log of one container instance of `replica` has been read to its end: the
+    instance that ran after `restarts` restarts (the `restarts` of the ReplicaPhase that says
+    it ended). Only `Backend.logs(follow=True, ends=True)` yields these; the live view holds
+    the replica's end until its last lines are out."""
+
+    replica: str
+    restarts: int
+
+
+@dataclass(frozen=True)
 class Progress:
     """Training progress parsed from the chief's `Train [...] step N: ...` lines."""
 

@@ -4,8 +4,9 @@
 thread feeding one queue; the caller iterates `merged(...)`. Progress events are parsed
 from the followed replica's log lines. The stream ends once a terminal JobCondition has
 been seen and the log stream has ended (or `drain_seconds` passed after it), so the
-last log lines still show. A failure of the event stream raises BackendError; a failure
-of the log stream becomes one log line saying so (the job is still watched).
+last log lines still show. The phase that says the followed replica ended waits for its
+last lines (`_Hold`). A failure of the event stream raises BackendError; a failure of
+the log stream becomes one log line saying so (the job is still watched).
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import time
 from typing import Callable, Iterable, Iterator, NamedTuple
 
 from .backends.base import Backend, BackendError
-from .events import Event, JobCondition, LogLine, parse_progress, parse_result
+from .events import TERMINAL, Event, JobCondition, LogEnded, LogLine, ReplicaPhase, parse_progress, parse_result
 
 _END = object()
 POLL_SECONDS = 0.25
@@ -44,30 +45,90 @@ def _start(name: str, source: Callable[[], Iterable[Event]], out: queue.Queue) -
     threading.Thread(target=_pump, args=(name, source, out), name=f"follow-{name}", daemon=True).start()
 
 
+class _Hold:
+    """The event stream's items held back while the followed replica's last lines are still
+    on their way: the phase that says one of its containers ended (Succeeded, Failed) comes
+    by the event stream, its last lines by the log stream, and either may come first. From
+    such a phase on, events wait until the log stream says that container's log ended
+    (LogEnded), the log stream ends, or `seconds` pass; lines pass meanwhile. So the view
+    prints `[chief-0] Succeeded` after the chief's last line, not before it."""
+
+    def __init__(self, replica: str | None, seconds: float):
+        self.replica, self.seconds = replica, seconds
+        self.ended: set[tuple[str, int]] = set()  # container instances read to their end (or given up on)
+        self.key: tuple[str, int] | None = None  # the instance whose end is awaited
+        self.until = 0.0
+        self.items: list[Event] = []
+
+    def waits_for(self, item: Event) -> tuple[str, int] | None:
+        if isinstance(item, ReplicaPhase) and item.replica == self.replica and item.phase in TERMINAL:
+            key = (item.replica, item.restarts)
+            return None if key in self.ended else key
+        return None
+
+    def take(self, item: Event) -> list[Event]:
+        """What of the event stream can show now, `item` included."""
+        if self.key is None and (key := self.waits_for(item)) is not None:
+            self.key, self.until = key, time.monotonic() + self.seconds
+        if self.key is None:
+            return [item]
+        self.items.append(item)
+        return []
+
+    def log_ended(self, key: tuple[str, int]) -> list[Event]:
+        self.ended.add(key)
+        return self.release() if key == self.key else []
+
+    def release(self) -> list[Event]:
+        """Everything held (the awaited end given up on when it did not come)."""
+        if self.key is not None:
+            self.ended.add(self.key)
+        items, self.items, self.key = self.items, [], None
+        shown = []
+        for item in items:  # a later phase may wait again
+            shown += self.take(item)
+        return shown
+
+    def due(self) -> bool:
+        return self.key is not None and time.monotonic() >= self.until
+
+
 def merged(backend: Backend, name: str, namespace: str, replica: str | None,
            drain_seconds: float = 10.0) -> Iterator[Event]:
-    """Events and `replica`'s log lines (None: no logs) until the job is terminal."""
+    """Events and `replica`'s log lines (None: no logs) until the job is terminal; an event
+    saying `replica` ended comes after its last line (`_Hold`, at most `drain_seconds` late)."""
     items: queue.Queue = queue.Queue()
     open_streams = {"events"}
+    hold = _Hold(replica, drain_seconds)
     _start("events", lambda: backend.events(name, namespace), items)
     if replica is not None:
         open_streams.add("logs")
-        _start("logs", lambda: backend.logs(name, namespace, replica, follow=True), items)
+        _start("logs", lambda: backend.logs(name, namespace, replica, follow=True, ends=True), items)
     drain_until = None
-    while open_streams:
+    while open_streams or hold.items:
         if drain_until is not None and time.monotonic() >= drain_until:
             return
-        try:
-            item = items.get(timeout=POLL_SECONDS)
-        except queue.Empty:
-            continue
-        if isinstance(item, tuple) and item and item[0] is _END:
-            open_streams.discard(item[1])
-            continue
-        if isinstance(item, _Failure):
-            if item.stream == "events":
-                raise BackendError(f"lost the event stream of {name}: {item.error}") from item.error
-            item = LogLine(replica or "", f"(launcher: log stream failed: {item.error})")
-        yield item
-        if isinstance(item, JobCondition) and item.terminal and drain_until is None:
-            drain_until = time.monotonic() + drain_seconds
+        if hold.items and ("logs" not in open_streams or hold.due()):
+            shown = hold.release()
+        else:
+            try:
+                item = items.get(timeout=POLL_SECONDS)
+            except queue.Empty:
+                continue
+            if isinstance(item, tuple) and item and item[0] is _END:
+                open_streams.discard(item[1])
+                continue
+            if isinstance(item, _Failure):
+                if item.stream == "events":
+                    raise BackendError(f"lost the event stream of {name}: {item.error}") from item.error
+                item = LogLine(replica or "", f"(launcher: log stream failed: {item.error})")
+            if isinstance(item, LogEnded):
+                shown = hold.log_ended((item.replica, item.restarts))
+            elif isinstance(item, (JobCondition, ReplicaPhase)):
+                shown = hold.take(item)
+            else:
+                shown = [item]
+        for event in shown:
+            yield event
+            if isinstance(event, JobCondition) and event.terminal and drain_until is None:
+                drain_until = time.monotonic() + drain_seconds

@@ -12,7 +12,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from ..events import Event, JobCondition, LogLine, ReplicaPhase
+from ..events import Event, JobCondition, LogEnded, LogLine, ReplicaPhase
 
 
 def stderr_note(line: str) -> None:
@@ -143,10 +143,13 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def logs(self, name: str, namespace: str, replica: str | None = None,
-             follow: bool = False, options: LogOptions | None = None) -> Iterator[LogLine]:
+             follow: bool = False, options: LogOptions | None = None,
+             ends: bool = False) -> Iterator[LogLine | LogEnded]:
         """Lines of one replica ("worker-1") or of all (None); `follow` waits for Pending
         replicas and follows across restarts until the job is terminal. `options` (kubectl's
-        --previous, --since, --timestamps) only where the backend can honour them."""
+        --previous, --since, --timestamps) only where the backend can honour them. `ends`
+        (with `follow`): also a LogEnded after the last line of each container instance
+        that ended."""
 
     @abc.abstractmethod
     def delete(self, name: str, namespace: str, wait: bool = False) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from launcher.backends.base import BackendError, LogOptions
 from launcher.backends.k8s import logs
-from launcher.events import LogLine
+from launcher.events import LogEnded, LogLine
 from tests.support.k8s_backend import WAIT, Collector, manifest, watches_open
 from tests.support.polling import wait_for
 
@@ -44,6 +44,35 @@ def test_follow_waits_for_pending_pods_and_follows_a_restarted_container(k8s_bac
     items = follow.wait_done()
     assert lines_of(items, "worker-0") == ["first run 1", "first run 2", "first run 3", "second run 1", "bye"]
     assert lines_of(items, "chief-0") == ["chief 1", "bye"]
+
+
+def test_follow_with_ends_marks_the_end_of_each_container_after_its_last_line(k8s_backend, fake_operator):
+    """The live view's stream: a LogEnded per container instance, numbered by the restarts
+    before it, after its last line: a restart in place, then a pod the operator recreated."""
+    k8s_backend.submit(manifest(workers=1, ps=0, chief=0, restart_policy="ExitCode"))
+    fake_operator.create_pods("mnist")
+    fake_operator.start("mnist-worker-0")
+    fake_operator.log("mnist-worker-0", "first")
+    follow = Collector(k8s_backend.logs("mnist", "default", replica="worker-0", follow=True, ends=True))
+    plain = Collector(k8s_backend.logs("mnist", "default", replica="worker-0", follow=True))
+    for collector in (follow, plain):
+        collector.wait_for(lambda it: LogLine("worker-0", "first") in it, "the first container's line")
+    fake_operator.log("mnist-worker-0", "first, last line")
+    fake_operator.crash("mnist-worker-0", 1)  # the kubelet restarts it in place (restarts 1)
+    fake_operator.start("mnist-worker-0")
+    fake_operator.log("mnist-worker-0", "second")
+    follow.wait_for(lambda it: LogLine("worker-0", "second") in it, "the restarted container's line")
+    fake_operator.exit("mnist-worker-0", 137)  # retryable: the operator deletes and recreates the pod
+    fake_operator.delete_pod("mnist-worker-0")
+    fake_operator.create_pod(fake_operator.server.get("tfjobs", "default", "mnist"), "Worker", 0)
+    fake_operator.start("mnist-worker-0")
+    fake_operator.log("mnist-worker-0", "new pod")
+    fake_operator.exit("mnist-worker-0", 0)
+    fake_operator.set_condition("mnist", "Succeeded")
+    assert follow.wait_done() == [LogLine("worker-0", "first"), LogLine("worker-0", "first, last line"),
+                                  LogEnded("worker-0", 0), LogLine("worker-0", "second"), LogEnded("worker-0", 1),
+                                  LogLine("worker-0", "new pod"), LogEnded("worker-0", 0)]
+    assert plain.wait_done() == [item for item in follow.wait_done() if isinstance(item, LogLine)]
 
 
 REFUSAL = "trainer: argument --train-steps: must be > 0, got -5"

@@ -16,7 +16,7 @@ import pytest
 
 from launcher.backends.base import AlreadyExists, NotFound
 from launcher.backends.local import LocalBackend
-from launcher.events import JobCondition, LogLine, ReplicaPhase
+from launcher.events import JobCondition, LogEnded, LogLine, ReplicaPhase
 from launcher.render import render
 from launcher.spec import JobSpec, ReplicaSpec, RunPolicy
 from tests.support.local_jobs import DEADLINE, REPLICA, gone, replica_pids, wait_ready
@@ -119,9 +119,15 @@ def test_detached_job_succeeds_and_every_process_reads_its_state(backend, state,
 def test_onfailure_restarts_a_killed_worker_and_follow_spans_the_restart(backend, state):
     backend.submit(make_job("restart", state, {"chief-0": ["wait-finish"]}))
     followed: list[LogLine] = []
+    marked: list = []  # worker-1 with the ends of its processes marked (the live view's stream)
+    chief: list = []
     watched: list = []
     threads = [threading.Thread(target=lambda: followed.extend(
                    backend.logs("restart", NS, replica="worker-1", follow=True)), daemon=True),
+               threading.Thread(target=lambda: marked.extend(
+                   backend.logs("restart", NS, replica="worker-1", follow=True, ends=True)), daemon=True),
+               threading.Thread(target=lambda: chief.extend(
+                   backend.logs("restart", NS, replica="chief-0", follow=True, ends=True)), daemon=True),
                threading.Thread(target=lambda: watched.extend(backend.events("restart", NS)), daemon=True)]
     for thread in threads:
         thread.start()
@@ -141,6 +147,13 @@ def test_onfailure_restarts_a_killed_worker_and_follow_spans_the_restart(backend
     hellos = [l.line for l in followed if l.line.startswith("hello")]
     assert hellos == ["hello from worker-1 attempt 0 action serve", "hello from worker-1 attempt 1 action serve"]
     assert {l.replica for l in followed} == {"worker-1"}
+    # each process's end comes after its last line, and only when asked for
+    first, second = "hello from worker-1 attempt 0 action serve", "hello from worker-1 attempt 1 action serve"
+    hello_or_end = [item for item in marked if isinstance(item, LogEnded) or item.line.startswith("hello")]
+    assert hello_or_end == [LogLine("worker-1", first), LogEnded("worker-1", 0),
+                            LogLine("worker-1", second), LogEnded("worker-1", 1)]
+    assert [item for item in marked if isinstance(item, LogLine)] == followed
+    assert chief[-2:] == [LogLine("chief-0", "chief-0 done"), LogEnded("chief-0", 0)]
     conditions = [e.type for e in watched if isinstance(e, JobCondition) and e.status == "True"]
     assert conditions == ["Created", "Running", "Restarting", "Running", "Succeeded"]
     worker = [(e.phase, e.restarts, e.exit_code) for e in watched

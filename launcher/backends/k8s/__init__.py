@@ -24,7 +24,7 @@ from typing import Callable, Iterator
 
 from kubernetes.client.exceptions import ApiException
 
-from ...events import Event, LogLine
+from ...events import Event, LogEnded, LogLine
 from ...tfconfig import replica_counts
 from ..base import Backend, BackendError, JobStatus, JobSummary, LogOptions, NotFound, job_phase, stderr_note
 from .client import (CALL_TIMEOUT, TRANSPORT_ERRORS, CountingApiClient, KubeApi, RequestCounter, absent,
@@ -125,7 +125,8 @@ class KubernetesBackend(Backend):
         return job_events(self.api, name, namespace, stop)
 
     def logs(self, name: str, namespace: str, replica: str | None = None,
-             follow: bool = False, options: LogOptions | None = None) -> Iterator[LogLine]:
+             follow: bool = False, options: LogOptions | None = None,
+             ends: bool = False) -> Iterator[LogLine | LogEnded]:
         one = parse_replica(replica) if replica not in (None, "all") else None
         if one:
             check_replica(self.api.get_tfjob(name, namespace), one)
@@ -133,7 +134,7 @@ class KubernetesBackend(Backend):
         kubelet = {k: v for k, v in dataclasses.asdict(options).items() if k != "tail_lines"} if options else {}
         api = self.api.with_log_options(**kubelet) if kubelet else self.api
         if follow:
-            return follow_logs(api, name, namespace, one, self.log_drain_seconds, tail_lines=tail)
+            return follow_logs(api, name, namespace, one, self.log_drain_seconds, tail_lines=tail, ends=ends)
         return read_logs(api, name, namespace, one, tail_lines=tail, note=self.note)
 
     def list(self, namespace: str | None) -> list[JobSummary]:

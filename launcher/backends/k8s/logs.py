@@ -22,7 +22,7 @@ from typing import Callable, Iterator
 
 from kubernetes.client.exceptions import ApiException
 
-from ...events import LogLine, short_replica
+from ...events import LogEnded, LogLine, short_replica
 from ...tfconfig import replicas as job_replicas
 from ..base import BackendError, stderr_note
 from . import table
@@ -139,16 +139,18 @@ class StreamEnded:
     pod: str
     instance: str
     opened: bool  # False: the kubelet had nothing to serve yet (or the pod is gone)
+    replica: str = ""
+    restarts: int = 0  # the instance's number: the container's restarts before it
 
 
 class LogStream(threading.Thread):
     """Follows one container instance's log into the feed's queue."""
 
     def __init__(self, api: KubeApi, pod: str, namespace: str, replica: str, instance: str, feed: JobFeed,
-                 tail_lines: int | None = None):
+                 tail_lines: int | None = None, restarts: int = 0):
         super().__init__(name=f"log-{pod}", daemon=True)
         self._api, self._pod, self._namespace, self._replica = api, pod, namespace, replica
-        self.instance, self._feed, self._tail = instance, feed, tail_lines
+        self.instance, self._feed, self._tail, self._restarts = instance, feed, tail_lines, restarts
         self._response = None
         self._closed = False
 
@@ -173,7 +175,7 @@ class LogStream(threading.Thread):
         finally:
             if self._response is not None:
                 finish(self._response)
-            self._feed.put(StreamEnded(self._pod, self.instance, opened))
+            self._feed.put(StreamEnded(self._pod, self.instance, opened, self._replica, self._restarts))
 
     def close(self) -> None:
         self._closed = True
@@ -220,7 +222,7 @@ class _Follower:
             return
         self.read.add(instance)
         self.streams[name] = LogStream(self.api, name, self.namespace, phase.replica, instance, self.feed,
-                                       self.tail_lines)
+                                       self.tail_lines, number)
         self.streams[name].start()
 
     def synced(self, rows: tuple[PodRow, ...]) -> None:
@@ -245,7 +247,12 @@ class _Follower:
 
 
 def follow_logs(api: KubeApi, name: str, namespace: str, replica: tuple[str, int] | None = None,
-                drain_seconds: float = DRAIN_SECONDS, tail_lines: int | None = None) -> Iterator[LogLine]:
+                drain_seconds: float = DRAIN_SECONDS, tail_lines: int | None = None,
+                ends: bool = False) -> Iterator[LogLine | LogEnded]:
+    """Every replica's (or `replica`'s) lines as the kubelet serves them, container instance
+    after instance, until the job is terminal and its streams ended (at most `drain_seconds`
+    after). `ends`: a LogEnded after each instance whose stream the kubelet ended (the
+    container exited)."""
     with JobFeed(api, name, namespace, replica) as feed:
         follower = _Follower(api, feed, name, namespace, tail_lines)
         job_synced = pods_synced = False
@@ -265,6 +272,8 @@ def follow_logs(api: KubeApi, name: str, namespace: str, replica: tuple[str, int
                     yield item
                 elif isinstance(item, StreamEnded):
                     follower.ended(item)
+                    if ends and item.opened and not follower.closing:
+                        yield LogEnded(item.replica, item.restarts)
                 elif isinstance(item, BackendError):
                     raise item
                 elif isinstance(item, Synced) and item.kind == "pod":

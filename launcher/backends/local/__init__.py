@@ -26,14 +26,14 @@ import threading
 from pathlib import Path
 from typing import Iterator
 
-from ...events import Event, LogLine
+from ...events import Event, LogEnded, LogLine
 from ...tfconfig import replica_counts
 from ..base import AlreadyExists, Backend, BackendError, JobStatus, JobSummary, NotFound, stderr_note
 from .logs import Tail, follow_logs, read_logs
 from .secrets import unresolved
 from .plan import REPO_ROOT, build_plan, command_line
 from .procs import alive, signal_group, start_time, terminate_groups, wait_until
-from .runs import (RunDir, RunsDir, history_after, is_terminal, job_status, open_private,
+from .runs import (RunDir, RunsDir, ended_instances, history_after, is_terminal, job_status, open_private,
                          set_condition, summary, to_event)
 
 SUPERVISOR_MODULE = "launcher.backends.local.supervisor"
@@ -198,7 +198,7 @@ class LocalBackend(Backend):
                 return
 
     def logs(self, name: str, namespace: str, replica: str | None = None,
-             follow: bool = False, options=None) -> Iterator[LogLine]:
+             follow: bool = False, options=None, ends: bool = False) -> Iterator[LogLine | LogEnded]:
         self.check_log_options(options)
         run = self._run(name, namespace)
         ids = [r["id"] for r in run.plan()["replicas"]]
@@ -212,7 +212,14 @@ class LocalBackend(Backend):
         if not follow:
             return read_logs(tails, tail_lines)
         self._claim(name, namespace, run)
-        return follow_logs(tails, lambda: not run.exists() or is_terminal(self._current(run)), tail_lines)
+
+        def state() -> tuple[bool, dict[str, int]]:
+            if not run.exists():
+                return True, {}
+            status = self._current(run)
+            return is_terminal(status), ended_instances(status)
+
+        return follow_logs(tails, state, tail_lines, ends)
 
     def list(self, namespace: str | None) -> list[JobSummary]:
         jobs = []

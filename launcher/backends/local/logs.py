@@ -5,7 +5,7 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator
 
-from ...events import LogLine
+from ...events import LogEnded, LogLine
 
 POLL_SECONDS = 0.2
 
@@ -50,20 +50,28 @@ def read_logs(tails: list[Tail], tail_lines: int | None = None) -> Iterator[LogL
         yield from last(tail.read() + tail.flush(), tail_lines)
 
 
-def follow_logs(tails: list[Tail], finished: Callable[[], bool], tail_lines: int | None = None) -> Iterator[LogLine]:
+def follow_logs(tails: list[Tail], state: Callable[[], tuple[bool, dict[str, int]]], tail_lines: int | None = None,
+                ends: bool = False) -> Iterator[LogLine | LogEnded]:
     """New lines of every replica as they come (files appear when a replica starts and
-    grow across restarts) until `finished()` and every file is drained; with `tail_lines`,
-    of what each file holds already only its last lines come first (kubectl's -f --tail)."""
+    grow across restarts) until the job is finished and every file is drained; with
+    `tail_lines`, of what each file holds already only its last lines come first (kubectl's
+    -f --tail). `state()`: whether the job is finished, and how many processes of each
+    replica have ended; with `ends`, a LogEnded follows the last line of each."""
     if tail_lines is not None:
         for tail in tails:
             yield from last(tail.read(), tail_lines)
+    told = {tail.replica: 0 for tail in tails}
     while True:
-        done = finished()  # checked before reading: a finished job writes no more
+        done, ended = state()  # checked before reading: what an ended process wrote is in its file
         idle = True
         for tail in tails:
             lines = tail.read()
             idle = idle and not lines
             yield from lines
+            if ends and ended.get(tail.replica, 0) > told[tail.replica]:
+                yield from tail.flush()
+                yield from (LogEnded(tail.replica, n) for n in range(told[tail.replica], ended[tail.replica]))
+                told[tail.replica] = ended[tail.replica]
         if done:
             for tail in tails:
                 yield from tail.flush()

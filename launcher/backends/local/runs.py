@@ -205,6 +205,12 @@ def replica_phase(rep: dict) -> ReplicaPhase:
                         gpus=0, exit_code=rep.get("exit_code"), message=rep.get("message", ""))
 
 
+def ended_instances(status: dict) -> dict[str, int]:
+    """How many processes of each replica have ended: one per restart, and the last one
+    once the replica is Succeeded or Failed."""
+    return {rep["id"]: rep.get("restarts", 0) + (rep["phase"] in TERMINAL) for rep in status.get("replicas", ())}
+
+
 def is_terminal(status: dict) -> bool:
     return any(c["type"] in TERMINAL and c["status"] == "True" for c in status["conditions"])
 

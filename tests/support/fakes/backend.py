@@ -92,8 +92,9 @@ class FakeBackend(Backend):
             yield event
 
     def logs(self, name: str, namespace: str, replica: str | None = None,
-             follow: bool = False, options=None) -> Iterator[LogLine]:
-        """The scripted lines; `options` (LogOptions) are recorded, not applied."""
+             follow: bool = False, options=None, ends: bool = False) -> Iterator[LogLine]:
+        """The scripted lines; `options` (LogOptions) are recorded, not applied. No LogEnded
+        even with `ends`: the stream's own end is the end of every log."""
         self._require(name)
         self.log_requests.append((name, replica, follow))
         self.log_options.append(options)

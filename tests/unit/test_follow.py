@@ -1,0 +1,106 @@
+"""launcher.follow.merged: the followed replica's end comes after its last log line.
+
+The phase that says the chief ended comes by the event stream and its last lines by the
+log stream; the scripted backends below (test doubles, named as such) make each race
+happen in one order for sure, with threading events instead of timing. The real
+backends' LogEnded markers are tested in tests/integration (test_local_backend.py,
+test_k8s_backend_logs.py)."""
+from __future__ import annotations
+
+import threading
+
+from launcher.events import JobCondition, LogEnded, LogLine, ReplicaPhase
+from launcher.follow import merged
+from tests.support.fakes.backend import STREAM_TIMEOUT, FakeBackend, replica_phase
+
+CHIEF_DONE = replica_phase("chief-0", "Succeeded", exit_code=0)
+EVENTS = [JobCondition("Created"), replica_phase("chief-0", "Running"), CHIEF_DONE, JobCondition("Succeeded")]
+
+
+class ScriptedRace(FakeBackend):
+    """FAKE backend whose log stream yields `early` items, waits until the event stream has
+    given `chief_end` to the consumer's queue, then yields `late` and stays open until
+    `log_end_hold` is set; the event stream waits for `events_wait` before `chief_end`."""
+
+    def __init__(self, early=(), late=(), events=EVENTS, chief_end=CHIEF_DONE,
+                 log_end_hold: threading.Event | None = None):
+        super().__init__(name="k8s", events=events, existing=("mnist",))
+        self.early, self.late, self.chief_end = list(early), list(late), chief_end
+        self.chief_end_sent = threading.Event()
+        self.events_wait: threading.Event | None = None
+        self.log_end_hold = log_end_hold  # the log stream stays open until it is set
+        self.log_requests_ends: list[bool] = []
+        self.log_timed_out = False
+
+    def events(self, name, namespace, stop=None):
+        for event in self.script:
+            if event is self.chief_end and self.events_wait is not None:
+                assert self.events_wait.wait(STREAM_TIMEOUT)
+            yield event
+            if event is self.chief_end:
+                self.chief_end_sent.set()  # runs once the pump has queued the event
+
+    def logs(self, name, namespace, replica=None, follow=False, options=None, ends=False):
+        self.log_requests_ends.append(ends)
+        yield from self.early
+        if self.late:
+            assert self.chief_end_sent.wait(STREAM_TIMEOUT)
+            yield from self.late
+        if self.log_end_hold is not None:
+            self.log_timed_out = not self.log_end_hold.wait(STREAM_TIMEOUT)
+
+
+def shown(backend, drain_seconds=60.0) -> list:
+    return [event for event in merged(backend, "mnist", "default", "chief-0", drain_seconds)
+            if isinstance(event, (LogLine, ReplicaPhase, JobCondition))]
+
+
+def test_the_chiefs_end_waits_for_its_last_log_line():
+    last = LogLine("chief-0", "Finished chief/0 at step 60")
+    backend = ScriptedRace(early=[LogLine("chief-0", "Train step 60")], late=[last, LogEnded("chief-0", 0)])
+    events = shown(backend)
+    assert events.index(last) < events.index(CHIEF_DONE) < events.index(JobCondition("Succeeded"))
+    assert backend.log_requests_ends == [True]
+
+
+def test_the_end_of_the_log_stream_releases_the_chiefs_end_without_a_marker():
+    last = LogLine("chief-0", "Finished chief/0 at step 60")
+    events = shown(ScriptedRace(late=[last]))  # a backend that marks no ends: its stream's end does
+    assert events.index(last) < events.index(CHIEF_DONE)
+
+
+def test_a_log_end_that_came_first_lets_the_chiefs_end_through_at_once():
+    """No waiting for a second marker: the log stream stays open until the consumer has
+    seen the chief's end (if that waited for the stream, the stream would time out)."""
+    seen_end = threading.Event()
+    backend = ScriptedRace(early=[LogLine("chief-0", "bye"), LogEnded("chief-0", 0)], log_end_hold=seen_end)
+    backend.events_wait = threading.Event()
+    events = []
+    for event in merged(backend, "mnist", "default", "chief-0", drain_seconds=0.5):
+        if isinstance(event, LogLine):
+            backend.events_wait.set()  # the marker went into the queue before this line came out
+        if event == CHIEF_DONE:
+            seen_end.set()
+        events.append(event)
+    assert not backend.log_timed_out
+    assert events.index(LogLine("chief-0", "bye")) < events.index(CHIEF_DONE)
+
+
+def test_a_restarted_chief_waits_for_the_end_of_its_last_container_not_the_first():
+    failed = replica_phase("chief-0", "Failed", restarts=1, exit_code=2)
+    events = [JobCondition("Created"), replica_phase("chief-0", "Running", restarts=1), failed, JobCondition("Failed")]
+    traceback = LogLine("chief-0", "ValueError: second run")
+    backend = ScriptedRace(early=[LogLine("chief-0", "first run"), LogEnded("chief-0", 0)],
+                           late=[traceback, LogEnded("chief-0", 1)], events=events, chief_end=failed)
+    out = shown(backend)
+    assert out.index(traceback) < out.index(failed) < out.index(JobCondition("Failed"))
+
+
+def test_a_log_stream_that_never_marks_the_end_holds_events_at_most_drain_seconds():
+    hold = threading.Event()
+    backend = ScriptedRace(early=[LogLine("chief-0", "working")], log_end_hold=hold)
+    try:
+        events = shown(backend, drain_seconds=0.5)
+    finally:
+        hold.set()
+    assert events[-2:] == [CHIEF_DONE, JobCondition("Succeeded")]
