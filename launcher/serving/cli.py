@@ -417,11 +417,11 @@ def predict(args, factory) -> int:
         return EXIT_FAILED if failed else EXIT_OK
     if args.output_path:
         raise SpecError("--output-path", "only with --input-paths (batch prediction)")
-    instances = predictions.read_instances(args.json_instances)
+    placed = predictions.read_placed(args.json_instances)
     with _server(args) as server:
-        signature = args.signature_name or predictions.auto_signature(server, args.name, instances,
-                                                                      predictions.stderr)
-        answer = client.predict(server, args.name, instances, signature)
+        signature = args.signature_name or predictions.auto_signature(
+            server, args.name, [instance for _, instance in placed], predictions.stderr)
+        answer = predictions.predict_placed(server, args.name, placed, signature)
     for line in predictions.table(answer):
         _print(line)
     return EXIT_OK

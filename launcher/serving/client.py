@@ -20,7 +20,12 @@ TIMEOUT = 60.0
 
 
 class ServingError(BackendError):
-    """The model server answered with an error or could not be reached."""
+    """The model server answered with an error (`status`: its HTTP status) or could not be
+    reached (`status` None)."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
 
 
 class Server(Protocol):
@@ -76,7 +81,7 @@ def call(server: Server, path: str, body: dict | None = None, timeout: float = T
     server's {"error": ...} message (or the Kubernetes Status message of a proxy)."""
     status, raw = server.send("GET" if body is None else "POST", path, body, timeout)
     if status >= 400:
-        raise ServingError(f"{server.url(path)}: HTTP {status}: {error_text(raw)}")
+        raise ServingError(f"{server.url(path)}: HTTP {status}: {error_text(raw)}", status)
     try:
         return json.loads(raw or b"{}")
     except ValueError:

@@ -48,18 +48,69 @@ def _lines(path: str, flag: str, storage=None) -> Iterator[tuple[int, str]]:
         raise SpecError(flag, f"cannot read {path} ({error.__class__.__name__}); pass a file of JSON lines") from None
 
 
-def read_instances(path: str, flag: str = "--json-instances", storage=None) -> list:
-    """Every instance of a JSON-lines file, local or gs:// (SpecError naming the line for a bad one)."""
-    instances = []
+def read_placed(path: str, flag: str = "--json-instances", storage=None) -> list[tuple[str, object]]:
+    """Every instance of a JSON-lines file, local or gs://, with where it is ("FILE line N");
+    SpecError naming the line for a bad one."""
+    placed = []
     for number, line in _lines(path, flag, storage):
         try:
-            instances.append(json.loads(line))
+            placed.append((f"{path} line {number}", json.loads(line)))
         except json.JSONDecodeError as error:
             raise SpecError(flag, f"{path} line {number} is not JSON ({error.msg}); write one JSON "
                             "instance per line") from None
-    if not instances:
+    if not placed:
         raise SpecError(flag, f"{path} holds no instances; write one JSON instance per line")
-    return instances
+    return placed
+
+
+def read_instances(path: str, flag: str = "--json-instances", storage=None) -> list:
+    """Every instance of a JSON-lines file, local or gs:// (SpecError naming the line for a bad one)."""
+    return [instance for _, instance in read_placed(path, flag, storage)]
+
+
+def first_refused(server: client.Server, name: str, instances: list, signature: str | None) -> int | None:
+    """Which of `instances`, refused together with HTTP 400, is the first the server refuses
+    on its own: found by halving the request (at most 2 log2(n) more requests). None when
+    no part is refused alone (the instances only clash together) or the server fails
+    otherwise meanwhile."""
+    def refused(start: int, end: int) -> bool | None:
+        try:
+            client.predict(server, name, instances[start:end], signature)
+        except client.ServingError as error:
+            return True if error.status == 400 else None
+        return False
+
+    start, end = 0, len(instances)
+    while end - start > 1:
+        middle = (start + end) // 2
+        first = refused(start, middle)
+        if first is None:
+            return None
+        if first:
+            end = middle
+            continue
+        second = refused(middle, end)
+        if not second:
+            return None
+        start = middle
+    return start
+
+
+def predict_placed(server: client.Server, name: str, placed: list[tuple[str, object]],
+                   signature: str | None) -> list:
+    """client.predict of the instances; an HTTP 400 also names where the first instance
+    the server refuses on its own is (`FILE line N`)."""
+    instances = [instance for _, instance in placed]
+    try:
+        return client.predict(server, name, instances, signature)
+    except client.ServingError as error:
+        if error.status != 400:
+            raise
+        index = first_refused(server, name, instances, signature)
+        if index is None:
+            raise
+        raise client.ServingError(f"{error} (the first instance refused on its own: {placed[index][0]})",
+                                  error.status) from None
 
 
 def choose_signature(instances: list, signatures: dict[str, list[str]], note: Callable[[str], None]) -> str | None:
@@ -178,15 +229,15 @@ def batch_predict(server: client.Server, name: str, files: list[str], out: str, 
     """(predictions written, instances failed): every instance of `files` through the server, the
     results and errors written to `out` after the last batch."""
     storage = gcs.client("--input-paths") if any(gcs.is_gcs(f) for f in files) else None
-    instances = [row for path in files for row in read_instances(path, "--input-paths", storage)]
+    placed = [row for path in files for row in read_placed(path, "--input-paths", storage)]
     if signature is None:
-        signature = auto_signature(server, name, instances, note)
+        signature = auto_signature(server, name, [instance for _, instance in placed], note)
     results: list[str] = []
     errors: list[str] = []
     failed = 0
-    for number, batch in enumerate(batches(instances, size)):
+    for number, batch in enumerate(batches(placed, size)):
         try:
-            predictions = client.predict(server, name, batch, signature)
+            predictions = predict_placed(server, name, batch, signature)
         except client.ServingError as error:
             failed += len(batch)
             errors.append(json.dumps({"batch": number, "instances": len(batch), "error": str(error)}) + "\n")

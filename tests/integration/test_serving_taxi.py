@@ -177,4 +177,17 @@ def test_launcher_predict_of_a_bad_trip_is_one_line_naming_the_field(served, tri
                         timeout=COMMAND_TIMEOUT)
     assert done.returncode != 0 and done.stdout == "", done.stdout
     assert done.stderr.strip().splitlines() == [
-        f"error: {served.model}:predict: HTTP 400: input 'trip_miles': expects JSON numbers (float32), got strings"]
+        f"error: {served.model}:predict: HTTP 400: input 'trip_miles': expects JSON numbers (float32), got strings "
+        f"(the first instance refused on its own: {request} line 2)"]
+
+    # batch prediction: the failed batch's line in the errors file names it too
+    request.write_text("".join(json.dumps(row) + "\n" for row in trips.rows[:3])
+                       + json.dumps(dict(trips.rows[3], trip_miles="3.1")) + "\n")
+    out = tmp_path / "out"
+    done = run_launcher(served.job.env, "predict", "taxi", "--input-paths", str(request), "--output-path", str(out),
+                        "--batch-size", "4", "--backend", "local", timeout=COMMAND_TIMEOUT)
+    assert done.returncode == 1, done.stderr
+    errors = [json.loads(line) for line in (out / "prediction.errors_stats-00000-of-00001").read_text().splitlines()]
+    assert errors == [{"batch": 0, "instances": 4, "error": f"{served.model}:predict: HTTP 400: input 'trip_miles': "
+                       f"expects JSON numbers (float32), got strings (the first instance refused on its own: "
+                       f"{request} line 4)"}]

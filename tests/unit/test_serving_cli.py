@@ -14,7 +14,8 @@ import pytest
 from launcher.backends.local.procs import start_time
 from launcher.backends.local.runs import RunsDir, set_condition, write_json_atomic
 from launcher.serving.cli import job_export
-from launcher.serving.predictions import choose_signature, table
+from launcher.serving.client import ServingError
+from launcher.serving.predictions import choose_signature, first_refused, predict_placed, read_placed, table
 
 pytestmark = pytest.mark.usefixtures("cli_env")  # the packaged TFJob CRD, a per-session schema cache
 
@@ -196,3 +197,51 @@ def test_local_serve_without_kserve_says_which_extra_to_install(cli, runs, expor
     result.refused("--backend local")
     assert "needs kserve" in result.err and "tfjob-launcher[serve]" in result.err
     assert not (runs / "_models").exists()
+
+
+class RefusingServer:
+    """FAKE model server (named as such; the real one refuses bad instances in
+    tests/integration/test_serving_taxi.py): answers :predict with HTTP 400 when any
+    instance is "bad" (or, with `clash`, when "x" and "y" come together), 500 when `broken`."""
+
+    def __init__(self, clash: bool = False, broken: bool = False):
+        self.clash, self.broken, self.requests = clash, broken, 0
+
+    def url(self, path: str) -> str:
+        return f"http://model{path}"
+
+    def send(self, method, path, body, timeout):
+        self.requests += 1
+        instances = body["instances"]
+        if self.broken and self.requests > 1:
+            return 500, b'{"error": "out of memory"}'
+        if "bad" in instances or (self.clash and {"x", "y"} <= set(instances)):
+            return 400, json.dumps({"error": "Input to reshape is a tensor with 2 values"}).encode()
+        return 200, json.dumps({"predictions": [0] * len(instances)}).encode()
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7, 64, 1000])
+def test_the_first_instance_refused_on_its_own_is_found_in_about_2_log2_n_requests(size):
+    for bad in sorted({0, size // 2, size - 1}):
+        instances = ["ok"] * size
+        instances[bad] = "bad"
+        if bad + 1 < size:
+            instances[-1] = "bad"  # a later bad one too: the first is named
+        server = RefusingServer()
+        assert first_refused(server, "m", instances, None) == bad
+        assert server.requests <= 2 * max(1, (size - 1).bit_length())
+
+
+def test_no_instance_is_named_when_none_is_refused_alone_or_the_server_fails_otherwise():
+    assert first_refused(RefusingServer(clash=True), "m", ["ok", "x", "ok", "y"], None) is None
+    assert first_refused(RefusingServer(broken=True), "m", ["ok", "bad"], None) is None
+
+
+def test_online_predict_names_the_line_of_the_refused_instance(tmp_path):
+    lines = tmp_path / "instances.json"
+    lines.write_text('"ok"\n\n"ok"\n"bad"\n')
+    with pytest.raises(ServingError) as caught:
+        predict_placed(RefusingServer(), "m", read_placed(str(lines)), None)
+    assert str(caught.value) == ("http://model/v1/models/m:predict: HTTP 400: Input to reshape is a tensor with 2 "
+                                 f"values (the first instance refused on its own: {lines} line 4)")
+    assert caught.value.status == 400
