@@ -47,24 +47,31 @@ def _start(name: str, source: Callable[[], Iterable[Event]], out: queue.Queue) -
 
 class _Hold:
     """The event stream's items held back while the followed replica's last lines are still
-    on their way: the phase that says one of its containers ended (Succeeded, Failed) comes
-    by the event stream, its last lines by the log stream, and either may come first. From
-    such a phase on, events wait until the log stream says that container's log ended
-    (LogEnded), the log stream ends, or `seconds` pass; lines pass meanwhile. So the view
-    prints `[chief-0] Succeeded` after the chief's last line, not before it."""
+    on their way: the phase that says one of its containers ended (Succeeded, Failed, or a
+    restart: its restarts went up) comes by the event stream, its last lines by the log
+    stream, and either may come first. From such a phase on, events wait until the log
+    stream says that container's log ended (LogEnded), the log stream ends, or `seconds`
+    pass; lines pass meanwhile. So the view prints `[chief-0] Succeeded` after the chief's
+    last line, and a crash's traceback before the restart it caused."""
 
     def __init__(self, replica: str | None, seconds: float):
         self.replica, self.seconds = replica, seconds
         self.ended: set[tuple[str, int]] = set()  # container instances read to their end (or given up on)
+        self.restarts = 0  # of the replica's last phase
         self.key: tuple[str, int] | None = None  # the instance whose end is awaited
         self.until = 0.0
         self.items: list[Event] = []
 
     def waits_for(self, item: Event) -> tuple[str, int] | None:
-        if isinstance(item, ReplicaPhase) and item.replica == self.replica and item.phase in TERMINAL:
+        if not (isinstance(item, ReplicaPhase) and item.replica == self.replica):
+            return None
+        key = None
+        if item.phase in TERMINAL:
             key = (item.replica, item.restarts)
-            return None if key in self.ended else key
-        return None
+        elif item.restarts > self.restarts:  # the container before this one ended
+            key = (item.replica, item.restarts - 1)
+        self.restarts = item.restarts  # a pod made anew (ExitCode) starts over at 0
+        return None if key in self.ended else key
 
     def take(self, item: Event) -> list[Event]:
         """What of the event stream can show now, `item` included."""

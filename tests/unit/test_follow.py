@@ -96,6 +96,20 @@ def test_a_restarted_chief_waits_for_the_end_of_its_last_container_not_the_first
     assert out.index(traceback) < out.index(failed) < out.index(JobCondition("Failed"))
 
 
+def test_a_crashs_traceback_comes_before_the_restart_it_caused():
+    restarting = replica_phase("chief-0", "Pending", restarts=1, exit_code=2, message="exited with code 2")
+    done = replica_phase("chief-0", "Succeeded", restarts=1, exit_code=0)
+    events = [JobCondition("Created"), replica_phase("chief-0", "Running"), restarting,
+              replica_phase("chief-0", "Running", restarts=1), done, JobCondition("Succeeded")]
+    traceback, last = LogLine("chief-0", "ValueError: no such file"), LogLine("chief-0", "Finished chief/0")
+    backend = ScriptedRace(early=[LogLine("chief-0", "first run")],
+                           late=[traceback, LogEnded("chief-0", 0), last, LogEnded("chief-0", 1)],
+                           events=events, chief_end=restarting)
+    out = shown(backend)
+    assert out.index(traceback) < out.index(restarting) and out.index(last) < out.index(done)
+    assert [event for event in out if isinstance(event, (ReplicaPhase, JobCondition))] == events
+
+
 def test_a_log_stream_that_never_marks_the_end_holds_events_at_most_drain_seconds():
     hold = threading.Event()
     backend = ScriptedRace(early=[LogLine("chief-0", "working")], log_end_hold=hold)
