@@ -39,7 +39,7 @@ def test_transitions_report_each_change_once_and_terminal_last():
     assert seen.fresh(snapshot_entries(status(running, {"worker-0": ("Running", 0)}))) == []
     restarting = set_condition(running, "Restarting", "TFJobRestarting", "")
     news = seen.fresh(snapshot_entries(status(restarting, {"worker-0": ("Pending", 1)})))
-    assert [list(e) for e in news] == [["condition"], ["replica"]]
+    assert [list(e) for e in news] == [["replica"], ["condition"]]  # Restarting after the replica that exited
     # Running again with the very same timestamp is still news: it was gone in between
     again = set_condition(restarting, "Running", "TFJobRunning", "")
     again[-1] = running[-1]

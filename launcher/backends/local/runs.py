@@ -239,9 +239,10 @@ def _replica_fields(row: dict) -> dict:
 
 
 def snapshot_entries(status: dict) -> list[dict]:
-    """A snapshot as entries: conditions, then replicas, then the terminal condition
-    (a reader ends at the terminal condition, so the final replica phases come first)."""
-    final = [c for c in status["conditions"] if c["type"] in TERMINAL]
+    """A snapshot as entries: conditions, then replicas, then the conditions a replica's
+    change causes: Restarting (after the replica that exited) and the terminal one (a
+    reader ends at the terminal condition, so the final replica phases come first)."""
+    final = [c for c in status["conditions"] if c["type"] in (*TERMINAL, "Restarting")]
     return ([{"condition": c} for c in status["conditions"] if c not in final]
             + [{"replica": _replica_fields(r)} for r in status["replicas"]]
             + [{"condition": c} for c in final])
