@@ -31,6 +31,8 @@ def test_two_mirrored_workers_train_and_worker_0_reports(mnist_dir, tmp_path):  
     assert [(p.step, p.loss) for p in progress(other)] == [(p.step, p.loss) for p in progress(lead)]
     assert "Train [worker/1] step 30 of 30" in other and "Finished worker/1 at step 30" in other
     assert sorted(p.name for p in (job / "checkpoints").glob("*.index")) == ["ckpt-20.index", "ckpt-30.index"]
+    for log in (lead, other):  # each worker iterates its own pipeline: no MultiDeviceIterator's warning
+        assert "GeneratorDatasetOp" not in log and "will not be optimized" not in log, log
 
 
 def test_single_process_trains_and_a_restart_continues_from_the_saved_step(mnist_dir, tmp_path):  # noqa: F811

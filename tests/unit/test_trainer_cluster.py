@@ -98,3 +98,26 @@ def test_no_proxy_means_nothing_to_bypass():
     environ: dict[str, str] = {}
     bypass_grpc_proxy(Cluster(spec={"worker": ["w:1", "v:1"]}), environ)
     assert environ == {}
+
+
+@pytest.mark.parametrize("spec", [
+    {"worker": ["w0:1", "w1:1"]},
+    {"chief": ["c:1"], "worker": ["w0:1", "w1:1", "w2:1"]},
+    {"chief": ["c:1"], "worker": ["w0:1"], "evaluator": ["e:1"]},
+])
+def test_a_mirrored_workers_input_pipeline_is_numbered_as_tensorflow_numbers_it(spec):
+    """sync.input_context against TensorFlow's own multi_worker_util.id_in_cluster (what
+    distribute_datasets_from_function gives MultiWorkerMirrored workers)."""
+    import tensorflow as tf
+    from tensorflow.python.distribute import multi_worker_util
+
+    from trainer.train.sync import input_context
+
+    members = [(role, index) for role in ("chief", "worker") for index in range(len(spec.get(role, [])))]
+    ids = []
+    for role, index in members:
+        context = input_context(Cluster(role, index, spec), tf.distribute.get_strategy())
+        assert context.input_pipeline_id == multi_worker_util.id_in_cluster(spec, role, index)
+        assert context.num_input_pipelines == multi_worker_util.worker_count(spec, role) == len(members)
+        ids.append(context.input_pipeline_id)
+    assert sorted(ids) == list(range(len(members)))

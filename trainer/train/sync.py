@@ -34,6 +34,31 @@ def strategy_for(cluster: Cluster) -> tf.distribute.Strategy:
     return tf.distribute.get_strategy()
 
 
+def input_context(cluster: Cluster, strategy: tf.distribute.Strategy) -> tf.distribute.InputContext:
+    """This worker's input pipeline among the job's, numbered as MultiWorkerMirroredStrategy
+    numbers them (multi_worker_util.id_in_cluster: the chief first, then the workers)."""
+    chiefs = len(cluster.spec.get("chief", []))
+    pipeline = cluster.index + chiefs if cluster.role == "worker" else 0
+    return tf.distribute.InputContext(num_input_pipelines=chiefs + len(cluster.spec.get("worker", [])),
+                                      input_pipeline_id=pipeline,
+                                      num_replicas_in_sync=strategy.num_replicas_in_sync)
+
+
+def input_iterator(strategy: tf.distribute.Strategy, cluster: Cluster, dataset_fn):
+    """A MultiWorkerMirrored worker whose one replica is its CPU iterates its own pipeline
+    (`dataset_fn` of its InputContext) directly: distribute_datasets_from_function would
+    put a MultiDeviceIterator in between, which has no devices to prefetch to there and
+    makes TensorFlow log 'Input of GeneratorDatasetOp::Dataset will not be optimized' on
+    every worker (its plain iterator, InputReplicationMode.PER_REPLICA, is only for
+    MirroredStrategy). The one replica gets each batch as it is. Otherwise (one process,
+    GPUs): the strategy's distributed dataset."""
+    devices = strategy.extended.worker_devices if cluster.mode == "sync" else ()
+    if len(devices) == 1 and tf.DeviceSpec.from_string(devices[0]).device_type == "CPU":
+        with tf.device(devices[0]):
+            return iter(dataset_fn(input_context(cluster, strategy)))
+    return iter(strategy.distribute_datasets_from_function(dataset_fn))
+
+
 def run(args: argparse.Namespace, cluster: Cluster) -> tuple[int, str | None]:
     strategy = strategy_for(cluster)
     state = session.start(args, cluster, strategy)
@@ -44,7 +69,7 @@ def run(args: argparse.Namespace, cluster: Cluster) -> tuple[int, str | None]:
                             shard=(context.num_input_pipelines, context.input_pipeline_id),
                             parse=models.get(args.model).parser(source))
 
-    iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
+    iterator = input_iterator(strategy, cluster, dataset_fn)
     vote = cluster.mode == "sync"  # a SIGTERM to any worker stops them all at the same step
     train = train_step.make_train_fn(strategy, state, stop_vote=vote)
     if not vote:
