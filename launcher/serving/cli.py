@@ -419,8 +419,9 @@ def predict(args, factory) -> int:
         raise SpecError("--output-path", "only with --input-paths (batch prediction)")
     placed = predictions.read_placed(args.json_instances)
     with _server(args) as server:
-        signature = args.signature_name or predictions.auto_signature(
-            server, args.name, [instance for _, instance in placed], predictions.stderr)
+        signature = args.signature_name or predictions.auto_signature(server, args.name,
+                                                                      predictions.instances_of(placed),
+                                                                      predictions.stderr)
         answer = predictions.predict_placed(server, args.name, placed, signature)
     for line in predictions.table(answer):
         _print(line)

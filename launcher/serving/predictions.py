@@ -63,9 +63,9 @@ def read_placed(path: str, flag: str = "--json-instances", storage=None) -> list
     return placed
 
 
-def read_instances(path: str, flag: str = "--json-instances", storage=None) -> list:
-    """Every instance of a JSON-lines file, local or gs:// (SpecError naming the line for a bad one)."""
-    return [instance for _, instance in read_placed(path, flag, storage)]
+def instances_of(placed: list[tuple[str, object]]) -> list:
+    """The instances of `read_placed`'s pairs, without where they are."""
+    return [instance for _, instance in placed]
 
 
 def first_refused(server: client.Server, name: str, instances: list, signature: str | None) -> int | None:
@@ -100,13 +100,13 @@ def predict_placed(server: client.Server, name: str, placed: list[tuple[str, obj
                    signature: str | None) -> list:
     """client.predict of the instances; an HTTP 400 also names where the first instance
     the server refuses on its own is (`FILE line N`)."""
-    instances = [instance for _, instance in placed]
+    sent = instances_of(placed)
     try:
-        return client.predict(server, name, instances, signature)
+        return client.predict(server, name, sent, signature)
     except client.ServingError as error:
         if error.status != 400:
             raise
-        index = first_refused(server, name, instances, signature)
+        index = first_refused(server, name, sent, signature)
         if index is None:
             raise
         raise client.ServingError(f"{error} (the first instance refused on its own: {placed[index][0]})",
@@ -231,7 +231,7 @@ def batch_predict(server: client.Server, name: str, files: list[str], out: str, 
     storage = gcs.client("--input-paths") if any(gcs.is_gcs(f) for f in files) else None
     placed = [row for path in files for row in read_placed(path, "--input-paths", storage)]
     if signature is None:
-        signature = auto_signature(server, name, [instance for _, instance in placed], note)
+        signature = auto_signature(server, name, instances_of(placed), note)
     results: list[str] = []
     errors: list[str] = []
     failed = 0

@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from launcher.serving.gcs import expand
-from launcher.serving.predictions import read_instances
+from launcher.serving.predictions import instances_of, read_placed
 from tests.support.gcs_denied import DeniedGcs
 from tests.support.launcher_process import run_launcher
 from tests.support.ports import free_port
@@ -65,8 +65,8 @@ def test_an_object_is_split_into_lines_as_a_local_file_is(emulated, tmp_path):
     emulated.blob("lines/r.json").upload_from_string(text.encode())
     (tmp_path / "r.json").write_bytes(text.encode())
     expected = [{"text": "one\u2028still one"}, {"text": "two"}]
-    assert read_instances(f"gs://{BUCKET}/lines/r.json", "--input-paths") == expected
-    assert read_instances(str(tmp_path / "r.json"), "--input-paths") == expected
+    assert instances_of(read_placed(f"gs://{BUCKET}/lines/r.json", "--input-paths")) == expected
+    assert instances_of(read_placed(str(tmp_path / "r.json"), "--input-paths")) == expected
 
 
 @pytest.mark.parametrize("inputs, output, field, says", [

@@ -139,8 +139,8 @@ class StreamEnded:
     pod: str
     instance: str
     opened: bool  # False: the kubelet had nothing to serve yet (or the pod is gone)
-    replica: str = ""
-    restarts: int = 0  # the instance's number: the container's restarts before it
+    replica: str
+    restarts: int  # the instance's number: the container's restarts before it
 
 
 class LogStream(threading.Thread):
