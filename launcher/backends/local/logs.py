@@ -56,7 +56,9 @@ def follow_logs(tails: list[Tail], state: Callable[[], tuple[bool, dict[str, int
     grow across restarts) until the job is finished and every file is drained; with
     `tail_lines`, of what each file holds already only its last lines come first (kubectl's
     -f --tail). `state()`: whether the job is finished, and how many processes of each
-    replica have ended; with `ends`, a LogEnded follows the last line of each."""
+    replica have ended; with `ends`, a LogEnded follows the last line of each (one file
+    spans a replica's restarts: when a process ended and the next one started within one
+    poll, the end comes after the next one's first lines)."""
     if tail_lines is not None:
         for tail in tails:
             yield from last(tail.read(), tail_lines)
