@@ -7,7 +7,9 @@ import pytest
 
 from launcher.backends.base import BackendError
 from launcher.backends.local import LocalBackend
-from launcher.backends.local.logs import Tail
+from launcher.backends.local.logs import Tail, follow_logs
+from launcher.backends.local.runs import ended_instances
+from launcher.events import LogEnded, LogLine
 from launcher.backends.local.plan import REPO_ROOT, build_plan, child_env, proxy_env, replica_argv
 from launcher.render import render
 from launcher.spec import JobSpec, ReplicaSpec
@@ -113,3 +115,35 @@ def test_tail_yields_whole_lines_and_the_rest_at_the_end(tmp_path):
         f.write(b"o\nthree")
     assert [(l.replica, l.line) for l in tail.read()] == [("worker-0", "two")]
     assert [l.line for l in tail.flush()] == ["three"]
+
+
+def test_follow_marks_each_process_end_where_its_lines_end(tmp_path):
+    """The race the live view met: a process ended and the next one wrote its first lines
+    before the follower read; the supervisor's recorded size puts the end between them,
+    with the ended process's unterminated last line before its end."""
+    path = tmp_path / "w.log"
+    first, second = b"one\ncrashed", b"two\nthree\n"
+    path.write_bytes(first + second)
+    states = iter([(False, {"w": [len(first)]}), (True, {"w": [len(first), len(first) + len(second)]})])
+    got = list(follow_logs([Tail("w", path)], lambda: next(states), ends=True))
+    assert got == [LogLine("w", "one"), LogLine("w", "crashed"), LogEnded("w", 0),
+                   LogLine("w", "two"), LogLine("w", "three"), LogEnded("w", 1)]
+
+
+def test_follow_without_recorded_sizes_ends_after_what_is_written(tmp_path):
+    path = tmp_path / "w.log"
+    path.write_bytes(b"one\ntwo\n")
+    states = iter([(True, {"w": [None]})])
+    got = list(follow_logs([Tail("w", path)], lambda: next(states), ends=True))
+    assert got == [LogLine("w", "one"), LogLine("w", "two"), LogEnded("w", 0)]
+    states = iter([(True, {"w": [4]})])
+    assert list(follow_logs([Tail("w", path)], lambda: next(states))) == [LogLine("w", "one"), LogLine("w", "two")]
+
+
+def test_ended_instances_gives_each_ended_process_its_recorded_size():
+    rows = [{"id": "chief-0", "phase": "Running", "restarts": 0, "log_ends": []},
+            {"id": "worker-0", "phase": "Pending", "restarts": 2, "log_ends": [10, 25]},
+            {"id": "worker-1", "phase": "Failed", "restarts": 1, "log_ends": [7]},  # never restarted
+            {"id": "ps-0", "phase": "Succeeded", "restarts": 1}]  # written by an earlier version
+    assert ended_instances({"replicas": rows}) == {
+        "chief-0": [], "worker-0": [10, 25], "worker-1": [7, None], "ps-0": [None, None]}

@@ -19,11 +19,13 @@ class Tail:
         self.offset = 0
         self.partial = b""
 
-    def read(self) -> list[LogLine]:
+    def read(self, upto: int | None = None) -> list[LogLine]:
+        """The whole lines written since the last read (with `upto`, of the file's first
+        `upto` bytes only)."""
         try:
             with open(self.path, "rb") as f:
                 f.seek(self.offset)
-                data = f.read()
+                data = f.read() if upto is None else f.read(max(upto - self.offset, 0))
         except FileNotFoundError:
             return []
         self.offset += len(data)
@@ -50,15 +52,15 @@ def read_logs(tails: list[Tail], tail_lines: int | None = None) -> Iterator[LogL
         yield from last(tail.read() + tail.flush(), tail_lines)
 
 
-def follow_logs(tails: list[Tail], state: Callable[[], tuple[bool, dict[str, int]]], tail_lines: int | None = None,
-                ends: bool = False) -> Iterator[LogLine | LogEnded]:
+def follow_logs(tails: list[Tail], state: Callable[[], tuple[bool, dict[str, list[int | None]]]],
+                tail_lines: int | None = None, ends: bool = False) -> Iterator[LogLine | LogEnded]:
     """New lines of every replica as they come (files appear when a replica starts and
     grow across restarts) until the job is finished and every file is drained; with
     `tail_lines`, of what each file holds already only its last lines come first (kubectl's
-    -f --tail). `state()`: whether the job is finished, and how many processes of each
-    replica have ended; with `ends`, a LogEnded follows the last line of each (one file
-    spans a replica's restarts: when a process ended and the next one started within one
-    poll, the end comes after the next one's first lines)."""
+    -f --tail). `state()`: whether the job is finished, and for each replica the size its
+    log file had when each of its processes ended (None: not recorded); with `ends`, a
+    LogEnded follows the last line of each process, before the next one's first line (one
+    file spans a replica's restarts)."""
     if tail_lines is not None:
         for tail in tails:
             yield from last(tail.read(), tail_lines)
@@ -67,13 +69,17 @@ def follow_logs(tails: list[Tail], state: Callable[[], tuple[bool, dict[str, int
         done, ended = state()  # checked before reading: what an ended process wrote is in its file
         idle = True
         for tail in tails:
+            marks = ended.get(tail.replica, []) if ends else []
+            for number in range(told[tail.replica], len(marks)):
+                lines = tail.read(marks[number])  # that process's rest, not the next one's lines
+                idle = idle and not lines
+                yield from lines
+                yield from tail.flush()
+                yield LogEnded(tail.replica, number)
+            told[tail.replica] = max(told[tail.replica], len(marks))
             lines = tail.read()
             idle = idle and not lines
             yield from lines
-            if ends and ended.get(tail.replica, 0) > told[tail.replica]:
-                yield from tail.flush()
-                yield from (LogEnded(tail.replica, n) for n in range(told[tail.replica], ended[tail.replica]))
-                told[tail.replica] = ended[tail.replica]
         if done:
             for tail in tails:
                 yield from tail.flush()

@@ -205,10 +205,15 @@ def replica_phase(rep: dict) -> ReplicaPhase:
                         gpus=0, exit_code=rep.get("exit_code"), message=rep.get("message", ""))
 
 
-def ended_instances(status: dict) -> dict[str, int]:
-    """How many processes of each replica have ended: one per restart, and the last one
-    once the replica is Succeeded or Failed."""
-    return {rep["id"]: rep.get("restarts", 0) + (rep["phase"] in TERMINAL) for rep in status.get("replicas", ())}
+def ended_instances(status: dict) -> dict[str, list[int | None]]:
+    """For each replica, the size of its log file when each of its processes ended (one
+    per restart, and the last one once the replica is Succeeded or Failed). An end with
+    no size recorded (a status written by an earlier version) gives None: the end is then
+    known only after everything written so far."""
+    def ends(rep: dict) -> list[int | None]:
+        count = rep.get("restarts", 0) + (rep["phase"] in TERMINAL)
+        return (rep.get("log_ends", []) + [None] * count)[:count]
+    return {rep["id"]: ends(rep) for rep in status.get("replicas", ())}
 
 
 def is_terminal(status: dict) -> bool:

@@ -49,10 +49,19 @@ class Replica:
     started_at: float = 0.0
     restart_at: float | None = None
     message: str = ""
+    log_ends: list[int] = field(default_factory=list)  # the log's size as each process ended
 
     @property
     def id(self) -> str:
         return self.spec["id"]
+
+    def ended(self) -> None:
+        """Record where this process's lines end in the log that its restarts share, so a
+        follower can mark the end before the next process's first line."""
+        try:
+            self.log_ends.append(self.log_path.stat().st_size)
+        except FileNotFoundError:
+            self.log_ends.append(0)
 
     def row(self) -> dict:
         return {
@@ -60,7 +69,7 @@ class Replica:
             "address": self.spec["address"], "argv": self.spec["argv"],
             "phase": self.phase, "restarts": self.restarts, "exit_code": self.exit_code,
             "pid": self.proc.pid if self.proc else None, "pid_start": self.pid_start,
-            "started": self.started, "message": self.message,
+            "started": self.started, "message": self.message, "log_ends": self.log_ends,
         }
 
 
@@ -179,6 +188,7 @@ class Supervisor:
         for ref in replica.spec.get("secretEnv", []):
             value = resolve(ref, env)
             if value is None:
+                replica.ended()
                 replica.phase, replica.exit_code = "Failed", 127
                 replica.message = f"no value for secret env {ref['name']}"
                 return self.fail("TFJobFailed", f"replica {replica.id}: {unresolved([ref], env)}")
@@ -190,6 +200,7 @@ class Supervisor:
                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                     start_new_session=True, preexec_fn=self.preexec())
         except OSError as err:
+            replica.ended()
             replica.phase, replica.exit_code = "Failed", 127
             replica.message = f"cannot start {argv[0]!r}: {err.strerror}"
             return self.fail("TFJobFailed", f"replica {replica.id} could not start {argv[0]!r}: {err.strerror}")
@@ -202,6 +213,7 @@ class Supervisor:
         code = exit_code(returncode)
         ran = time.monotonic() - replica.started_at
         replica.proc, replica.exit_code = None, code
+        replica.ended()
         log(f"{replica.id} exited with code {code}")
         if code == 0:
             replica.phase, replica.message = "Succeeded", ""
@@ -254,6 +266,7 @@ class Supervisor:
                 replica.proc = None
             elif replica.phase != "Pending":
                 continue
+            replica.ended()
             replica.restart_at = None
             replica.phase = "Succeeded" if ctype == "Succeeded" else "Failed"
             replica.message = note
