@@ -49,6 +49,9 @@ def serialize(example) -> bytes:
     return example.SerializeToString(deterministic=True)
 
 
+_ACTIVE: set[str] = set()  # the stages this process is writing into now
+
+
 @contextlib.contextmanager
 def staged(out: str) -> Iterator[str]:
     """A folder of this process's own inside `out` (local or gs://) to write a dataset into.
@@ -56,17 +59,65 @@ def staged(out: str) -> Iterator[str]:
     one rename; the folder is removed in any case. So neither a reader nor another replica
     preparing the same data dir at the same time (with --prepare-data every replica that
     reads data does, and a data dir may be shared) meets a file half written, and an
-    interrupted write leaves nothing behind in `out`."""
+    interrupted write leaves nothing behind in `out`. A writer killed outright (SIGKILL,
+    OOM) cannot remove its folder: the next writer that sees its pids removes it (sweep)."""
     root = out.rstrip("/")
-    stage = f"{root}/.staging-{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
+    stage = f"{root}/.staging-{_where()}-{os.getpid()}-{secrets.token_hex(4)}"
     tf.io.gfile.makedirs(stage)
+    _ACTIVE.add(stage)
     try:
+        sweep(root)
         yield stage
         for name in sorted(tf.io.gfile.listdir(stage), key=lambda name: (".tfrecord" in name, name)):
             tf.io.gfile.rename(f"{stage}/{name}", f"{root}/{name}", overwrite=True)
     finally:
+        _ACTIVE.discard(stage)
         if tf.io.gfile.exists(stage):
             tf.io.gfile.rmtree(stage)
+
+
+_STAGE = re.compile(r"\.staging-(.+)-(\d+)-[0-9a-f]{8}/?$")
+
+
+def _where() -> str:
+    """This host and its pid namespace: pids are comparable only within one. Pods with
+    hostNetwork share the node's hostname but not its pids."""
+    try:
+        pidns = os.readlink("/proc/self/ns/pid").strip("pid:[]")
+    except OSError:  # no procfs (macOS): one pid namespace
+        pidns = "0"
+    return f"{socket.gethostname()}-{pidns}"
+
+
+def sweep(root: str) -> list[str]:
+    """Remove the stages in `root` that writers killed outright left, among those whose
+    pids this process can see (same host, same pid namespace): a process that no longer
+    runs, or this process's own pid that it is not writing into now (an earlier process
+    that had it). Others' stages are left alone: whether their writer runs cannot be known
+    here. Returns the stages removed."""
+    removed = []
+    where = _where()
+    for name in tf.io.gfile.listdir(root):
+        match = _STAGE.match(name)
+        path = f"{root}/{name.rstrip('/')}"
+        if not match or match[1] != where or path in _ACTIVE:
+            continue
+        pid = int(match[2])
+        if pid == os.getpid() or not _runs(pid):
+            with contextlib.suppress(tf.errors.NotFoundError):  # another writer swept it first
+                tf.io.gfile.rmtree(path)
+            removed.append(path)
+    return removed
+
+
+def _runs(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def shard_name(split: str, shard: int, shards: int) -> str:

@@ -1,6 +1,9 @@
 """trainer.models.mnist.source and trainer.data: raw files, TFRecord shards, tf.data input."""
 from __future__ import annotations
 
+import os
+import sys
+
 import numpy as np
 import pytest
 
@@ -197,6 +200,30 @@ def test_a_staged_write_moves_in_whole_when_it_ends_and_leaves_nothing_when_it_f
             data.write_split(stage, "train", *synthetic(8))
             raise RuntimeError("interrupted")
     assert names(out) == ["test-00000-of-00002.tfrecord", "test-00001-of-00002.tfrecord"]
+
+
+def test_a_stage_left_by_a_killed_writer_on_this_host_is_removed_by_the_next_write(tmp_path):
+    """A writer killed outright (SIGKILL, OOM) leaves its stage; the next one whose pids are
+    comparable (same host and pid namespace) removes it. A live writer's stage stays, and so
+    do another host's and another pid namespace's (a hostNetwork pod: the node's hostname)."""
+    import socket
+    import subprocess
+
+    out = tmp_path / "data"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()  # a pid that ran and has exited
+    host, pidns = socket.gethostname(), os.readlink("/proc/self/ns/pid").strip("pid:[]")
+    here = f"{host}-{pidns}"
+    left = [f".staging-{here}-{dead}-0badc0de", f".staging-{here}-{os.getpid()}-00000001"]  # an earlier process's
+    kept = [f".staging-{here}-{os.getppid()}-0000beef", f".staging-other-host-{pidns}-{dead}-0000cafe",
+            f".staging-{host}-1{pidns}-{dead}-0000f00d"]
+    for name in left + kept:
+        (out / name).mkdir(parents=True)
+        (out / name / "train-00000-of-00008.tfrecord").write_bytes(b"half")
+    with data.staged(str(out)) as stage:
+        data.write_split(stage, "test", *synthetic(6))
+        assert names(out) == sorted(kept + [stage.rsplit("/", 1)[1]])  # its own stage is not swept
+    assert names(out) == sorted(kept + ["test-00000-of-00002.tfrecord", "test-00001-of-00002.tfrecord"])
 
 
 @pytest.mark.parametrize("present, whole", [
