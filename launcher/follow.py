@@ -13,6 +13,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections import Counter
 from typing import Callable, Iterable, Iterator, NamedTuple
 
 from .backends.base import Backend, BackendError
@@ -56,8 +57,13 @@ class _Hold:
 
     def __init__(self, replica: str | None, seconds: float):
         self.replica, self.seconds = replica, seconds
-        self.ended: set[tuple[str, int]] = set()  # container instances read to their end (or given up on)
+        # ends the log stream marked that no phase has claimed yet, and ends given up on
+        # (their marks, when late, match nothing): counted, as a pod made anew (ExitCode)
+        # numbers its containers from 0 again
+        self.marks: Counter[tuple[str, int]] = Counter()
+        self.given_up: Counter[tuple[str, int]] = Counter()
         self.restarts = 0  # of the replica's last phase
+        self.ended = False  # whether a phase said the replica's current instance ended
         self.key: tuple[str, int] | None = None  # the instance whose end is awaited
         self.until = 0.0
         self.items: list[Event] = []
@@ -67,11 +73,18 @@ class _Hold:
             return None
         key = None
         if item.phase in TERMINAL:
-            key = (item.replica, item.restarts)
+            if not self.ended:  # not a second phase of one end (a message or exit code filled in)
+                key = (item.replica, item.restarts)
+            self.ended = True
         elif item.restarts > self.restarts:  # the container before this one ended
-            key = (item.replica, item.restarts - 1)
+            key, self.ended = (item.replica, item.restarts - 1), False
+        else:  # after an end, a pod made anew
+            self.ended = False
         self.restarts = item.restarts  # a pod made anew (ExitCode) starts over at 0
-        return None if key in self.ended else key
+        if key is not None and self.marks[key]:
+            self.marks[key] -= 1  # its log had ended already
+            return None
+        return key
 
     def take(self, item: Event) -> list[Event]:
         """What of the event stream can show now, `item` included."""
@@ -83,13 +96,19 @@ class _Hold:
         return []
 
     def log_ended(self, key: tuple[str, int]) -> list[Event]:
-        self.ended.add(key)
-        return self.release() if key == self.key else []
+        if key == self.key:
+            self.key = None
+            return self.release()
+        if self.given_up[key]:
+            self.given_up[key] -= 1
+        else:
+            self.marks[key] += 1
+        return []
 
     def release(self) -> list[Event]:
         """Everything held (the awaited end given up on when it did not come)."""
         if self.key is not None:
-            self.ended.add(self.key)
+            self.given_up[self.key] += 1
         items, self.items, self.key = self.items, [], None
         shown = []
         for item in items:  # a later phase may wait again

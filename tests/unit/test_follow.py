@@ -96,6 +96,25 @@ def test_a_restarted_chief_waits_for_the_end_of_its_last_container_not_the_first
     assert out.index(traceback) < out.index(failed) < out.index(JobCondition("Failed"))
 
 
+def test_a_chief_pod_made_anew_waits_for_the_end_of_its_own_log_not_the_first_pods():
+    """--restart-policy ExitCode: the operator deletes the failed pod and makes it anew, and
+    the new pod's container is again number 0; a second phase of one end (its exit code
+    filled in) does not wait again."""
+    first_failed = replica_phase("chief-0", "Failed", exit_code=137)
+    done = replica_phase("chief-0", "Succeeded", exit_code=0)
+    events = [JobCondition("Created"), replica_phase("chief-0", "Running"), first_failed,
+              replica_phase("chief-0", "Failed", exit_code=137, message="Error"),
+              replica_phase("chief-0", "Pending"), replica_phase("chief-0", "Running"), done, JobCondition("Succeeded")]
+    last = LogLine("chief-0", "Finished chief/0 at step 60")
+    backend = ScriptedRace(early=[LogLine("chief-0", "Killed"), LogEnded("chief-0", 0),
+                                  LogLine("chief-0", "Restored checkpoint")],
+                           late=[last, LogEnded("chief-0", 0)], events=events, chief_end=done)
+    out = shown(backend)
+    assert out.index(LogLine("chief-0", "Killed")) < out.index(first_failed)
+    assert out.index(last) < out.index(done) < out.index(JobCondition("Succeeded"))
+    assert [event for event in out if isinstance(event, (ReplicaPhase, JobCondition))] == events
+
+
 def test_a_crashs_traceback_comes_before_the_restart_it_caused():
     restarting = replica_phase("chief-0", "Pending", restarts=1, exit_code=2, message="exited with code 2")
     done = replica_phase("chief-0", "Succeeded", restarts=1, exit_code=0)
