@@ -7,7 +7,7 @@ import pytest
 
 from launcher.backends.base import BackendError
 from launcher.backends.local import LocalBackend
-from launcher.backends.local.logs import Tail, follow_logs
+from launcher.backends.local.logs import Tail, follow_logs, read_logs
 from launcher.backends.local.runs import ended_instances
 from launcher.events import LogEnded, LogLine
 from launcher.backends.local.plan import REPO_ROOT, build_plan, child_env, proxy_env, replica_argv
@@ -128,6 +128,27 @@ def test_follow_marks_each_process_end_where_its_lines_end(tmp_path):
     got = list(follow_logs([Tail("w", path)], lambda: next(states), ends=True))
     assert got == [LogLine("w", "one"), LogLine("w", "crashed"), LogEnded("w", 0),
                    LogLine("w", "two"), LogLine("w", "three"), LogEnded("w", 1)]
+    # with --tail the file's last lines come first: the ends already read past follow, and
+    # the unterminated line of a process still writing stays whole
+    first = b"one\ncrashed\n"
+    path.write_bytes(first + b"two\nthr")
+    states = iter([(False, {"w": [len(first)]}), (True, {"w": [len(first), len(first) + len(second)]})])
+    with open(path, "ab") as f:
+        got = []
+        for item in follow_logs([Tail("w", path)], lambda: next(states), tail_lines=1, ends=True):
+            got.append(item)
+            if item == LogEnded("w", 0):
+                f.write(b"ee\n")
+                f.flush()
+    assert got == [LogLine("w", "two"), LogEnded("w", 0), LogLine("w", "three"), LogEnded("w", 1)]
+
+
+def test_read_keeps_an_ended_processs_unterminated_last_line_its_own(tmp_path):
+    path = tmp_path / "w.log"
+    path.write_bytes(b"one\ncrashed" + b"two\n")  # the next process appends to the same file
+    assert [l.line for l in read_logs([Tail("w", path)], ends={"w": [11]})] == ["one", "crashed", "two"]
+    assert [l.line for l in read_logs([Tail("w", path)], tail_lines=2, ends={"w": [11, None]})] == ["crashed", "two"]
+    assert [l.line for l in read_logs([Tail("w", path)])] == ["one", "crashedtwo"]
 
 
 def test_follow_without_recorded_sizes_ends_after_what_is_written(tmp_path):

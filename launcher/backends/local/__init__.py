@@ -210,7 +210,7 @@ class LocalBackend(Backend):
         tails = [Tail(rid, run.log_path(rid)) for rid in ids]
         tail_lines = options.tail_lines if options else None
         if not follow:
-            return read_logs(tails, tail_lines)
+            return read_logs(tails, tail_lines, ended_instances(self._current(run)))
         self._claim(name, namespace, run)
 
         def state() -> tuple[bool, dict[str, int]]:

@@ -46,10 +46,16 @@ def last(lines: list[LogLine], count: int | None) -> list[LogLine]:
     return lines if count is None else lines[max(len(lines) - count, 0):]
 
 
-def read_logs(tails: list[Tail], tail_lines: int | None = None) -> Iterator[LogLine]:
-    """Everything written so far (or its last `tail_lines` lines), one replica after the other."""
+def read_logs(tails: list[Tail], tail_lines: int | None = None,
+              ends: dict[str, list[int | None]] | None = None) -> Iterator[LogLine]:
+    """Everything written so far (or its last `tail_lines` lines), one replica after the
+    other; a process's unterminated last line stays its own at its end in `ends` (as
+    follow_logs)."""
     for tail in tails:
-        yield from last(tail.read() + tail.flush(), tail_lines)
+        lines = []
+        for mark in (ends or {}).get(tail.replica, []):
+            lines += tail.read(mark) + tail.flush()
+        yield from last(lines + tail.read() + tail.flush(), tail_lines)
 
 
 def follow_logs(tails: list[Tail], state: Callable[[], tuple[bool, dict[str, list[int | None]]]],
@@ -71,10 +77,12 @@ def follow_logs(tails: list[Tail], state: Callable[[], tuple[bool, dict[str, lis
         for tail in tails:
             marks = ended.get(tail.replica, []) if ends else []
             for number in range(told[tail.replica], len(marks)):
-                lines = tail.read(marks[number])  # that process's rest, not the next one's lines
+                mark = marks[number]
+                lines = tail.read(mark)  # that process's rest, not the next one's lines
                 idle = idle and not lines
                 yield from lines
-                yield from tail.flush()
+                if mark is None or tail.offset <= mark:  # else read past it already (--tail)
+                    yield from tail.flush()  # its last line, when unterminated
                 yield LogEnded(tail.replica, number)
             told[tail.replica] = max(told[tail.replica], len(marks))
             lines = tail.read()
