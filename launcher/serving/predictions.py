@@ -109,8 +109,20 @@ def predict_placed(server: client.Server, name: str, placed: list[tuple[str, obj
         index = first_refused(server, name, sent, signature)
         if index is None:
             raise
-        raise client.ServingError(f"{error} (the first instance refused on its own: {placed[index][0]})",
-                                  error.status) from None
+        where = f"the first instance refused on its own: {placed[index][0]}"
+        if index == 0 and len(sent) > 1 and refused_alone(server, name, sent[-1], signature):
+            where += (f"; the last, {placed[-1][0]}, is refused on its own too: the request may be wrong "
+                      "for every instance, e.g. its --signature-name")
+        raise client.ServingError(f"{error} ({where})", error.status) from None
+
+
+def refused_alone(server: client.Server, name: str, instance, signature: str | None) -> bool:
+    """Whether the server refuses `instance` alone with HTTP 400."""
+    try:
+        client.predict(server, name, [instance], signature)
+    except client.ServingError as error:
+        return error.status == 400
+    return False
 
 
 def choose_signature(instances: list, signatures: dict[str, list[str]], note: Callable[[str], None]) -> str | None:

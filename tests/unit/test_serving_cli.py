@@ -202,10 +202,11 @@ def test_local_serve_without_kserve_says_which_extra_to_install(cli, runs, expor
 class RefusingServer:
     """FAKE model server (named as such; the real one refuses bad instances in
     tests/integration/test_serving_taxi.py): answers :predict with HTTP 400 when any
-    instance is "bad" (or, with `clash`, when "x" and "y" come together), 500 when `broken`."""
+    instance is "bad" (or, with `clash`, when "x" and "y" come together; with `everything`,
+    always, as for an unknown signature), 500 when `broken`."""
 
-    def __init__(self, clash: bool = False, broken: bool = False):
-        self.clash, self.broken, self.requests = clash, broken, 0
+    def __init__(self, clash: bool = False, broken: bool = False, everything: bool = False):
+        self.clash, self.broken, self.everything, self.requests = clash, broken, everything, 0
 
     def url(self, path: str) -> str:
         return f"http://model{path}"
@@ -215,7 +216,7 @@ class RefusingServer:
         instances = body["instances"]
         if self.broken and self.requests > 1:
             return 500, b'{"error": "out of memory"}'
-        if "bad" in instances or (self.clash and {"x", "y"} <= set(instances)):
+        if "bad" in instances or self.everything or (self.clash and {"x", "y"} <= set(instances)):
             return 400, json.dumps({"error": "Input to reshape is a tensor with 2 values"}).encode()
         return 200, json.dumps({"predictions": [0] * len(instances)}).encode()
 
@@ -245,3 +246,20 @@ def test_online_predict_names_the_line_of_the_refused_instance(tmp_path):
     assert str(caught.value) == ("http://model/v1/models/m:predict: HTTP 400: Input to reshape is a tensor with 2 "
                                  f"values (the first instance refused on its own: {lines} line 4)")
     assert caught.value.status == 400
+
+
+def test_a_request_refused_for_every_instance_says_the_last_is_refused_on_its_own_too(tmp_path):
+    """An unknown signature is HTTP 400 for every instance: naming line 1 alone says little."""
+    lines = tmp_path / "instances.json"
+    lines.write_text('"ok"\n"ok"\n"ok"\n')
+    with pytest.raises(ServingError) as caught:
+        predict_placed(RefusingServer(everything=True), "m", read_placed(str(lines)), "nosuch")
+    assert str(caught.value).endswith(
+        f"(the first instance refused on its own: {lines} line 1; the last, {lines} line 3, is refused on its own "
+        "too: the request may be wrong for every instance, e.g. its --signature-name)")
+    lines.write_text('"bad"\n"ok"\n"ok"\n')  # only the first: as before
+    server = RefusingServer()
+    with pytest.raises(ServingError) as caught:
+        predict_placed(server, "m", read_placed(str(lines)), None)
+    assert str(caught.value).endswith(f"(the first instance refused on its own: {lines} line 1)")
+    assert server.requests == 3  # the request, its first half (line 1 alone), the last alone
