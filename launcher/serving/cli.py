@@ -109,7 +109,8 @@ def add_parsers(commands, common) -> None:
                          "after the last batch, so a failed or interrupted run writes neither")
     predict.add_argument("--batch-size", type=int, default=64, help="batch: instances per request (default 64)")
     predict.add_argument("--signature-name", help="SavedModel signature (default serving_default, or the one "
-                         "whose inputs are the instances' fields)")
+                         "whose inputs are the instances' fields); refused when the model's metadata does not "
+                         "list it")
     predict.add_argument("--url", help="REST base of any TF Serving compatible server (http://HOST:PORT); "
                          "skips the backend lookup (k8s: the InferenceService is reached through the API "
                          "server's service proxy, with the kubeconfig's credentials)")
@@ -419,9 +420,8 @@ def predict(args, factory) -> int:
         raise SpecError("--output-path", "only with --input-paths (batch prediction)")
     placed = predictions.read_placed(args.json_instances)
     with _server(args) as server:
-        signature = args.signature_name or predictions.auto_signature(server, args.name,
-                                                                      predictions.instances_of(placed),
-                                                                      predictions.stderr)
+        signature = predictions.signature_for(server, args.name, predictions.instances_of(placed),
+                                              args.signature_name, predictions.stderr)
         answer = predictions.predict_placed(server, args.name, placed, signature)
     for line in predictions.table(answer):
         _print(line)

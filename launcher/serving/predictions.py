@@ -112,7 +112,7 @@ def predict_placed(server: client.Server, name: str, placed: list[tuple[str, obj
         where = f"the first instance refused on its own: {placed[index][0]}"
         if index == 0 and len(sent) > 1 and refused_alone(server, name, sent[-1], signature):
             where += (f"; the last, {placed[-1][0]}, is refused on its own too: the request may be wrong "
-                      "for every instance, e.g. its --signature-name")
+                      "for every instance")
         raise client.ServingError(f"{error} ({where})", error.status) from None
 
 
@@ -242,8 +242,7 @@ def batch_predict(server: client.Server, name: str, files: list[str], out: str, 
     results and errors written to `out` after the last batch."""
     storage = gcs.client("--input-paths") if any(gcs.is_gcs(f) for f in files) else None
     placed = [row for path in files for row in read_placed(path, "--input-paths", storage)]
-    if signature is None:
-        signature = auto_signature(server, name, instances_of(placed), note)
+    signature = signature_for(server, name, instances_of(placed), signature, note)
     results: list[str] = []
     errors: list[str] = []
     failed = 0
@@ -259,12 +258,21 @@ def batch_predict(server: client.Server, name: str, files: list[str], out: str, 
     return len(results), failed
 
 
-def auto_signature(server: client.Server, name: str, instances: list, note: Callable[[str], None]) -> str | None:
+def signature_for(server: client.Server, name: str, instances: list, given: str | None,
+                  note: Callable[[str], None]) -> str | None:
+    """The signature to send: `given` (--signature-name) once the model's metadata shows it
+    has one of that name (else SpecError naming those it has), or without it the one
+    choose_signature picks. A server without the metadata path: `given`, as it is."""
     try:
         signatures = client.metadata(server, name)
     except client.ServingError:
-        return None  # a server without the metadata path: send as given
-    return choose_signature(instances, signatures, note)
+        return given
+    if given is None:
+        return choose_signature(instances, signatures, note)
+    if signatures and given not in signatures:
+        raise SpecError("--signature-name", f"model {name} has no signature {given!r}; use one of "
+                        f"{', '.join(sorted(signatures))}")
+    return given
 
 
 def stderr(line: str) -> None:

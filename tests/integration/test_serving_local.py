@@ -288,6 +288,19 @@ def test_batch_prediction_writes_one_json_line_per_instance(mnist_job, served, r
     assert (out / "prediction.errors_stats-00000-of-00001").read_text() == ""
 
 
+def test_a_signature_the_model_lacks_is_one_line_and_exit_2_online_and_in_batch(mnist_job, served, request_file,
+                                                                                 tmp_path):
+    refusal = "error: --signature-name: model mnist has no signature 'nosuch'; use one of serving_default, unkeyed"
+    done = run_launcher(mnist_job.env, "predict", "mnist", "--json-instances", str(request_file.path),
+                        "--signature-name", "nosuch", "--backend", "local", timeout=COMMAND_TIMEOUT)
+    assert (done.returncode, done.stderr.strip().splitlines(), done.stdout) == (2, [refusal], "")
+    out = tmp_path / "out"
+    done = run_launcher(mnist_job.env, "predict", "mnist", "--input-paths", str(request_file.path), "--output-path",
+                        str(out), "--signature-name", "nosuch", "--backend", "local", timeout=COMMAND_TIMEOUT)
+    assert (done.returncode, done.stderr.strip().splitlines()) == (2, [refusal])
+    assert not out.exists()  # nothing written
+
+
 def test_the_server_refuses_a_taken_port_with_one_line_and_exit_2(mnist_job):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

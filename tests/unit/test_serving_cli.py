@@ -15,7 +15,9 @@ from launcher.backends.local.procs import start_time
 from launcher.backends.local.runs import RunsDir, set_condition, write_json_atomic
 from launcher.serving.cli import job_export
 from launcher.serving.client import ServingError
-from launcher.serving.predictions import choose_signature, first_refused, predict_placed, read_placed, table
+from launcher.serving.predictions import (choose_signature, first_refused, predict_placed, read_placed,
+                                         signature_for, table)
+from launcher.spec import SpecError
 
 pytestmark = pytest.mark.usefixtures("cli_env")  # the packaged TFJob CRD, a per-session schema cache
 
@@ -203,15 +205,23 @@ class RefusingServer:
     """FAKE model server (named as such; the real one refuses bad instances in
     tests/integration/test_serving_taxi.py): answers :predict with HTTP 400 when any
     instance is "bad" (or, with `clash`, when "x" and "y" come together; with `everything`,
-    always, as for an unknown signature), 500 when `broken`."""
+    always, as for an unknown signature), 500 when `broken`; its metadata has `signatures`
+    (None: no metadata path, 404)."""
 
-    def __init__(self, clash: bool = False, broken: bool = False, everything: bool = False):
+    def __init__(self, clash: bool = False, broken: bool = False, everything: bool = False,
+                 signatures: dict[str, list[str]] | None = None):
         self.clash, self.broken, self.everything, self.requests = clash, broken, everything, 0
+        self.signatures = signatures
 
     def url(self, path: str) -> str:
         return f"http://model{path}"
 
     def send(self, method, path, body, timeout):
+        if method == "GET":
+            if self.signatures is None or not path.endswith("/metadata"):
+                return 404, b'{"error": "not found"}'
+            defs = {key: {"inputs": {field: {} for field in fields}} for key, fields in self.signatures.items()}
+            return 200, json.dumps({"metadata": {"signature_def": {"signature_def": defs}}}).encode()
         self.requests += 1
         instances = body["instances"]
         if self.broken and self.requests > 1:
@@ -249,17 +259,30 @@ def test_online_predict_names_the_line_of_the_refused_instance(tmp_path):
 
 
 def test_a_request_refused_for_every_instance_says_the_last_is_refused_on_its_own_too(tmp_path):
-    """An unknown signature is HTTP 400 for every instance: naming line 1 alone says little."""
+    """A server that refuses every instance (e.g. a signature its metadata does not show):
+    naming line 1 alone would say little."""
     lines = tmp_path / "instances.json"
     lines.write_text('"ok"\n"ok"\n"ok"\n')
     with pytest.raises(ServingError) as caught:
         predict_placed(RefusingServer(everything=True), "m", read_placed(str(lines)), "nosuch")
     assert str(caught.value).endswith(
         f"(the first instance refused on its own: {lines} line 1; the last, {lines} line 3, is refused on its own "
-        "too: the request may be wrong for every instance, e.g. its --signature-name)")
+        "too: the request may be wrong for every instance)")
     lines.write_text('"bad"\n"ok"\n"ok"\n')  # only the first: as before
     server = RefusingServer()
     with pytest.raises(ServingError) as caught:
         predict_placed(server, "m", read_placed(str(lines)), None)
     assert str(caught.value).endswith(f"(the first instance refused on its own: {lines} line 1)")
     assert server.requests == 3  # the request, its first half (line 1 alone), the last alone
+
+
+def test_a_signature_name_the_model_does_not_have_is_refused_before_any_prediction():
+    signatures = {"serving_default": ["image", "key"], "unkeyed": ["image"]}
+    server = RefusingServer(signatures=signatures)
+    with pytest.raises(SpecError, match=r"--signature-name: model m has no signature 'nosuch'; use one of "
+                                        r"serving_default, unkeyed$"):
+        signature_for(server, "m", ["ok"], "nosuch", print)
+    assert server.requests == 0
+    assert signature_for(server, "m", ["ok"], "unkeyed", print) == "unkeyed"
+    # a server without the metadata path gets the name as given, and says itself what it lacks
+    assert signature_for(RefusingServer(), "m", ["ok"], "nosuch", print) == "nosuch"
