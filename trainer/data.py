@@ -104,8 +104,10 @@ def sweep(root: str) -> list[str]:
             continue
         pid = int(match[2])
         if pid == os.getpid() or not _runs(pid):
-            with contextlib.suppress(tf.errors.NotFoundError):  # another writer swept it first
+            try:
                 tf.io.gfile.rmtree(path)
+            except tf.errors.OpError:  # swept by another writer first, or not ours to remove: no reason to fail
+                continue
             removed.append(path)
     return removed
 
