@@ -53,6 +53,9 @@ class Session:
         if chief or restored:  # every MultiWorkerMirrored worker says what it restored
             print(f"Restored {restored} at step {self.start}" if restored
                   else f"No checkpoint in {self.saver.directory}; starting at step 0")
+        if chief and restored and self.start >= self.args.train_steps:
+            print(f"Nothing to train: step {self.start} reaches --train-steps {self.args.train_steps}; the restored "
+                  "model is evaluated and exported (a larger --train-steps trains on, a new --job-dir starts over)")
         self.progress = progress.Progress(self.args.job_dir, self.cluster.name, self.args.train_steps,
                                           self.start, scalars=chief)
         self.saved_at = self.start if restored else None

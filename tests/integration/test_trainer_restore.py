@@ -36,6 +36,21 @@ def trainer_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith("trainer:")]
 
 
+def test_a_job_dir_already_at_train_steps_says_there_is_nothing_to_train(mnist_dir, tmp_path):  # noqa: F811
+    """A job resubmitted under the name of a deleted one (its outputs kept) or rerun with
+    the same --job-dir: the restored step already reaches --train-steps."""
+    job = tmp_path / "job"
+    first = run_module("trainer.task", args(job, mnist_dir, 10), timeout=WAIT_S)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert "Nothing to train" not in first.stdout
+    again = run_module("trainer.task", args(job, mnist_dir, 10), timeout=WAIT_S)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert (f"Restored {job}/checkpoints/ckpt-10 at step 10\nNothing to train: step 10 reaches --train-steps 10; the "
+            "restored model is evaluated and exported (a larger --train-steps trains on, a new --job-dir starts "
+            "over)\n") in again.stdout
+    assert progress(again.stdout) == [] and final_metrics(again.stdout)[0] == 10
+
+
 def test_a_job_dir_of_another_model_is_refused_by_chief_and_evaluator(mnist_dir, tmp_path):  # noqa: F811
     job = tmp_path / "job"
     first = run_module("trainer.task", args(job, mnist_dir, 10, "mnist"), timeout=WAIT_S)
