@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.backends.base import AlreadyExists, NotFound
+from launcher.backends.base import AlreadyExists, BackendError, LogOptions, NotFound
 from launcher.backends.local import LocalBackend
 from launcher.events import JobCondition, LogEnded, LogLine, ReplicaPhase
 from launcher.render import render
@@ -132,12 +132,21 @@ def test_onfailure_restarts_a_killed_worker_and_follow_spans_the_restart(backend
     for thread in threads:
         thread.start()
     wait_ready(state, "worker-1")
+    previous = LogOptions(previous=True)
+    with pytest.raises(BackendError, match=r"^--previous: replica worker-1 has no process before its current one "
+                                           r"\(restarts 0\)$"):
+        backend.logs("restart", NS, replica="worker-1", options=previous)
     (state / "worker-1.ready").unlink()
     os.kill(replica_pids(state)["worker-1"], signal.SIGKILL)
     wait_ready(state, "worker-1")  # the restarted process is serving again
     status = backend.status("restart", NS)
     assert replica(status, "worker-1").restarts == 1 and replica(status, "worker-1").phase == "Running"
     assert status.phase == "Running"
+    # kubectl logs -p: the process before the running one, alone
+    before = [l.line for l in backend.logs("restart", NS, replica="worker-1", options=previous)]
+    assert "hello from worker-1 attempt 0 action serve" in before
+    assert not any("attempt 1" in line for line in before)
+    assert [l.replica for l in backend.logs("restart", NS, replica="all", options=previous)] == ["worker-1"] * len(before)
 
     (state / "finish").touch()
     assert wait_phase(backend, "restart").phase == "Succeeded"
@@ -155,6 +164,8 @@ def test_onfailure_restarts_a_killed_worker_and_follow_spans_the_restart(backend
                             LogLine("worker-1", second), LogEnded("worker-1", 1)]
     assert [item for item in marked if isinstance(item, LogLine)] == followed
     assert chief[-2:] == [LogLine("chief-0", "chief-0 done"), LogEnded("chief-0", 0)]
+    # once it ended, still the process before its last one
+    assert [l.line for l in backend.logs("restart", NS, replica="worker-1", options=previous)] == before
     conditions = [e.type for e in watched if isinstance(e, JobCondition) and e.status == "True"]
     assert conditions == ["Created", "Running", "Restarting", "Running", "Succeeded"]
     worker = [(e.phase, e.restarts, e.exit_code) for e in watched

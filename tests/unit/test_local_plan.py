@@ -7,7 +7,7 @@ import pytest
 
 from launcher.backends.base import BackendError
 from launcher.backends.local import LocalBackend
-from launcher.backends.local.logs import Tail, follow_logs, read_logs
+from launcher.backends.local.logs import Tail, follow_logs, previous_span, read_logs, read_span
 from launcher.backends.local.runs import ended_instances
 from launcher.events import LogEnded, LogLine
 from launcher.backends.local.plan import REPO_ROOT, build_plan, child_env, proxy_env, replica_argv
@@ -168,3 +168,25 @@ def test_ended_instances_gives_each_ended_process_its_recorded_size():
             {"id": "ps-0", "phase": "Succeeded", "restarts": 1}]  # written by an earlier version
     assert ended_instances({"replicas": rows}) == {
         "chief-0": [], "worker-0": [10, 25], "worker-1": [7, None], "ps-0": [None, None]}
+
+
+@pytest.mark.parametrize("phase, restarts, ends, span", [
+    ("Running", 0, [], None), ("Pending", 0, [], None), ("Failed", 0, [11], None),
+    ("Running", 1, [11], (0, 11)), ("Pending", 1, [11], (0, 11)),  # a restart waits: the one that ended
+    ("Running", 2, [11, 20], (11, 20)), ("Succeeded", 1, [11, 20], (0, 11)), ("Failed", 2, [11, 20, 26], (11, 20)),
+])
+def test_the_previous_process_is_the_kubelets_last_state(tmp_path, phase, restarts, ends, span):
+    path = tmp_path / "w.log"
+    path.write_bytes(b"one\ncrashed" + b"two\nthree\n" + b"four\n")  # processes end at 11, 20, 26
+    found = previous_span({"id": "w", "phase": phase, "restarts": restarts}, ends)
+    if span is None:
+        assert found == f"replica w has no process before its current one (restarts {restarts})"
+        return
+    assert found == span
+    lines = {(0, 11): ["one", "crashed"], (11, 20): ["two", "three"]}[span]
+    assert [l.line for l in read_span(Tail("w", path), found)] == lines
+    assert [l.line for l in read_span(Tail("w", path), found, tail_lines=1)] == lines[-1:]
+
+
+def test_no_previous_process_is_told_apart_without_recorded_ends():
+    assert "earlier launcher" in previous_span({"id": "w", "phase": "Succeeded", "restarts": 1}, [None, None])

@@ -29,7 +29,7 @@ from typing import Iterator
 from ...events import Event, LogEnded, LogLine
 from ...tfconfig import replica_counts
 from ..base import AlreadyExists, Backend, BackendError, JobStatus, JobSummary, NotFound, stderr_note
-from .logs import Tail, follow_logs, read_logs
+from .logs import Tail, follow_logs, previous_span, read_logs, read_span
 from .secrets import unresolved
 from .plan import REPO_ROOT, build_plan, command_line
 from .procs import alive, signal_group, start_time, terminate_groups, wait_until
@@ -75,7 +75,7 @@ def _lost(raw: dict, run: RunDir) -> dict:
 
 
 class LocalBackend(Backend):
-    log_options_note = "keeps one log per replica, every attempt appended, without timestamps"
+    log_options_note = "keeps its logs without timestamps"
     name = "local"
 
     def __init__(self, runs_dir: str | None = None, note=None):
@@ -209,6 +209,8 @@ class LocalBackend(Backend):
             ids = [replica]
         tails = [Tail(rid, run.log_path(rid)) for rid in ids]
         tail_lines = options.tail_lines if options else None
+        if options and options.previous:
+            return self._previous(run, tails, tail_lines, all_replicas=replica in (None, "all"))
         if not follow:
             return read_logs(tails, tail_lines, ended_instances(self._current(run)))
         self._claim(name, namespace, run)
@@ -220,6 +222,27 @@ class LocalBackend(Backend):
             return is_terminal(status), ended_instances(status)
 
         return follow_logs(tails, state, tail_lines, ends)
+
+    def check_log_options(self, options) -> None:
+        """--previous is honoured (the process before the current one: the supervisor
+        records where each process's lines end); --since and --timestamps are not."""
+        if options and (options.since_seconds or options.timestamps):
+            from ...spec import SpecError
+
+            flag = "--since" if options.since_seconds else "--timestamps"
+            raise SpecError(flag, f"the local backend {self.log_options_note}; drop the flag")
+
+    def _previous(self, run: RunDir, tails: list[Tail], tail_lines: int | None, all_replicas: bool) -> Iterator[LogLine]:
+        """logs -p: each replica's previous process (with all replicas, those that have one)."""
+        status = self._current(run)
+        rows, ends = {r["id"]: r for r in status.get("replicas", ())}, ended_instances(status)
+        spans = [previous_span(rows[tail.replica], ends.get(tail.replica, [])) if tail.replica in rows
+                 else f"replica {tail.replica} has not started" for tail in tails]
+        found = [(tail, span) for tail, span in zip(tails, spans) if not isinstance(span, str)]
+        if not found:
+            raise BackendError(f"--previous: {spans[0]}" if not all_replicas else
+                               f"--previous: no replica of {run.path.name} has a process before its current one")
+        return iter([line for tail, span in found for line in read_span(tail, span, tail_lines)])
 
     def list(self, namespace: str | None) -> list[JobSummary]:
         jobs = []

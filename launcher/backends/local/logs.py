@@ -58,6 +58,29 @@ def read_logs(tails: list[Tail], tail_lines: int | None = None,
         yield from last(lines + tail.read() + tail.flush(), tail_lines)
 
 
+def previous_span(row: dict, ends: list[int | None]) -> tuple[int, int] | str:
+    """Where in a replica's log (one file across its restarts) the process before the
+    current one wrote, as (start, end) bytes; else why there is none. As the kubelet's
+    lastState: while a process runs or a restart waits, the last process that ended; once
+    the replica is Succeeded or Failed, the process before its last one. `row`: the
+    replica's status; `ends`: the file's size as each of its processes ended."""
+    before = 2 if row["phase"] in ("Succeeded", "Failed") else 1  # ends up to the previous process's
+    if len(ends) < before:
+        return f"replica {row['id']} has no process before its current one (restarts {row.get('restarts', 0)})"
+    bounds = [0] + ends[:len(ends) - before + 1]
+    start, end = bounds[-2], bounds[-1]
+    if start is None or end is None:
+        return (f"replica {row['id']} ran under an earlier launcher, which did not record where each process's "
+                "lines end; use logs without --previous (every process's lines, appended)")
+    return start, end
+
+
+def read_span(tail: Tail, span: tuple[int, int], tail_lines: int | None = None) -> list[LogLine]:
+    """The lines of `span` (start, end bytes) of the tail's file, or its last `tail_lines`."""
+    tail.offset = span[0]
+    return last(tail.read(span[1]) + tail.flush(), tail_lines)
+
+
 def follow_logs(tails: list[Tail], state: Callable[[], tuple[bool, dict[str, list[int | None]]]],
                 tail_lines: int | None = None, ends: bool = False) -> Iterator[LogLine | LogEnded]:
     """New lines of every replica as they come (files appear when a replica starts and
