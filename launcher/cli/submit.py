@@ -12,7 +12,7 @@ from ..backends import resolve_kind
 from . import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from .args import build_spec, uses_gpus
 from ..events import JobCondition
-from ..spec import JobSpec, SpecError, check_local_inputs, check_trainer_args
+from ..spec import DEFAULT_NAMESPACE, JobSpec, SpecError, check_local_inputs, check_trainer_args
 from ..view import suspended_note
 
 DEFAULT_MAX_RESUBMITS = 3
@@ -210,6 +210,29 @@ def _local_notes(spec: JobSpec) -> None:
         _note("note: --ttl-seconds is ignored by the local backend (a finished job stays until `delete`)")
 
 
+def _resume_note(tfjob: dict, spec: JobSpec, backend) -> None:
+    """A local job dir that already holds checkpoints (a job resubmitted under the name of
+    a deleted one, whose outputs delete keeps, or a --job-dir used before): the trainer
+    resumes from the latest; said before the job starts, with how to start over."""
+    import re
+
+    from .jobs import job_dir_of
+
+    job_dir = job_dir_of(tfjob)
+    if not job_dir or "://" in job_dir:
+        return
+    steps = [int(m[1]) for f in Path(job_dir, "checkpoints").glob("ckpt-*.index")
+             if (m := re.fullmatch(r"ckpt-(\d+)\.index", f.name))]
+    if not steps:
+        return
+    fresh = "another --job-dir"
+    if job_dir == backend.default_job_dir(spec.name, spec.namespace):
+        ns = "" if spec.namespace == DEFAULT_NAMESPACE else f" -n {spec.namespace}"
+        fresh += f", or remove them first with `python -m launcher delete {spec.name}{ns} --purge`"
+    _note(f"note: the job dir {job_dir} already holds checkpoints (the latest at step {max(steps)}): the job "
+          f"resumes from it; to start over, use {fresh}")
+
+
 def dry_run_mode(args) -> str | None:
     """kubectl's --dry-run=client|server|none, with --server-dry-run as an alias of server."""
     mode = None if args.dry_run == "none" else args.dry_run
@@ -276,6 +299,8 @@ def submit(args, trainer_args, factory) -> int:
         else:
             _out(manifest_text(answer, output))
         return EXIT_OK
+    if kind == "local":
+        _resume_note(tfjob, spec, backend)
     if policy is None:
         backend.submit(tfjob, replace=args.replace)
     else:

@@ -57,6 +57,7 @@ def test_detached_job_is_followed_and_deleted_from_later_launchers(local_env, st
     submitted = run_launcher(local_env, *submit_args("bg", tmp_path, state, {"chief-0": ["wait-finish"]}), "--detach",
                              timeout=DEADLINE)
     assert submitted.returncode == 0, submitted.stderr
+    assert "already holds checkpoints" not in submitted.stderr
     wait_ready(state, "ps-0", "worker-0", "worker-1")  # still running after the launcher exited
 
     logs = run_launcher(local_env, "logs", "bg", "--backend", "local", "--replica", "all", timeout=DEADLINE)
@@ -86,6 +87,16 @@ def test_detached_job_is_followed_and_deleted_from_later_launchers(local_env, st
     missing = run_launcher(local_env, "status", "bg", "--backend", "local", timeout=DEADLINE)
     assert missing.returncode == 1 and "bg" in missing.stderr
     assert "bg" not in run_launcher(local_env, "list", "--backend", "local", timeout=DEADLINE).stdout
+
+    # a new job of that name resumes from them, and says so before it starts
+    again = run_launcher(local_env, *submit_args("bg", tmp_path, state, {"chief-0": ["wait-finish"]}), "--detach",
+                         timeout=DEADLINE)
+    assert again.returncode == 0, again.stderr
+    assert (f"note: the job dir {run.output} already holds checkpoints (the latest at step 1): the job resumes from "
+            "it; to start over, use another --job-dir, or remove them first with `python -m launcher delete bg "
+            "--purge`\n") in again.stderr
+    assert run_launcher(local_env, "status", "bg", "-w", "--backend", "local", timeout=DEADLINE).returncode == 0
+    assert run_launcher(local_env, "delete", "bg", "--backend", "local", timeout=DEADLINE).returncode == 0
     purged = run_launcher(local_env, "delete", "bg", "--backend", "local", "--purge", timeout=DEADLINE)
     assert (purged.returncode, purged.stdout) == (0, f"Removed the outputs kept of deleted tfjob bg ({run.output})\n"), \
         purged.stderr
