@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -210,19 +211,20 @@ def _local_notes(spec: JobSpec) -> None:
         _note("note: --ttl-seconds is ignored by the local backend (a finished job stays until `delete`)")
 
 
+_CHECKPOINT = re.compile(r"ckpt-(\d+)\.index")  # a checkpoint's index file, numbered by its step
+
+
 def _resume_note(tfjob: dict, spec: JobSpec, backend) -> None:
     """A local job dir that already holds checkpoints (a job resubmitted under the name of
     a deleted one, whose outputs delete keeps, or a --job-dir used before): the trainer
     resumes from the latest; said before the job starts, with how to start over."""
-    import re
-
     from .jobs import job_dir_of
 
     job_dir = job_dir_of(tfjob)
     if not job_dir or "://" in job_dir:
         return
     steps = [int(m[1]) for f in Path(job_dir, "checkpoints").glob("ckpt-*.index")
-             if (m := re.fullmatch(r"ckpt-(\d+)\.index", f.name))]
+             if (m := _CHECKPOINT.fullmatch(f.name))]
     if not steps:
         return
     fresh = "another --job-dir"
