@@ -12,8 +12,12 @@ next poll, up to READ_ATTEMPTS times; one deleted meanwhile by the chief (it kee
 newest 5) drops out of the list.
 
 While it runs it refreshes JOB_DIR/evaluator/alive.json: the chief then leaves the
-periodic evaluation to it (session.py). It exits when the chief's done marker appears
-(after evaluating the last checkpoint) or when the chief is gone for good (lifecycle.py).
+periodic evaluation to it (session.py), and once training is done gives it up to
+FINAL_WAIT_S to evaluate the last checkpoint before the chief marks the job done and
+exits (await_step): a TFJob ends with its chief, and the operator (cleanPodPolicy
+Running) or the local backend then stops the evaluator. It exits when the chief's done
+marker appears (after evaluating the last checkpoint) or when the chief is gone for good
+(lifecycle.py).
 """
 from __future__ import annotations
 
@@ -28,6 +32,7 @@ from trainer.cluster import Cluster
 from trainer.evaluate import Evaluation
 
 READ_ATTEMPTS = 3
+FINAL_WAIT_S = 60.0  # the chief's wait for an evaluator's result on the last checkpoint
 ALIVE_EVERY_S = 30.0  # at most this long between heartbeats
 ALIVE_FOR_S = 120.0  # the chief counts on an evaluator whose heartbeat is this recent
 
@@ -50,6 +55,32 @@ def alive(job_dir: str, now: float | None = None) -> bool:
     return (now if now is not None else time.time()) - beat < ALIVE_FOR_S
 
 
+def evaluated(job_dir: str) -> int:
+    """The last step the side-car evaluator evaluated (or skipped); -1: none."""
+    try:
+        with tf.io.gfile.GFile(state_path(job_dir)) as handle:
+            return int(json.loads(handle.read())["step"])
+    except tf.errors.NotFoundError:
+        return -1
+
+
+def await_step(job_dir: str, step: int, seconds: float = FINAL_WAIT_S, poll: float = 1.0) -> bool | None:
+    """The chief, training done and its last checkpoint written: when a side-car evaluator
+    runs, wait up to `seconds` for it to evaluate `step` (True), else go on (False). None:
+    no evaluator runs."""
+    if not alive(job_dir):
+        return None
+    deadline = time.monotonic() + seconds
+    if evaluated(job_dir) < step:
+        print(f"Waiting up to {seconds:g} s for the side-car evaluator to evaluate step {step}")
+    while evaluated(job_dir) < step:
+        if time.monotonic() >= deadline:
+            print(f"The side-car evaluator has not evaluated step {step} after {seconds:g} s; finishing without it")
+            return False
+        time.sleep(poll)
+    return True
+
+
 def _write(path: str, content: dict) -> None:
     tf.io.gfile.makedirs(path.rsplit("/", 1)[0])
     with tf.io.gfile.GFile(path, "w") as handle:
@@ -65,17 +96,9 @@ class SideCar:
         self.ckpt = tf.train.Checkpoint(**self.parts)
         self.evaluation = Evaluation(model, data.source(args), args.eval_batch_size, args.threads, args.model)
         self.scalars = progress.Scalars(args.job_dir, "evaluator")
-        self.last_step = self._evaluated()
+        self.last_step = evaluated(self.job_dir)  # by an earlier run of this evaluator
         self.attempts: dict[str, int] = {}
         self.beat = 0.0
-
-    def _evaluated(self) -> int:
-        """The last step evaluated by an earlier run of this evaluator (-1: none)."""
-        try:
-            with tf.io.gfile.GFile(state_path(self.job_dir)) as handle:
-                return int(json.loads(handle.read())["step"])
-        except tf.errors.NotFoundError:
-            return -1
 
     def heartbeat(self) -> None:
         now = time.time()

@@ -151,6 +151,10 @@ def train(args: argparse.Namespace, cluster: Cluster) -> int:
     except session.Stopped as stopped:
         print(f"trainer: {stopped}", file=sys.stderr)
         return stopped.code
+    if cluster.is_chief:
+        from trainer import evaluator
+
+        evaluator.await_step(args.job_dir, step, poll=min(args.poll_seconds, 1.0))
     print(f"Finished {cluster.name} at step {step}")
     if cluster.is_chief:
         lifecycle.write_done(args.job_dir, step, export_path)

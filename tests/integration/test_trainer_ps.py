@@ -115,7 +115,10 @@ def test_chief_ps_and_two_workers_train_and_all_exit_0(mnist_dir, tmp_path):  # 
 def test_variables_partition_across_two_ps_and_the_evaluator_follows(mnist_dir, tmp_path):  # noqa: F811
     job = tmp_path / "job"
     counts = {"Chief": 1, "PS": 2, "Worker": 1, "Evaluator": 1}
-    with TrainerCluster(counts, [*args(job, mnist_dir, 40, 20), "--histogram-every-steps", "40"], tmp_path) as cluster:
+    # every replica polls each 4 s: the evaluator finds the last checkpoint seconds after the
+    # chief wrote it, which without the chief's wait is after the job was marked done
+    flags = [*args(job, mnist_dir, 40, 20), "--histogram-every-steps", "40", "--poll-seconds", "4"]
+    with TrainerCluster(counts, flags, tmp_path) as cluster:
         codes = cluster.wait(WAIT_S)
         assert set(codes.values()) == {0}, cluster.tails()
         variables = placements(cluster.log("chief-0"))
@@ -129,6 +132,11 @@ def test_variables_partition_across_two_ps_and_the_evaluator_follows(mnist_dir, 
         assert re.findall(r"^Eval step (\d+): loss", evaluator, re.M) == ["20", "40"]  # each once, in order
         assert "Chief marked the job done" in evaluator
     assert list((job / "evaluator").glob("events.out.tfevents.*"))
+    # the last checkpoint was evaluated before the chief marked the job done (a TFJob ends
+    # with its chief: the operator or the local backend then stops the evaluator)
+    evaluated = job / "evaluator" / "evaluated.json"
+    assert json.loads(evaluated.read_text()) == {"step": 40}
+    assert evaluated.stat().st_mtime_ns <= (job / "done.json").stat().st_mtime_ns
     # the histogram of the kernel split over both ps holds all of it, not one shard
     board = summaries(str(job / "train"))
     assert board["histograms"]["mnist/dense/kernel"] == [40] and board["values"]["mnist/dense/kernel"] == [dense]

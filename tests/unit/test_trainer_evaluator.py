@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
 
 import numpy as np
 import pytest
@@ -71,3 +72,27 @@ def test_the_chief_counts_on_an_evaluator_with_a_fresh_heartbeat(job):
         beat = json.load(handle)["time"]
     assert evaluator.alive(job_dir, now=beat + 1)
     assert not evaluator.alive(job_dir, now=beat + evaluator.ALIVE_FOR_S + 1)  # gone: the chief evaluates
+
+
+def test_the_chief_gives_a_running_evaluator_the_last_checkpoint_and_goes_on_without_it_when_bounded(job, capsys):
+    """A TFJob ends with its chief and the evaluator is stopped then: the chief waits, at
+    most its bound, for the evaluator's result on the last checkpoint."""
+    job_dir, args, save = job
+    assert evaluator.await_step(job_dir, 20, seconds=60, poll=0.01) is None  # no evaluator: nothing to wait for
+    assert capsys.readouterr().out == ""
+    save(10)
+    save(20)
+    sidecar = evaluator.SideCar(args)
+    sidecar.heartbeat()
+    assert evaluator.await_step(job_dir, 20, seconds=0.2, poll=0.01) is False  # it evaluates nothing meanwhile
+    assert capsys.readouterr().out == (
+        "Waiting up to 0.2 s for the side-car evaluator to evaluate step 20\n"
+        "The side-car evaluator has not evaluated step 20 after 0.2 s; finishing without it\n")
+
+    worker = threading.Thread(target=lambda: [sidecar.evaluate_next() for _ in range(2)], daemon=True)
+    worker.start()
+    assert evaluator.await_step(job_dir, 20, seconds=60, poll=0.01) is True
+    worker.join(60)
+    assert evaluated(capsys) == [10, 20] and evaluator.evaluated(job_dir) == 20
+    assert evaluator.await_step(job_dir, 20, seconds=60, poll=0.01) is True  # done already: no line
+    assert capsys.readouterr().out == ""
