@@ -55,6 +55,15 @@ def alive(job_dir: str, now: float | None = None) -> bool:
     return (now if now is not None else time.time()) - beat < ALIVE_FOR_S
 
 
+def gone(job_dir: str) -> None:
+    """The evaluator leaves: its heartbeat goes, so that a chief does not count on it
+    (nor wait for it at the end) for up to ALIVE_FOR_S after."""
+    try:
+        tf.io.gfile.remove(alive_path(job_dir))
+    except tf.errors.OpError:
+        pass
+
+
 def evaluated(job_dir: str) -> int:
     """The last step the side-car evaluator evaluated (or skipped); -1: none."""
     try:

@@ -21,6 +21,7 @@ import shutil
 import signal
 import sys
 import tempfile
+from typing import Callable
 
 from trainer import cluster as cluster_config
 from trainer import flags, lazy
@@ -178,6 +179,7 @@ def compute(args: argparse.Namespace, cluster: Cluster) -> int:
         if cluster.role == "evaluator":
             from trainer import evaluator
 
+            _AT_EXIT.append(lambda: evaluator.gone(args.job_dir))  # however it leaves, SIGTERM included
             return evaluator.run(args, cluster)
         return train(args, cluster)
     except (checkpoints.MismatchError, data.DataError) as error:  # data.check: records it cannot parse
@@ -216,6 +218,7 @@ def run_role(args: argparse.Namespace, cluster: Cluster) -> int:
 
 
 _scratch: str | None = None  # private_tmp()'s directory, removed by exit_now
+_AT_EXIT: list[Callable[[], None]] = []  # run by exit_now
 
 
 def private_tmp() -> None:
@@ -238,7 +241,13 @@ def _terminated(signum, frame) -> None:
 
 
 def exit_now(code: int) -> None:
-    """Exit without interpreter teardown: TF's gRPC and coordinator threads can hang it."""
+    """Exit without interpreter teardown: TF's gRPC and coordinator threads can hang it.
+    What a role registered in _AT_EXIT runs first."""
+    for hook in _AT_EXIT:
+        try:
+            hook()
+        except Exception:  # noqa: BLE001 - leaving anyway
+            pass
     sys.stdout.flush()
     sys.stderr.flush()
     if _scratch:

@@ -119,3 +119,5 @@ def test_sigterm_outside_the_training_loop_exits_143_and_leaves_no_temporary_fil
         reap(evaluator)
     assert "trainer: SIGTERM; exiting 143" in log_path.read_text()
     assert list(scratch.iterdir()) == []
+    # its heartbeat went with it: a chief of the same job dir does not count on it
+    assert (tmp_path / "job" / "evaluator").is_dir() and not (tmp_path / "job" / "evaluator" / "alive.json").exists()

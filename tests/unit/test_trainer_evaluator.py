@@ -72,6 +72,9 @@ def test_the_chief_counts_on_an_evaluator_with_a_fresh_heartbeat(job):
         beat = json.load(handle)["time"]
     assert evaluator.alive(job_dir, now=beat + 1)
     assert not evaluator.alive(job_dir, now=beat + evaluator.ALIVE_FOR_S + 1)  # gone: the chief evaluates
+    evaluator.gone(job_dir)  # it left (task.exit_now): at once, not ALIVE_FOR_S later
+    assert not evaluator.alive(job_dir, now=beat + 1)
+    evaluator.gone(job_dir)  # nothing to remove: no error
 
 
 def test_the_chief_gives_a_running_evaluator_the_last_checkpoint_and_goes_on_without_it_when_bounded(job, capsys):
