@@ -65,11 +65,13 @@ def gone(job_dir: str) -> None:
 
 
 def evaluated(job_dir: str) -> int:
-    """The last step the side-car evaluator evaluated (or skipped); -1: none."""
+    """The last step the side-car evaluator evaluated (or skipped); -1: none, or a record
+    it is rewriting this moment (the chief reads it while the evaluator writes) or that a
+    kill cut short."""
     try:
         with tf.io.gfile.GFile(state_path(job_dir)) as handle:
             return int(json.loads(handle.read())["step"])
-    except tf.errors.NotFoundError:
+    except (tf.errors.NotFoundError, ValueError, KeyError, TypeError):
         return -1
 
 

@@ -99,3 +99,16 @@ def test_the_chief_gives_a_running_evaluator_the_last_checkpoint_and_goes_on_wit
     assert evaluated(capsys) == [10, 20] and evaluator.evaluated(job_dir) == 20
     assert evaluator.await_step(job_dir, 20, seconds=60, poll=0.01) is True  # done already: no line
     assert capsys.readouterr().out == ""
+
+
+def test_a_record_being_rewritten_reads_as_nothing_evaluated_yet(job):
+    """The chief reads evaluated.json while the evaluator rewrites it (truncated, then
+    written): no error, and the wait goes on."""
+    job_dir, _, _ = job
+    path = evaluator.state_path(job_dir)
+    evaluator._write(path, {"step": 20})
+    assert evaluator.evaluated(job_dir) == 20
+    for text in ("", '{"st', "[]", '{"step": null}'):
+        with open(path, "w") as handle:
+            handle.write(text)
+        assert evaluator.evaluated(job_dir) == -1
