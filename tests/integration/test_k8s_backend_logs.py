@@ -61,7 +61,8 @@ def test_follow_with_ends_marks_the_end_of_each_container_after_its_last_line(k8
     fake_operator.crash("mnist-worker-0", 1)  # the kubelet restarts it in place (restarts 1)
     fake_operator.start("mnist-worker-0")
     fake_operator.log("mnist-worker-0", "second")
-    follow.wait_for(lambda it: LogLine("worker-0", "second") in it, "the restarted container's line")
+    for collector in (follow, plain):  # both read it before the pod and its logs go
+        collector.wait_for(lambda it: LogLine("worker-0", "second") in it, "the restarted container's line")
     fake_operator.exit("mnist-worker-0", 137)  # retryable: the operator deletes and recreates the pod
     fake_operator.delete_pod("mnist-worker-0")
     fake_operator.create_pod(fake_operator.server.get("tfjobs", "default", "mnist"), "Worker", 0)
