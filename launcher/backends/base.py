@@ -100,13 +100,18 @@ class JobSummary:
 class Backend(abc.ABC):
     name: str = "base"
     log_options_note: str | None = "keeps no previous logs or timestamps"  # None: LogOptions are honoured
+    honours_previous = False  # LogOptions.previous despite log_options_note
 
     def check_log_options(self, options: LogOptions | None) -> None:
         """SpecError naming the flag when `options` ask for what this backend cannot do."""
-        if options and options.kubelet_only and self.log_options_note:
+        if not (options and self.log_options_note):
+            return
+        asked = (("--previous", options.previous and not self.honours_previous),
+                 ("--since", options.since_seconds), ("--timestamps", options.timestamps))
+        flag = next((flag for flag, refused in asked if refused), None)
+        if flag:
             from ..spec import SpecError
 
-            flag = "--previous" if options.previous else "--since" if options.since_seconds else "--timestamps"
             raise SpecError(flag, f"the {self.name} backend {self.log_options_note}; drop the flag")
 
     def default_job_dir(self, name: str, namespace: str) -> str | None:

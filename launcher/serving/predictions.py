@@ -74,11 +74,7 @@ def first_refused(server: client.Server, name: str, instances: list, signature: 
     no part is refused alone (the instances only clash together) or the server fails
     otherwise meanwhile."""
     def refused(start: int, end: int) -> bool | None:
-        try:
-            client.predict(server, name, instances[start:end], signature)
-        except client.ServingError as error:
-            return True if error.status == 400 else None
-        return False
+        return refused_alone(server, name, instances[start:end], signature)
 
     start, end = 0, len(instances)
     while end - start > 1:
@@ -110,18 +106,19 @@ def predict_placed(server: client.Server, name: str, placed: list[tuple[str, obj
         if index is None:
             raise
         where = f"the first instance refused on its own: {placed[index][0]}"
-        if index == 0 and len(sent) > 1 and refused_alone(server, name, sent[-1], signature):
+        if index == 0 and len(sent) > 1 and refused_alone(server, name, sent[-1:], signature):
             where += (f"; the last, {placed[-1][0]}, is refused on its own too: the request may be wrong "
                       "for every instance")
         raise client.ServingError(f"{error} ({where})", error.status) from None
 
 
-def refused_alone(server: client.Server, name: str, instance, signature: str | None) -> bool:
-    """Whether the server refuses `instance` alone with HTTP 400."""
+def refused_alone(server: client.Server, name: str, instances: list, signature: str | None) -> bool | None:
+    """Whether the server refuses `instances`, sent on their own, with HTTP 400 (None: it
+    fails otherwise)."""
     try:
-        client.predict(server, name, [instance], signature)
+        client.predict(server, name, instances, signature)
     except client.ServingError as error:
-        return error.status == 400
+        return True if error.status == 400 else None
     return False
 
 

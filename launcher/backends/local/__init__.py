@@ -76,6 +76,7 @@ def _lost(raw: dict, run: RunDir) -> dict:
 
 class LocalBackend(Backend):
     log_options_note = "keeps its logs without timestamps"
+    honours_previous = True  # the process before the current one: the supervisor records where each one's lines end
     name = "local"
 
     def __init__(self, runs_dir: str | None = None, note=None):
@@ -223,16 +224,8 @@ class LocalBackend(Backend):
 
         return follow_logs(tails, state, tail_lines, ends)
 
-    def check_log_options(self, options) -> None:
-        """--previous is honoured (the process before the current one: the supervisor
-        records where each process's lines end); --since and --timestamps are not."""
-        if options and (options.since_seconds or options.timestamps):
-            from ...spec import SpecError
-
-            flag = "--since" if options.since_seconds else "--timestamps"
-            raise SpecError(flag, f"the local backend {self.log_options_note}; drop the flag")
-
-    def _previous(self, run: RunDir, tails: list[Tail], tail_lines: int | None, all_replicas: bool) -> Iterator[LogLine]:
+    def _previous(self, run: RunDir, tails: list[Tail], tail_lines: int | None,
+                  all_replicas: bool) -> Iterator[LogLine]:
         """logs -p: each replica's previous process (with all replicas, those that have one)."""
         status = self._current(run)
         rows, ends = {r["id"]: r for r in status.get("replicas", ())}, ended_instances(status)
