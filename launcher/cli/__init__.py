@@ -230,7 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
     logs.add_argument("--tail", type=int, metavar="N", help="only the last N lines of each replica; with -f, the "
                       "last N lines so far, then every new line (kubectl's --tail; -1, the default: all)")
     logs.add_argument("-p", "--previous", action="store_true", help="the replica's previous container (local: "
-                      "process), the one before its current one, as kubectl's lastState")
+                      "process), the one before its current one, as kubectl's lastState; it has ended, so -f "
+                      "adds nothing")
     logs.add_argument("--since", type=duration, metavar="DURATION", help="only lines newer than e.g. 10m, 2h (k8s backend)")
     logs.add_argument("--timestamps", action="store_true", help="each line starts with its time (k8s backend)")
     listing = command("list", "jobs in a namespace")

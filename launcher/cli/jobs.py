@@ -114,8 +114,8 @@ def logs(args, factory) -> int:
         raise SpecError("--tail", f"{args.tail} is not a number of lines; use 0 or more (e.g. --tail 20), or -1 for all")
     options = LogOptions(previous=args.previous, timestamps=args.timestamps,
                          since_seconds=max(1, int(args.since)) if args.since else None, tail_lines=args.tail)
-    if options.previous and args.follow:
-        raise SpecError("--previous", "a previous container has ended: drop -f")
+    if options.previous:  # as kubectl: the previous container has ended, so -f prints it and returns
+        args.follow = False
     backend = _backend(args, factory)
     backend.check_log_options(options)
     namespace = namespace_of(args)

@@ -174,6 +174,14 @@ def test_tail_goes_to_the_backend_with_or_without_follow(cli):
     assert len(fake.log_requests) == 3
 
 
+def test_previous_with_follow_prints_the_ended_container_and_returns_as_kubectl(cli):
+    fake = FakeBackend(name="k8s", existing=("mnist",), logs={"chief-0": ["c1"]})
+    fake.log_options_note = None  # as the k8s backend: the kubelet keeps the previous container's log
+    result = cli("logs", "mnist", "--backend", "k8s", "-p", "-f", backend=fake)
+    assert (result.code, result.out, result.err) == (0, "[chief-0] c1\n", "")
+    assert fake.log_requests == [("mnist", "chief-0", False)] and fake.log_options[0].previous
+
+
 def test_status_and_list_of_a_job_waiting_for_kueue(cli):
     import json
 
