@@ -7,7 +7,7 @@ import os
 import re
 import sys
 
-from trainer.models import MODELS, default_data_dir
+from trainer.models import MODELS, TRAIN_STEPS, default_data_dir, default_train_steps
 
 
 JOB_DIR_FLAGS = ("--job-dir", "--job_dir", "--output_path", "--model_dir")  # the Cloud ML samples' spellings too
@@ -160,7 +160,8 @@ def parser() -> Parser:
                         "data dir leave one whole copy)")
     p.add_argument("--model", default="mnist", choices=sorted(MODELS), help="model to train")
     p.add_argument("--train-steps", "--train_steps", "--max_steps", "--max-steps", dest="train_steps",
-                   type=_positive, default=2000, help="global training steps in total")
+                   type=_positive, default=None, help="global training steps in total (default: the model's: "
+                   + ", ".join(f"{name} {steps}" for name, steps in TRAIN_STEPS.items()) + ")")
     _flag(p, "--batch-size", aliases=("--batch_size", "--train_batch_size", "--train-batch-size"), dest="batch_size",
           type=_positive, default=100, help="examples per worker per step")
     _flag(p, "--learning-rate", aliases=("--learning_rate",), dest="learning_rate", type=_positive_float,
@@ -220,4 +221,5 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser().parse_args(argv)
     args.train_data_paths, args.eval_data_paths = _split(args.train_data_paths), _split(args.eval_data_paths)
     args.data_dir = args.data_dir or default_data_dir(args.model)
+    args.train_steps = args.train_steps or default_train_steps(args.model)
     return args

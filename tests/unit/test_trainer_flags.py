@@ -16,6 +16,13 @@ def test_defaults(monkeypatch):
     assert args.ps_min_shard_bytes == 256 << 10  # variables under 256 KiB stay whole on one ps
 
 
+def test_train_steps_default_to_the_models_own():
+    """The taxi model's eval AUC peaks near 500 steps and falls after (models.TRAIN_STEPS)."""
+    assert [flags.parse(argv).train_steps for argv in ([], ["--model", "mnist-cloudml"], ["--model", "taxi"])] \
+        == [2000, 2000, 500]
+    assert flags.parse(["--model", "taxi", "--max_steps", "2000"]).train_steps == 2000  # a given value wins
+
+
 def test_environment_defaults(monkeypatch):
     monkeypatch.setenv("MNIST_DATA_DIR", "gs://bucket/mnist")
     monkeypatch.setenv("TRAINER_THREADS", "1")
@@ -95,7 +102,8 @@ def test_each_default_is_said_once_and_none_is_not_said():
     assert "(default: None)" not in options
     assert "(default: env MNIST_DATA_DIR or data/mnist; taxi: env TAXI_DATA_DIR or data/taxi) --train_data_paths" \
         in options
-    assert "global training steps in total (default: 2000)" in options
+    assert "global training steps in total (default: the model's: mnist 2000, mnist-cloudml 2000, taxi 500)" \
+        in options
     assert "print a Train line every N steps (default: 100)" in options
 
 

@@ -42,6 +42,10 @@ MODELS = {  # name -> module
 DATASETS = {"mnist": "mnist", "mnist-cloudml": "mnist", "taxi": "taxi"}  # model -> `trainer.data --dataset`
 DATA_DIRS = {"mnist": ("MNIST_DATA_DIR", os.path.join("data", "mnist")),
              "taxi": ("TAXI_DATA_DIR", os.path.join("data", "taxi"))}
+# model -> --train-steps' default: the taxi model, on its 12,002 training trips, scores its
+# best eval AUC after about 500 steps of 100 (4 epochs) and loses it after (0.956 -> 0.950
+# at 2,000 steps, one process and PS alike); MNIST gains up to 2,000
+TRAIN_STEPS = {"mnist": 2000, "mnist-cloudml": 2000, "taxi": 500}
 
 
 def get(name: str):
@@ -51,6 +55,10 @@ def get(name: str):
 
 def build(name: str):
     return get(name).build()
+
+
+def default_train_steps(model: str) -> int:
+    return TRAIN_STEPS[model]
 
 
 def default_data_dir(model: str) -> str:
