@@ -58,16 +58,16 @@ def alive(job_dir: str, now: float | None = None) -> bool:
 def gone(job_dir: str) -> None:
     """The evaluator leaves: its heartbeat goes, so that a chief does not count on it
     (nor wait for it at the end) for up to ALIVE_FOR_S after."""
-    try:
-        tf.io.gfile.remove(alive_path(job_dir))
-    except tf.errors.OpError:
-        pass
+    for path in (alive_path(job_dir), f"{alive_path(job_dir)}.tmp"):  # .tmp: a signal between write and rename
+        try:
+            tf.io.gfile.remove(path)
+        except tf.errors.OpError:
+            pass
 
 
 def evaluated(job_dir: str) -> int:
     """The last step the side-car evaluator evaluated (or skipped); -1: none, or a record
-    it is rewriting this moment (the chief reads it while the evaluator writes) or that a
-    kill cut short."""
+    an earlier evaluator left cut short (it wrote the file in place)."""
     try:
         with tf.io.gfile.GFile(state_path(job_dir)) as handle:
             return int(json.loads(handle.read())["step"])
@@ -93,9 +93,13 @@ def await_step(job_dir: str, step: int, seconds: float = FINAL_WAIT_S, poll: flo
 
 
 def _write(path: str, content: dict) -> None:
+    """Write `content` beside `path`, then rename it over `path`: a reader (the chief) or
+    a restarted evaluator finds the last record whole even when a kill cut this write short
+    (one writer per file: one evaluator per job)."""
     tf.io.gfile.makedirs(path.rsplit("/", 1)[0])
-    with tf.io.gfile.GFile(path, "w") as handle:
+    with tf.io.gfile.GFile(f"{path}.tmp", "w") as handle:
         handle.write(json.dumps(content))
+    tf.io.gfile.rename(f"{path}.tmp", path, overwrite=True)
 
 
 class SideCar:

@@ -73,6 +73,12 @@ TF_SCRIPT = textwrap.dedent(r"""
     report["ops_exists"] = {name: gfile.exists(f"{root}/ops/{name}")
                             for name in ("a.txt", "renamed.txt", "copied.txt", "doomed.txt")}
     report["copied"] = gfile.GFile(f"{root}/ops/copied.txt").read()
+    # a record replaced by renaming its new version over it (the side-car evaluator's state)
+    for text, name in (("old", "record.json"), ("new", "record.json.tmp")):
+        with gfile.GFile(f"{root}/replace/{name}", "w") as f:
+            f.write(text)
+    gfile.rename(f"{root}/replace/record.json.tmp", f"{root}/replace/record.json", overwrite=True)
+    report["replaced"] = gfile.GFile(f"{root}/replace/record.json").read()
 
     # checkpoint save / restore
     saved = tf.train.Checkpoint(step=tf.Variable(7, dtype=tf.int64),
@@ -164,6 +170,8 @@ def test_rename_copy_delete(gcs, root, report):
     prefix = split_gs_url(root)[1]
     assert gcs.list(f"{root}/ops/") == [f"{prefix}/ops/copied.txt", f"{prefix}/ops/renamed.txt"]
     assert blob(gcs, f"{root}/ops/renamed.txt").download_as_text() == "payload a"
+    assert report["replaced"] == "new"
+    assert gcs.list(f"{root}/replace/") == [f"{prefix}/replace/record.json"]
 
 
 def test_checkpoint_saves_to_bucket_and_restores(gcs, root, report):

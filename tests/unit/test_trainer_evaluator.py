@@ -101,9 +101,55 @@ def test_the_chief_gives_a_running_evaluator_the_last_checkpoint_and_goes_on_wit
     assert capsys.readouterr().out == ""
 
 
-def test_a_record_being_rewritten_reads_as_nothing_evaluated_yet(job):
-    """The chief reads evaluated.json while the evaluator rewrites it (truncated, then
-    written): no error, and the wait goes on."""
+def test_a_write_cut_short_leaves_the_last_record_whole(job, monkeypatch, capsys):
+    """An evaluator killed while it records a step: its restart goes on after the step
+    recorded before, instead of evaluating every kept checkpoint again (points twice in
+    TensorBoard), and the chief reading meanwhile sees that step."""
+    job_dir, args, save = job
+    save(10)
+    sidecar = evaluator.SideCar(args)
+    assert sidecar.evaluate_next() and evaluated(capsys) == [10]
+    save(20)
+
+    class Killed(BaseException):
+        pass
+
+    real = evaluator.tf.io.gfile.GFile
+
+    class CutShort:  # a file whose writer is killed halfway through its one write
+        def __init__(self, path, mode="r"):
+            self.handle = real(path, mode)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.handle.close()
+
+        def write(self, text):
+            self.handle.write(text[:len(text) // 2])
+            self.handle.flush()
+            raise Killed
+
+    def cut_short(path, mode="r"):
+        return CutShort(path, mode) if "w" in mode else real(path, mode)
+
+    monkeypatch.setattr(evaluator.tf.io.gfile, "GFile", cut_short)
+    with pytest.raises(Killed):
+        sidecar.evaluate_next()  # evaluates 20, is killed recording it
+    monkeypatch.undo()
+    assert evaluator.evaluated(job_dir) == 10
+    again = evaluator.SideCar(args)
+    assert again.last_step == 10
+    capsys.readouterr()
+    while again.evaluate_next():
+        pass
+    assert evaluated(capsys) == [20]
+
+
+def test_a_record_cut_short_reads_as_nothing_evaluated_yet(job):
+    """A record an earlier evaluator left cut short (it wrote in place): no error, and the
+    chief's wait goes on."""
     job_dir, _, _ = job
     path = evaluator.state_path(job_dir)
     evaluator._write(path, {"step": 20})
