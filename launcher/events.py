@@ -116,6 +116,14 @@ _FINAL = re.compile(rf"Final metrics after (?P<step>\d+) steps: loss (?P<loss>{_
 _EXPORTED = re.compile(r"Exported model to (?P<path>\S+)\s*$")
 
 
+def evaluator_line(line: str) -> bool:
+    """Whether the live view shows this line of a side-car evaluator: its `Eval step N: ...`
+    results, a checkpoint it skipped and the trainer's one-line errors, not its SIGTERM when
+    the job's end stops it."""
+    return line.startswith(("Eval step ", "Skipped ")) or (
+        line.startswith("trainer: ") and not line.startswith("trainer: SIGTERM"))
+
+
 def parse_result(line: str) -> TrainingResult | None:
     """The chief's `Final metrics after N steps: ...` or `Exported model to PATH` line."""
     match = _FINAL.search(line)

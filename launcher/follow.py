@@ -28,9 +28,16 @@ class _Failure(NamedTuple):
     error: Exception
 
 
-def _pump(name: str, source: Callable[[], Iterable[Event]], out: queue.Queue) -> None:
+def _pump(name: str, source: Callable[[], Iterable[Event]], out: queue.Queue,
+          keep: Callable[[str], bool] | None = None) -> None:
+    """`keep`: a side replica's stream: only its lines `keep` accepts, nothing parsed from
+    them, no LogEnded (the view waits for the followed replica's ends alone)."""
     try:
         for item in source():
+            if keep is not None:
+                if isinstance(item, LogLine) and keep(item.line):
+                    out.put(item)
+                continue
             out.put(item)
             if isinstance(item, LogLine):
                 for parsed in (parse_progress(item.line), parse_result(item.line)):
@@ -42,8 +49,9 @@ def _pump(name: str, source: Callable[[], Iterable[Event]], out: queue.Queue) ->
         out.put((_END, name))
 
 
-def _start(name: str, source: Callable[[], Iterable[Event]], out: queue.Queue) -> None:
-    threading.Thread(target=_pump, args=(name, source, out), name=f"follow-{name}", daemon=True).start()
+def _start(name: str, source: Callable[[], Iterable[Event]], out: queue.Queue,
+           keep: Callable[[str], bool] | None = None) -> None:
+    threading.Thread(target=_pump, args=(name, source, out, keep), name=f"follow-{name}", daemon=True).start()
 
 
 class _Hold:
@@ -120,9 +128,10 @@ class _Hold:
 
 
 def merged(backend: Backend, name: str, namespace: str, replica: str | None,
-           drain_seconds: float = 10.0) -> Iterator[Event]:
+           drain_seconds: float = 10.0, side: dict[str, Callable[[str], bool]] | None = None) -> Iterator[Event]:
     """Events and `replica`'s log lines (None: no logs) until the job is terminal; an event
-    saying `replica` ended comes after its last line (`_Hold`, at most `drain_seconds` late)."""
+    saying `replica` ended comes after its last line (`_Hold`, at most `drain_seconds` late).
+    `side`: {other replica: which of its lines to show} (a side-car evaluator's Eval lines)."""
     items: queue.Queue = queue.Queue()
     open_streams = {"events"}
     hold = _Hold(replica, drain_seconds)
@@ -130,6 +139,9 @@ def merged(backend: Backend, name: str, namespace: str, replica: str | None,
     if replica is not None:
         open_streams.add("logs")
         _start("logs", lambda: backend.logs(name, namespace, replica, follow=True, ends=True), items)
+    for other, keep in (side or {}).items():
+        open_streams.add(other)
+        _start(other, lambda other=other: backend.logs(name, namespace, other, follow=True), items, keep)
     drain_until = None
     while open_streams or hold.items:
         if drain_until is not None and time.monotonic() >= drain_until:
@@ -147,7 +159,8 @@ def merged(backend: Backend, name: str, namespace: str, replica: str | None,
             if isinstance(item, _Failure):
                 if item.stream == "events":
                     raise BackendError(f"lost the event stream of {name}: {item.error}") from item.error
-                item = LogLine(replica or "", f"(launcher: log stream failed: {item.error})")
+                item = LogLine((replica or "") if item.stream == "logs" else item.stream,
+                               f"(launcher: log stream failed: {item.error})")
             if isinstance(item, LogEnded):
                 shown = hold.log_ended((item.replica, item.restarts))
             elif isinstance(item, (JobCondition, ReplicaPhase)):

@@ -12,7 +12,7 @@ from pathlib import Path
 from ..backends import resolve_kind
 from . import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from .args import build_spec, uses_gpus
-from ..events import JobCondition
+from ..events import JobCondition, evaluator_line
 from ..spec import DEFAULT_NAMESPACE, JobSpec, SpecError, check_local_inputs, check_trainer_args
 from ..view import suspended_note
 
@@ -411,7 +411,8 @@ def _follow_once(backend, spec: JobSpec, wide: bool = False):
     terminal, failed, fault = None, None, FirstFault()
     queue = spec.queue_name if backend.name != "local" and spec.queue_name else ""  # local: ignored
     with JobView(spec.name, spec.namespace, suspended=bool(queue), queue=queue, wide=wide) as view:
-        for event in merged(backend, spec.name, spec.namespace, log_replica(spec)):
+        side = {"evaluator-0": evaluator_line} if spec.count("Evaluator") else None  # its Eval lines
+        for event in merged(backend, spec.name, spec.namespace, log_replica(spec), side=side):
             view.handle(event)
             fault.see(event)
             if isinstance(event, JobCondition) and event.terminal and terminal is None:

@@ -39,6 +39,28 @@ def test_succeeded_exits_0_and_shows_events_logs_and_progress(cli):
     assert tfjob["metadata"]["name"] == "mnist" and replace is False
 
 
+def test_a_side_car_evaluators_results_and_errors_show_beside_the_chiefs_lines(cli):
+    """Its Eval lines, a skipped checkpoint and the trainer's one-line errors; not its other
+    lines, nor its SIGTERM when the job's end stops it. Nothing of it is parsed as the job's
+    progress or result."""
+    logs = {**CHIEF_LOGS, "evaluator-0": [
+        "Evaluator watching /job/checkpoints", "Eval step 50: loss 0.3000, accuracy 0.9100",
+        "Skipped /job/checkpoints/ckpt-60: DataLossError after 3 attempts",
+        "Train [chief/0] step 100 of 100: loss 9.0000, accuracy 0.1000 (2.0 s) 50.0 global steps/s",
+        "Final metrics after 100 steps: loss 9.0000, accuracy 0.1000", "trainer: SIGTERM; exiting 143",
+        "trainer: --job-dir /job: checkpoint ckpt-70 does not match --model mnist"]}
+    backend = FakeBackend(name="k8s", logs=logs, events=lifecycle(replicas=("chief-0", "worker-0", "evaluator-0")))
+    result = submit(cli, backend, "--workers", "1", "--evaluator", "1")
+    assert result.code == 0, result.err
+    assert [line for line in result.out.splitlines() if line.startswith("[evaluator-0] ")
+            and not line.startswith(("[evaluator-0] Pending", "[evaluator-0] Running"))] == ["[evaluator-0] Eval step 50: loss 0.3000, accuracy 0.9100",
+            "[evaluator-0] Skipped /job/checkpoints/ckpt-60: DataLossError after 3 attempts",
+            "[evaluator-0] trainer: --job-dir /job: checkpoint ckpt-70 does not match --model mnist"]
+    assert result.out.splitlines()[-1] == \
+        "mnist: Succeeded at step 100 of 100, 50.0 steps/s, ETA 0s, loss 0.2500, accuracy 0.9000"
+    assert sorted(backend.log_requests) == [("mnist", "chief-0", True), ("mnist", "evaluator-0", True)]
+
+
 def test_failed_exits_1(cli):
     result = submit(cli, FakeBackend(name="k8s", events=lifecycle("Failed")))
     assert result.code == 1

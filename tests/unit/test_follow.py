@@ -137,3 +137,24 @@ def test_a_log_stream_that_never_marks_the_end_holds_events_at_most_drain_second
     finally:
         hold.set()
     assert events[-2:] == [CHIEF_DONE, JobCondition("Succeeded")]
+
+
+class SideFails(FakeBackend):
+    """FAKE backend whose side replica's log stream fails after one line."""
+
+    def logs(self, name, namespace, replica=None, follow=False, options=None, ends=False):
+        if replica == "evaluator-0":
+            yield LogLine("evaluator-0", "Eval step 10: loss 0.5000, accuracy 0.8000")
+            raise ConnectionError("reset")
+        yield from super().logs(name, namespace, replica, follow, options, ends)
+
+
+def test_a_side_replicas_stream_shows_the_lines_it_keeps_and_its_own_failure():
+    backend = SideFails(name="k8s", events=EVENTS, existing=("mnist",), logs={"chief-0": ["bye"]})
+    out = [event for event in merged(backend, "mnist", "default", "chief-0", 60.0,
+                                     side={"evaluator-0": lambda line: line.startswith("Eval step ")})
+           if isinstance(event, LogLine)]
+    assert LogLine("chief-0", "bye") in out
+    assert [event for event in out if event.replica == "evaluator-0"] == [
+        LogLine("evaluator-0", "Eval step 10: loss 0.5000, accuracy 0.8000"),
+        LogLine("evaluator-0", "(launcher: log stream failed: reset)")]
