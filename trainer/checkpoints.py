@@ -18,6 +18,7 @@ refused with one line (MismatchError) instead of silently restoring part of it.
 """
 from __future__ import annotations
 
+import logging
 import re
 import shutil
 import tempfile
@@ -32,6 +33,24 @@ MAX_TO_KEEP = 5
 _STEP = re.compile(r"ckpt-(\d+)$")
 SLOTS = {"_momentums": "momentum", "_velocities": "velocity", "_velocity_hats": "velocity_hat"}
 VALUE = ".ATTRIBUTES/VARIABLE_VALUE"
+
+
+class _SaverRetracing(logging.Filter):
+    """Drops TensorFlow's `5 out of the last 5 calls to <function MultiDeviceSaver.save.<locals>.
+    tf_function_save ...> triggered tf.function retracing` warning, twice in a chief's log
+    under PS: with the variables on other tasks than the chief's, TensorFlow's saver makes a
+    new tf.function on each save and its retracing detector counts them as one. Nothing the
+    user can change; other retracing warnings pass."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "MultiDeviceSaver.save.<locals>.tf_function_save" not in record.getMessage()
+
+
+def quiet_saver_retracing() -> None:
+    """Install _SaverRetracing on TensorFlow's logger, once."""
+    logger = logging.getLogger("tensorflow")
+    if not any(isinstance(known, _SaverRetracing) for known in logger.filters):
+        logger.addFilter(_SaverRetracing())
 
 
 class MismatchError(ValueError):
@@ -166,6 +185,7 @@ class Checkpointer:
         self.ckpt = tf.train.Checkpoint(**parts)
         self.writer = writer
         self.manager = tf.train.CheckpointManager(self.ckpt, self.directory, max_to_keep=MAX_TO_KEEP)
+        quiet_saver_retracing()
 
     def restore(self) -> str | None:
         """Restore the latest checkpoint, every variable of it (MismatchError if it does not

@@ -108,3 +108,27 @@ def test_copy_and_placement_of_a_plain_model():
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     lines = variables.placement(source)
     assert len(lines) == 8 and lines[4].startswith("Variable mnist/dense/kernel (3136, 256) on ")
+
+
+def test_only_the_savers_own_retracing_warning_is_dropped():
+    import logging
+
+    checkpoints.quiet_saver_retracing()
+    checkpoints.quiet_saver_retracing()  # once
+    logger = logging.getLogger("tensorflow")
+    assert sum(isinstance(known, checkpoints._SaverRetracing) for known in logger.filters) == 1
+    seen = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            seen.append(record.getMessage())
+
+    handler = Keep()
+    logger.addHandler(handler)
+    try:
+        for function in ("MultiDeviceSaver.save.<locals>.tf_function_save", "train_step"):
+            logger.warning("{} out of the last {} calls to <function {} at 0x7f> triggered tf.function "
+                           "retracing.".format(5, 5, function))
+    finally:
+        logger.removeHandler(handler)
+    assert seen == ["5 out of the last 5 calls to <function train_step at 0x7f> triggered tf.function retracing."]
