@@ -7,7 +7,7 @@ import os
 import re
 import sys
 
-from trainer.models import MODELS, TRAIN_STEPS, default_data_dir, default_train_steps
+from trainer.models import MODELS, TRAIN_STEPS, default_data_dir
 
 
 JOB_DIR_FLAGS = ("--job-dir", "--job_dir", "--output_path", "--model_dir")  # the Cloud ML samples' spellings too
@@ -221,5 +221,5 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser().parse_args(argv)
     args.train_data_paths, args.eval_data_paths = _split(args.train_data_paths), _split(args.eval_data_paths)
     args.data_dir = args.data_dir or default_data_dir(args.model)
-    args.train_steps = args.train_steps or default_train_steps(args.model)
+    args.train_steps = args.train_steps or TRAIN_STEPS[args.model]
     return args

@@ -57,10 +57,6 @@ def build(name: str):
     return get(name).build()
 
 
-def default_train_steps(model: str) -> int:
-    return TRAIN_STEPS[model]
-
-
 def default_data_dir(model: str) -> str:
     """--data-dir's default for `model`: $MNIST_DATA_DIR / $TAXI_DATA_DIR or data/<dataset>."""
     env, default = DATA_DIRS[DATASETS[model]]
