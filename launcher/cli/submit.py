@@ -214,25 +214,26 @@ def _local_notes(spec: JobSpec) -> None:
 _CHECKPOINT = re.compile(r"ckpt-(\d+)\.index")  # a checkpoint's index file, numbered by its step
 
 
-def _resume_note(tfjob: dict, spec: JobSpec, backend) -> None:
+def _resume_note(tfjob: dict, spec: JobSpec, backend) -> str | None:
     """A local job dir that already holds checkpoints (a job resubmitted under the name of
     a deleted one, whose outputs delete keeps, or a --job-dir used before): the trainer
-    resumes from the latest; said before the job starts, with how to start over."""
+    resumes from the latest; the note, with how to start over, read before the job starts
+    and said once it was submitted (not for a submission refused)."""
     from .jobs import job_dir_of
 
     job_dir = job_dir_of(tfjob)
     if not job_dir or "://" in job_dir:
-        return
+        return None
     steps = [int(m[1]) for f in Path(job_dir, "checkpoints").glob("ckpt-*.index")
              if (m := _CHECKPOINT.fullmatch(f.name))]
     if not steps:
-        return
+        return None
     fresh = "another --job-dir"
     if job_dir == backend.default_job_dir(spec.name, spec.namespace):
         ns = "" if spec.namespace == DEFAULT_NAMESPACE else f" -n {spec.namespace}"
         fresh += f", or remove them first with `python -m launcher delete {spec.name}{ns} --purge`"
-    _note(f"note: the job dir {job_dir} already holds checkpoints (the latest at step {max(steps)}): the job "
-          f"resumes from it; to start over, use {fresh}")
+    return (f"note: the job dir {job_dir} already holds checkpoints (the latest at step {max(steps)}): the job "
+            f"resumes from it; to start over, use {fresh}")
 
 
 def dry_run_mode(args) -> str | None:
@@ -301,12 +302,13 @@ def submit(args, trainer_args, factory) -> int:
         else:
             _out(manifest_text(answer, output))
         return EXIT_OK
-    if kind == "local":
-        _resume_note(tfjob, spec, backend)
+    resuming = _resume_note(tfjob, spec, backend) if kind == "local" else None
     if policy is None:
         backend.submit(tfjob, replace=args.replace)
     else:
         backend.submit(tfjob, replace=args.replace, network_policy=policy)
+    if resuming:
+        _note(resuming)
     if args.output == "name":
         _out(f"tfjob.kubeflow.org/{spec.name} created")
     elif args.output == "wide":

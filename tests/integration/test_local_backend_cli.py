@@ -95,6 +95,11 @@ def test_detached_job_is_followed_and_deleted_from_later_launchers(local_env, st
     assert (f"note: the job dir {run.output} already holds checkpoints (the latest at step 1): the job resumes from "
             "it; to start over, use another --job-dir, or remove them first with `python -m launcher delete bg "
             "--purge`\n") in again.stderr
+    refused = run_launcher(local_env, *submit_args("bg", tmp_path, state, {"chief-0": ["wait-finish"]}), "--detach",
+                           timeout=DEADLINE)  # that name is taken: refused, and no note says it resumes
+    assert refused.returncode != 0 and "already holds checkpoints" not in refused.stderr, refused.stderr
+    assert refused.stderr.endswith("already exists (" + str(run.path) + "); use --replace or `delete bg`\n"), \
+        refused.stderr
     assert run_launcher(local_env, "status", "bg", "-w", "--backend", "local", timeout=DEADLINE).returncode == 0
     assert run_launcher(local_env, "delete", "bg", "--backend", "local", timeout=DEADLINE).returncode == 0
     purged = run_launcher(local_env, "delete", "bg", "--backend", "local", "--purge", timeout=DEADLINE)
