@@ -52,10 +52,11 @@ def test_a_side_car_evaluators_results_and_errors_show_beside_the_chiefs_lines(c
     backend = FakeBackend(name="k8s", logs=logs, events=lifecycle(replicas=("chief-0", "worker-0", "evaluator-0")))
     result = submit(cli, backend, "--workers", "1", "--evaluator", "1")
     assert result.code == 0, result.err
-    assert [line for line in result.out.splitlines() if line.startswith("[evaluator-0] ")
-            and not line.startswith(("[evaluator-0] Pending", "[evaluator-0] Running"))] == ["[evaluator-0] Eval step 50: loss 0.3000, accuracy 0.9100",
-            "[evaluator-0] Skipped /job/checkpoints/ckpt-60: DataLossError after 3 attempts",
-            "[evaluator-0] trainer: --job-dir /job: checkpoint ckpt-70 does not match --model mnist"]
+    shown = [line for line in result.out.splitlines() if line.startswith("[evaluator-0] ")
+             and not line.startswith(("[evaluator-0] Pending", "[evaluator-0] Running"))]
+    assert shown == ["[evaluator-0] Eval step 50: loss 0.3000, accuracy 0.9100",
+                     "[evaluator-0] Skipped /job/checkpoints/ckpt-60: DataLossError after 3 attempts",
+                     "[evaluator-0] trainer: --job-dir /job: checkpoint ckpt-70 does not match --model mnist"]
     assert result.out.splitlines()[-1] == \
         "mnist: Succeeded at step 100 of 100, 50.0 steps/s, ETA 0s, loss 0.2500, accuracy 0.9000"
     assert sorted(backend.log_requests) == [("mnist", "chief-0", True), ("mnist", "evaluator-0", True)]
