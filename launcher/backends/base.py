@@ -81,11 +81,6 @@ class LogOptions:
     def __bool__(self) -> bool:
         return bool(self.previous or self.since_seconds or self.timestamps or self.tail_lines is not None)
 
-    @property
-    def kubelet_only(self) -> bool:
-        """Options only a kubelet keeps what they need for (previous instances, line times)."""
-        return bool(self.previous or self.since_seconds or self.timestamps)
-
 
 @dataclass(frozen=True)
 class JobSummary:
@@ -100,13 +95,12 @@ class JobSummary:
 class Backend(abc.ABC):
     name: str = "base"
     log_options_note: str | None = "keeps no previous logs or timestamps"  # None: LogOptions are honoured
-    honours_previous = False  # LogOptions.previous despite log_options_note
 
     def check_log_options(self, options: LogOptions | None) -> None:
         """SpecError naming the flag when `options` ask for what this backend cannot do."""
         if not (options and self.log_options_note):
             return
-        asked = (("--previous", options.previous and not self.honours_previous),
+        asked = (("--previous", options.previous),
                  ("--since", options.since_seconds), ("--timestamps", options.timestamps))
         flag = next((flag for flag, refused in asked if refused), None)
         if flag:

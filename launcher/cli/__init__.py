@@ -232,8 +232,10 @@ def build_parser() -> argparse.ArgumentParser:
     logs.add_argument("-p", "--previous", action="store_true", help="the replica's previous container (local: "
                       "process), the one before its current one, as kubectl's lastState; it has ended, so -f "
                       "adds nothing")
-    logs.add_argument("--since", type=duration, metavar="DURATION", help="only lines newer than e.g. 10m, 2h (k8s backend)")
-    logs.add_argument("--timestamps", action="store_true", help="each line starts with its time (k8s backend)")
+    logs.add_argument("--since", type=duration, metavar="DURATION", help="only lines newer than e.g. 10m, 2h")
+    logs.add_argument("--timestamps", action="store_true",
+                      help="each line starts with its time, RFC 3339 in UTC as the kubelet gives it (local "
+                      "backend: when its supervisor saw the line, at most 0.1 s after it was written)")
     listing = command("list", "jobs in a namespace")
     listing.add_argument("-A", "--all-namespaces", action="store_true", help="the jobs of every namespace")
     listing.add_argument("-o", "--output", choices=OUTPUTS, help="yaml, json, name (tfjob.kubeflow.org/NAME), "

@@ -3,13 +3,17 @@ run the stand-in program through a Cloud ML config's containerCommand (no Tensor
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
+import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from launcher.backends.local import LocalBackend
+from launcher.backends.local.logs import rfc3339
 from tests.support.launcher_process import LAUNCHER, launcher_process, run_launcher
 from tests.support.local_jobs import DEADLINE, REPLICA, gone, replica_pids, wait_ready
 from tests.support.polling import wait_for
@@ -108,11 +112,63 @@ def test_detached_job_is_followed_and_deleted_from_later_launchers(local_env, st
     assert not run.path.exists()
 
 
-@pytest.mark.parametrize("flag", [["--since", "10m"], ["--timestamps"]])
-def test_kubectl_log_options_the_local_backend_cannot_honour_are_one_line(local_env, tmp_path, flag):
-    done = run_launcher(local_env, "logs", "ghost", "--backend", "local", *flag, timeout=DEADLINE)
-    assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr == f"error: {flag[0]}: the local backend keeps its logs without timestamps; drop the flag\n"
+STAMP = re.compile(r"\[([a-z]+-\d)\] (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z) (.*)")
+
+
+def stamped(line: str) -> tuple[str, float, str]:
+    """(replica, Unix time, text) of a line of `logs --timestamps`."""
+    replica, when, text = STAMP.fullmatch(line).groups()
+    return replica, datetime.strptime(when[:26] + "+0000", "%Y-%m-%dT%H:%M:%S.%f%z").timestamp(), text
+
+
+def test_logs_timestamps_and_since_date_each_line_when_the_supervisor_saw_it(local_env, state, tmp_path):
+    """kubectl's --timestamps and --since on the local backend: a line's time is when the
+    supervisor's record (logs/REPLICA.times) first held it."""
+    before = time.time()
+    submitted = run_launcher(local_env, *submit_args("dated", tmp_path, state, {"chief-0": ["wait-finish"]}),
+                             "--detach", timeout=DEADLINE)
+    assert submitted.returncode == 0, submitted.stderr
+    wait_ready(state, "ps-0", "worker-0", "worker-1")
+    run = LocalBackend(runs_dir=local_env["TFJOB_RUNS_DIR"]).runs.job("dated", "default")
+    log, times = run.log_path("chief-0"), run.times_path("chief-0")
+    wait_for(lambda: b"tf_config" in log.read_bytes() and times.exists()
+             and int(times.read_text().split()[-2]) == log.stat().st_size, "the chief's first lines recorded", DEADLINE)
+    (state / "finish").touch()
+    finish = (state / "finish").stat().st_mtime
+    assert run_launcher(local_env, "status", "dated", "-w", "--backend", "local", timeout=DEADLINE).returncode == 0
+    after = time.time()
+
+    def logs(*flags: str) -> list[str]:
+        done = run_launcher(local_env, "logs", "dated", "--backend", "local", *flags, timeout=DEADLINE)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.splitlines()
+
+    plain, dated = logs("--replica", "all"), [stamped(line) for line in logs("--replica", "all", "--timestamps")]
+    assert [f"[{replica}] {text}" for replica, _, text in dated] == plain
+    for rid in ALL:
+        seen = [when for replica, when, _ in dated if replica == rid]
+        assert seen == sorted(seen) and before <= seen[0] and seen[-1] <= after, (rid, before, seen, after)
+    chief = [(when, text) for replica, when, text in dated if replica == "chief-0"]
+    assert chief[0][1].startswith("hello from chief-0") and chief[-1][1] == "chief-0 done"
+    assert chief[0][0] < finish <= chief[-1][0]  # each line its own time, not the log's last write
+
+    # lines dated 2 hours back (the records of the chief's first lines moved back)
+    done_at = len(log.read_bytes()) - len(b"chief-0 done\n")
+    records = [record.split() for record in times.read_text().splitlines()]
+    times.write_text("".join(f"{size} {float(when) - 7200 * (int(size) <= done_at)}\n" for size, when in records))
+    assert logs("--since", "1h") == ["[chief-0] chief-0 done"]
+    assert logs("--since", "3h") == [line for line in plain if line.startswith("[chief-0]")]
+    assert logs("--since", "1h", "--timestamps", "-f") == [f"[chief-0] {rfc3339(chief[-1][0])} chief-0 done"]
+
+    # a job whose supervisor kept no times (an earlier launcher): one line, exit 2
+    status = json.loads(run.status_path.read_text())
+    del status["log_times"]
+    run.status_path.write_text(json.dumps(status))
+    for flag in (["--since", "10m"], ["--timestamps"]):
+        refused = run_launcher(local_env, "logs", "dated", "--backend", "local", *flag, timeout=DEADLINE)
+        assert (refused.returncode, refused.stdout) == (2, "")
+        assert refused.stderr == (f"error: {flag[0]}: job dated ran under an earlier launcher, which kept no line "
+                                  "times; drop the flag\n")
 
 
 def test_logs_tail_with_follow_shows_the_last_lines_then_follows(local_env, state, tmp_path):

@@ -41,7 +41,8 @@ def test_every_directory_and_file_of_a_job_is_private(tmp_path):
         backend.stop("private", "default")
     found = modes(runs)
     assert {"default/private/manifest.yaml", "default/private/status.json", "default/private/supervisor.log",
-            "default/private/logs/worker-0.log", "default/private/output/worker/ckpt"} <= set(found), found
+            "default/private/logs/worker-0.log", "default/private/logs/worker-0.times",
+            "default/private/output/worker/ckpt"} <= set(found), found
     loose = {name: oct(mode) for name, mode in found.items()
              if mode != (0o700 if (runs / name).is_dir() else 0o600)}
     assert not loose, loose

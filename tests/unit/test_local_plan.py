@@ -7,7 +7,8 @@ import pytest
 
 from launcher.backends.base import BackendError
 from launcher.backends.local import LocalBackend
-from launcher.backends.local.logs import Tail, follow_logs, previous_span, read_logs, read_span
+from launcher.backends.local.logs import (Dating, Tail, Times, follow_logs, previous_span, read_logs, read_span,
+                                         rfc3339)
 from launcher.backends.local.runs import ended_instances
 from launcher.events import LogEnded, LogLine
 from launcher.backends.local.plan import REPO_ROOT, build_plan, child_env, proxy_env, replica_argv
@@ -190,3 +191,54 @@ def test_the_previous_process_is_the_kubelets_last_state(tmp_path, phase, restar
 
 def test_no_previous_process_is_told_apart_without_recorded_ends():
     assert "earlier launcher" in previous_span({"id": "w", "phase": "Succeeded", "restarts": 1}, [None, None])
+
+
+def dated_log(tmp_path) -> tuple:
+    """A log whose lines one, two, three end at bytes 4, 8, 14, then "four" unterminated
+    (18), with the supervisor's records of when the log reached 4, 8 and 14 bytes, and a
+    record still being written (no newline yet)."""
+    log, times = tmp_path / "w.log", tmp_path / "w.times"
+    log.write_bytes(b"one\ntwo\nthree\nfour")
+    times.write_text("4 100.0\n8 200.5\n14 300.25\n18 4")
+    os.utime(log, (400.0, 400.0))  # "four" has no record yet: the log's last write dates it
+    return log, times
+
+
+def dated(log, times, **dating) -> Tail:
+    return Tail("w", log, Times(times, log), Dating(**dating))
+
+
+def test_a_lines_time_is_the_first_record_that_holds_the_whole_line(tmp_path):
+    log, times = dated_log(tmp_path)
+    tail = dated(log, times, stamp=True)
+    assert [l.line for l in tail.read() + tail.flush()] == [
+        "1970-01-01T00:01:40.000000000Z one", "1970-01-01T00:03:20.500000000Z two",
+        "1970-01-01T00:05:00.250000000Z three", "1970-01-01T00:06:40.000000000Z four"]
+    assert [l.line for l in read_span(dated(log, times, stamp=True), (4, 14))] == [
+        "1970-01-01T00:03:20.500000000Z two", "1970-01-01T00:05:00.250000000Z three"]
+    assert [l.line for l in Tail("w", log, Times(times, log)).read()] == ["one", "two", "three"]  # nothing asked
+    assert rfc3339(1.9999996) == "1970-01-01T00:00:02.000000000Z"
+
+
+def test_since_keeps_the_lines_dated_at_or_after_it(tmp_path):
+    log, times = dated_log(tmp_path)
+    assert [l.line for l in read_logs([dated(log, times, since=200.5)])] == ["two", "three", "four"]
+    assert [l.line for l in read_logs([dated(log, times, since=200.6)], tail_lines=1)] == ["four"]
+    assert [l.line for l in read_logs([dated(log, times, since=500.0)])] == []
+    states = iter([(True, {"w": [8]})])
+    assert list(follow_logs([dated(log, times, since=300.0, stamp=True)], lambda: next(states),
+                            ends=True)) == [LogEnded("w", 0), LogLine("w", "1970-01-01T00:05:00.250000000Z three"),
+                                            LogLine("w", "1970-01-01T00:06:40.000000000Z four")]
+
+
+def test_a_follower_reads_the_records_written_after_it_started(tmp_path):
+    log, times = tmp_path / "w.log", tmp_path / "w.times"
+    log.write_bytes(b"one\n")
+    times.write_text("4 100.0\n")
+    tail = dated(log, times, stamp=True)
+    assert [l.line for l in tail.read()] == ["1970-01-01T00:01:40.000000000Z one"]
+    with open(log, "ab") as out:
+        out.write(b"two\n")
+    with open(times, "a") as out:
+        out.write("garbage\n8 200.0\n")  # a record it cannot read is skipped
+    assert [l.line for l in tail.read()] == ["1970-01-01T00:03:20.000000000Z two"]

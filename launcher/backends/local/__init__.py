@@ -23,13 +23,14 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Iterator
 
 from ...events import Event, LogEnded, LogLine
 from ...tfconfig import replica_counts
 from ..base import AlreadyExists, Backend, BackendError, JobStatus, JobSummary, NotFound, stderr_note
-from .logs import Tail, follow_logs, previous_span, read_logs, read_span
+from .logs import Dating, Tail, Times, follow_logs, previous_span, read_logs, read_span
 from .secrets import unresolved
 from .plan import REPO_ROOT, build_plan, command_line
 from .procs import alive, signal_group, start_time, terminate_groups, wait_until
@@ -75,8 +76,8 @@ def _lost(raw: dict, run: RunDir) -> dict:
 
 
 class LocalBackend(Backend):
-    log_options_note = "keeps its logs without timestamps"
-    honours_previous = True  # the process before the current one: the supervisor records where each one's lines end
+    log_options_note = None  # every LogOptions: the supervisor records where each process's lines end (--previous)
+    # and when the log reached each size (--since, --timestamps)
     name = "local"
 
     def __init__(self, runs_dir: str | None = None, note=None):
@@ -208,7 +209,8 @@ class LocalBackend(Backend):
                 raise BackendError(f"--replica: job {name} has no replica {replica!r}; "
                                    f"use one of {', '.join(ids)} or all")
             ids = [replica]
-        tails = [Tail(rid, run.log_path(rid)) for rid in ids]
+        dating = self._dating(run, options)
+        tails = [Tail(rid, run.log_path(rid), Times(run.times_path(rid), run.log_path(rid)), dating) for rid in ids]
         tail_lines = options.tail_lines if options else None
         if options and options.previous:
             return self._previous(run, tails, tail_lines, all_replicas=replica in (None, "all"))
@@ -223,6 +225,20 @@ class LocalBackend(Backend):
             return is_terminal(status), ended_instances(status)
 
         return follow_logs(tails, state, tail_lines, ends)
+
+    def _dating(self, run: RunDir, options) -> Dating | None:
+        """--since and --timestamps, refused for a job whose supervisor kept no line times."""
+        if not (options and (options.since_seconds or options.timestamps)):
+            return None
+        raw = run.status()
+        if raw is not None and not raw.get("log_times"):
+            from ...spec import SpecError
+
+            flag = "--timestamps" if options.timestamps else "--since"
+            raise SpecError(flag, f"job {run.path.name} ran under an earlier launcher, which kept no line times; "
+                            "drop the flag")
+        since = time.time() - options.since_seconds if options.since_seconds else None
+        return Dating(since=since, stamp=options.timestamps)
 
     def _previous(self, run: RunDir, tails: list[Tail], tail_lines: int | None,
                   all_replicas: bool) -> Iterator[LogLine]:

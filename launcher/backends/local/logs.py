@@ -1,7 +1,10 @@
 """Reading and following the per-replica log files of a local job."""
 from __future__ import annotations
 
+import bisect
 import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -10,14 +13,80 @@ from ...events import LogEnded, LogLine
 POLL_SECONDS = 0.2
 
 
-class Tail:
-    """Incremental reader of one log file that may not exist yet; yields whole lines."""
+class Times:
+    """When a replica's log file reached each size: the supervisor appends "SIZE UNIX_TIME"
+    to REPLICA.times in each of its polls (0.1 s) that finds the log grown, and as each
+    process ends. A line's time is that of the first record whose size holds the whole
+    line: at most one poll after it was written, as the kubelet's time is the runtime's
+    read of the line, not the program's write."""
 
-    def __init__(self, replica: str, path: Path):
+    def __init__(self, path: Path, log: Path):
+        self.path, self.log = path, log
+        self.sizes: list[int] = []
+        self.times: list[float] = []
+        self.offset = 0  # bytes of the file parsed
+
+    def _load(self) -> None:
+        try:
+            with open(self.path, "rb") as handle:
+                handle.seek(self.offset)
+                data = handle.read()
+        except FileNotFoundError:
+            return
+        whole = data[:data.rfind(b"\n") + 1]  # a record being written waits for the next load
+        self.offset += len(whole)
+        for record in whole.splitlines():
+            try:
+                size, when = record.split()
+                size_, when_ = int(size), float(when)
+            except ValueError:
+                continue
+            if not self.sizes or size_ > self.sizes[-1]:
+                self.sizes.append(size_)
+                self.times.append(when_)
+
+    def at(self, end: int) -> float:
+        """The time the log first held `end` bytes. Not recorded yet (written within the
+        supervisor's last poll) or never (the supervisor was killed): the log's last
+        write."""
+        if not self.sizes or self.sizes[-1] < end:
+            self._load()
+        index = bisect.bisect_left(self.sizes, end)
+        if index < len(self.sizes):
+            return self.times[index]
+        try:
+            return max(self.log.stat().st_mtime, self.times[-1] if self.times else 0.0)
+        except FileNotFoundError:
+            return time.time()
+
+
+def rfc3339(when: float) -> str:
+    """A line time as the kubelet gives it with --timestamps: UTC, nanoseconds."""
+    seconds, micros = divmod(round(when * 1_000_000), 1_000_000)  # the records keep microseconds
+    stamp = datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{stamp}.{micros * 1000:09d}Z"
+
+
+@dataclass(frozen=True)
+class Dating:
+    """What `logs` asks of the lines' times: only lines at or after `since` (a Unix time),
+    and/or each line prefixed with its time."""
+    since: float | None = None
+    stamp: bool = False
+
+
+class Tail:
+    """Incremental reader of one log file that may not exist yet; yields whole lines (with
+    `times` and `dating`: only those newer than dating.since, prefixed with their time when
+    dating.stamp)."""
+
+    def __init__(self, replica: str, path: Path, times: Times | None = None, dating: Dating | None = None):
         self.replica = replica
         self.path = path
         self.offset = 0
         self.partial = b""
+        self.times = times if dating and (dating.since is not None or dating.stamp) else None
+        self.dating = dating or Dating()
 
     def read(self, upto: int | None = None) -> list[LogLine]:
         """The whole lines written since the last read (with `upto`, of the file's first
@@ -28,17 +97,29 @@ class Tail:
                 data = f.read() if upto is None else f.read(max(upto - self.offset, 0))
         except FileNotFoundError:
             return []
+        end = self.offset - len(self.partial)  # where the held partial line starts in the file
         self.offset += len(data)
         *lines, self.partial = (self.partial + data).split(b"\n")
-        return [self._line(raw) for raw in lines]
+        found = []
+        for raw in lines:
+            end += len(raw) + 1
+            found += self._line(raw, end)
+        return found
 
     def flush(self) -> list[LogLine]:
         """The last line when the file does not end with a newline."""
         rest, self.partial = self.partial, b""
-        return [self._line(rest)] if rest else []
+        return self._line(rest, self.offset) if rest else []
 
-    def _line(self, raw: bytes) -> LogLine:
-        return LogLine(self.replica, raw.decode("utf-8", "replace").rstrip("\r"))
+    def _line(self, raw: bytes, end: int) -> list[LogLine]:
+        """The line that ends at byte `end` of the file: none if older than dating.since."""
+        text = raw.decode("utf-8", "replace").rstrip("\r")
+        if self.times is None:
+            return [LogLine(self.replica, text)]
+        when = self.times.at(end)
+        if self.dating.since is not None and when < self.dating.since:
+            return []
+        return [LogLine(self.replica, f"{rfc3339(when)} {text}" if self.dating.stamp else text)]
 
 
 def last(lines: list[LogLine], count: int | None) -> list[LogLine]:

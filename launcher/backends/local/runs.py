@@ -11,6 +11,8 @@ status.json):
         owner.json        pid of the launcher following the job in the foreground, if any
         supervisor.log    the supervisor's own output
         logs/REPLICA.log  stdout+stderr of each replica ("worker-1"), appended across restarts
+        logs/REPLICA.times  when that log reached each size ("SIZE UNIX_TIME" lines, written
+                          by the supervisor): the lines' times for `logs --timestamps/--since`
         output/           the default --job-dir (checkpoints, events, export)
 
 Everything in it is private to the user (directories 0700, files 0600): manifests, plans
@@ -108,6 +110,9 @@ class RunDir:
 
     def log_path(self, replica: str) -> Path:
         return self.path / "logs" / f"{replica}.log"
+
+    def times_path(self, replica: str) -> Path:
+        return self.path / "logs" / f"{replica}.times"
 
     def exists(self) -> bool:
         return self.manifest_path.is_file()

@@ -39,6 +39,7 @@ def log(message: str) -> None:
 class Replica:
     spec: dict  # one entry of plan["replicas"]
     log_path: Path
+    times_path: Path  # when the log reached each size (logs.Times reads it)
     proc: subprocess.Popen | None = None
     phase: str = "Pending"
     restarts: int = 0
@@ -50,6 +51,7 @@ class Replica:
     restart_at: float | None = None
     message: str = ""
     log_ends: list[int] = field(default_factory=list)  # the log's size as each process ended
+    recorded: int = 0  # the log's size in the last record of times_path
 
     @property
     def id(self) -> str:
@@ -58,10 +60,21 @@ class Replica:
     def ended(self) -> None:
         """Record where this process's lines end in the log that its restarts share, so a
         follower can mark the end before the next process's first line."""
+        self.log_ends.append(self.note_size())
+
+    def note_size(self) -> int:
+        """The log's size now; when it grew since the last record, a record of the size
+        and the time (a line's time for `logs --timestamps` is the first record holding
+        it, so this runs every poll)."""
         try:
-            self.log_ends.append(self.log_path.stat().st_size)
+            size = self.log_path.stat().st_size
         except FileNotFoundError:
-            self.log_ends.append(0)
+            return 0
+        if size > self.recorded:
+            with open_private(self.times_path) as out:
+                out.write(f"{size} {time.time():.6f}\n".encode())
+            self.recorded = size
+        return size
 
     def row(self) -> dict:
         return {
@@ -89,7 +102,8 @@ class Supervisor:
         self.namespace = manifest["metadata"].get("namespace", "default")
         self.plan = self.run.plan()
         self.run_policy = self.plan.get("runPolicy") or {}
-        self.replicas = [Replica(spec, self.run.log_path(spec["id"])) for spec in self.plan["replicas"]]
+        self.replicas = [Replica(spec, self.run.log_path(spec["id"]), self.run.times_path(spec["id"]))
+                         for spec in self.plan["replicas"]]
         self.created = now()
         self.t0 = time.monotonic()
         self.grace = float(os.environ.get(GRACE_ENV, "10"))
@@ -116,6 +130,8 @@ class Supervisor:
                 self.start(replica)
         while self.outcome is None:
             self.tick()
+            for replica in self.replicas:
+                replica.note_size()
             self.write()
             if self.outcome is None:
                 time.sleep(POLL_SECONDS)
@@ -286,6 +302,7 @@ class Supervisor:
             "supervisor": {"pid": me, "start": start_time(me)},
             "conditions": self.conditions,
             "replicas": [r.row() for r in self.replicas],
+            "log_times": True,  # logs/REPLICA.times are kept (an earlier supervisor kept none)
             "restarts": self.total_restarts,
             "network": self.network,
             "exit_code": self.exit_status,
