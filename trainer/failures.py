@@ -14,7 +14,9 @@ and fails the job on 1-127; OnFailure restarts any non-zero code).
          from the latest checkpoint, the same for all of them.
          A call to a worker failed inside TensorFlow's RPC layer with InternalError (seen in
          CI: "Unable to parse request", a request TensorFlow garbled while copying a result
-         to the chief): ClusterCoordinator stops after it; the restarted chief resumes.
+         to the chief, when the chief made such copies from several threads at once; it
+         makes them one at a time since: train/ps.py Call): ClusterCoordinator stops after
+         it; the restarted chief resumes.
     1    permanent. Storage refused a request (403 Forbidden, 404, 400, ...): restarting
          cannot help; the job should fail with this line as its message.
 

@@ -222,10 +222,12 @@ class StopRequest:
 
 def run(session: Session, launch, in_flight: int, count: bool = False, vote: bool = False
         ) -> tuple[int, str | None]:
-    """Dispatch `launch(n, stopping)` calls (each returns a handle whose fetch() gives (loss,
-    accuracy, the model's metrics)) until --train-steps, keeping at most `in_flight`
+    """Dispatch `launch(n, stopping)` calls until --train-steps, keeping at most `in_flight`
     pending, and take their results in the order they complete (one slow worker holds up
-    only its own call); then finish.
+    only its own call); then finish. Each call returns a handle: wait() blocks until the
+    call finished (run in a waiting thread per pending call), then fetch() gives (loss,
+    accuracy, the model's metrics) (run in this thread, one at a time: see train/ps.py
+    Call).
     count: the calls do not count their steps (see train/step.py make_train_fn), so set the
     global step to the steps of the calls fetched so far, the only writer of it; a
     checkpoint then holds exactly the step it is numbered by.
@@ -238,20 +240,22 @@ def run(session: Session, launch, in_flight: int, count: bool = False, vote: boo
     args = session.args
     scheduled = done = session.start
     voted = False  # a worker of this MultiWorkerMirrored job got SIGTERM (vote)
-    pending: dict[futures.Future, int] = {}
-    fetcher = futures.ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix="fetch")
+    pending: dict[futures.Future, tuple[int, Any]] = {}  # a call's wait -> (its steps, its handle)
+    waiters = futures.ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix="wait")
     try:
         with StopRequest() as stop:
             while done < args.train_steps and not (voted if vote else stop.requested):
                 while scheduled < args.train_steps and len(pending) < in_flight:
                     n = min(args.steps_per_execution, args.train_steps - scheduled)
-                    pending[fetcher.submit(launch(n, stop.requested).fetch)] = n
+                    call = launch(n, stop.requested)
+                    pending[waiters.submit(call.wait)] = (n, call)
                     scheduled += n
                 # a bounded wait: SIGTERM is acted on within WAKE_S, without waiting for a result
                 finished, _ = futures.wait(pending, timeout=WAKE_S, return_when=futures.FIRST_COMPLETED)
                 for future in finished:
-                    n = pending.pop(future)
-                    result = future.result()
+                    n, call = pending.pop(future)
+                    future.result()  # an error of the wait itself
+                    result = call.fetch()
                     if result is None:  # the call failed; ClusterCoordinator holds its error for the
                         scheduled -= n  # next schedule, which raises it (or, recovered, runs these steps)
                         continue
@@ -266,7 +270,7 @@ def run(session: Session, launch, in_flight: int, count: bool = False, vote: boo
                         session.step.assign(done)
                     session.at(done - n, done)
     finally:
-        fetcher.shutdown(wait=False, cancel_futures=True)
+        waiters.shutdown(wait=False, cancel_futures=True)
     if voted or (stop.requested and not vote):
         session.save()  # under MultiWorkerMirrored: every worker, at the same step
         why = "SIGTERM" if stop.requested else "a peer got SIGTERM"

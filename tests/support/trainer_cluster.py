@@ -213,7 +213,10 @@ class TrainerCluster:
                  check=alive, interval=0.2)
 
     def wait(self, timeout: float, names: list[str] | None = None) -> dict[str, int]:
-        """Exit codes of `names` (default: all); TimeoutError naming who still runs."""
+        """Exit codes of `names` (default: all); TimeoutError naming who still runs. When
+        the chief is among them and has failed while others run, AssertionError at once:
+        there is no operator here to restart it, and the servers wait for its done marker
+        until the orphan rule (900 s by default) ends them."""
         names = names or list(self.replicas)
 
         def codes() -> dict[str, int | None]:
@@ -222,11 +225,16 @@ class TrainerCluster:
         def running() -> str:
             return f"{[n for n, code in codes().items() if code is None]} to exit\n{self.tails()}"
 
+        def chief_failed() -> None:
+            now = codes()
+            if now.get("chief-0") not in (None, 0) and None in now.values():
+                raise AssertionError(f"chief-0 exited {now['chief-0']} while {running()}")
+
         def finished() -> dict[str, int] | None:
             now = codes()
             return now if all(code is not None for code in now.values()) else None
 
-        return wait_for(finished, running, timeout, interval=0.2)
+        return wait_for(finished, running, timeout, check=chief_failed, interval=0.2)
 
     def log(self, name: str) -> str:
         return self.replicas[name].log_path.read_text(errors="replace")

@@ -33,19 +33,29 @@ def state(tmp_path):
 
 
 class Handle:
-    """TEST DOUBLE of a coordinator RemoteValue: fetch() blocks until `ready` is set; a
-    failed call's gives None (ClusterCoordinator keeps the error for the next schedule).
-    `votes`: the result ends with that count, as a MultiWorkerMirrored call's does."""
+    """TEST DOUBLE of a scheduled call (train/ps.py Call, around a coordinator RemoteValue):
+    wait() blocks until `ready` is set; fetch() gives the result, a failed call's None
+    (ClusterCoordinator keeps the error for the next schedule), and notes its thread in
+    FETCHED_IN. `votes`: the result ends with that count, as a MultiWorkerMirrored call's
+    does."""
 
     def __init__(self, ready: threading.Event, failed: bool = False, votes: float | None = None):
         self.ready, self.failed, self.votes = ready, failed, votes
 
-    def fetch(self):
+    def wait(self) -> None:
         if not self.ready.wait(timeout=60):
             raise TimeoutError("never released")
+
+    def fetch(self):
+        FETCHED_IN.add(threading.current_thread().name)
+        if not self.ready.is_set():
+            raise AssertionError("fetched before it finished")
         if self.failed:
             return None
         return (0.5, 0.9) if self.votes is None else (0.5, 0.9, self.votes)
+
+
+FETCHED_IN: set[str] = set()
 
 
 def finished() -> threading.Event:
@@ -68,9 +78,11 @@ def test_results_are_taken_as_they_complete_while_one_call_is_slow(state):
             slow.set()
         return Handle(finished())
 
+    FETCHED_IN.clear()
     step, _ = session.run(state, launch, in_flight=2, count=True)
     assert step == 100 and sum(launched) == 100
     assert done_at_release == [40]  # calls 2-5 were counted while call 1 was still out
+    assert FETCHED_IN == {threading.main_thread().name}  # the copies one at a time, in the loop's thread
 
 
 def test_a_failed_call_is_not_counted_and_its_steps_are_scheduled_again(state):

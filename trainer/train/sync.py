@@ -19,10 +19,13 @@ from trainer.cluster import Cluster
 
 
 class Done:
-    """A finished call's result, with the same fetch() as a coordinator RemoteValue."""
+    """A finished call's result, as session.run takes a call (train/ps.py Call)."""
 
     def __init__(self, result):
         self.result = result
+
+    def wait(self) -> None:
+        """Finished already: the call ran in this process."""
 
     def fetch(self):
         return [value.numpy() for value in self.result]
