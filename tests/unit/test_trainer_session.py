@@ -198,3 +198,32 @@ def test_an_evaluation_that_fails_aside_ends_the_run_with_its_error(state):
     with pytest.raises(tf.errors.UnavailableError, match="test set unreadable"):
         session.run(state, lambda n, stopping: Handle(finished()), in_flight=2, count=True)
     assert started.is_set()
+
+
+class Remote:
+    """TEST DOUBLE of ClusterCoordinator's RemoteValueImpl: its status event (when given)
+    and a fetch() that notes each copy."""
+
+    def __init__(self, event: threading.Event | None):
+        if event is not None:
+            self._status_available_event = event
+        self.copies = 0
+
+    def fetch(self):
+        self.copies += 1
+        return 0.5, 0.9
+
+
+def test_a_call_waits_on_the_status_event_and_copies_only_when_fetched():
+    from tensorflow.python.distribute.coordinator.values import RemoteValueImpl
+    from trainer.train.ps import Call
+
+    assert isinstance(RemoteValueImpl(None, None)._status_available_event, threading.Event)  # what Call.wait uses
+    remote = Remote(finished())
+    call = Call(remote)
+    call.wait()
+    assert remote.copies == 0  # waiting made no copy
+    assert call.fetch() == (0.5, 0.9) and remote.copies == 1
+    without = Remote(None)  # a TensorFlow whose RemoteValue has no such event: the copy is made in wait()
+    Call(without).wait()
+    assert without.copies == 1
