@@ -210,7 +210,8 @@ class LocalBackend(Backend):
                                    f"use one of {', '.join(ids)} or all")
             ids = [replica]
         dating = self._dating(run, options)
-        tails = [Tail(rid, run.log_path(rid), Times(run.times_path(rid), run.log_path(rid)), dating) for rid in ids]
+        tails = [Tail(rid, run.log_path(rid), Times(run.times_path(rid), run.log_path(rid)) if dating else None, dating)
+                 for rid in ids]  # a line's time is read only when --since or --timestamps ask for it
         tail_lines = options.tail_lines if options else None
         if options and options.previous:
             return self._previous(run, tails, tail_lines, all_replicas=replica in (None, "all"))
