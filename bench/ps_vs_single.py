@@ -13,12 +13,24 @@ repeated --rounds times in turn (a b c a b c ...) and the ratios b/a and c/a tak
 round, so that load from other work on the machine hits all of them alike; the result
 line gives the median ratios.
 
-    .venv/bin/python bench/ps_vs_single.py [--examples 96000] [--rounds 2] [--batch-size N]
+With --interleave SECONDS a round runs its setups at once instead, each given the
+machine in turn for SECONDS while the others are stopped (SIGSTOP/SIGCONT), and each
+setup's examples/s counts only the seconds of its own turns. On a shared host the
+machine's speed drifts within minutes (on a 2-core VM of the README, three whole runs
+of the one process gave 1,758-2,297 examples/s within 15 minutes); slices of a few
+seconds put every setup on nearly the same machine, where whole runs one after the
+other may each meet a different one. The Train lines then come every 1% of the steps
+(5% otherwise), for finer points.
+
+    .venv/bin/python bench/ps_vs_single.py [--examples 96000] [--rounds 2] [--batch-size N] [--interleave 3]
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import re
+import signal
 import statistics
 import sys
 import tempfile
@@ -55,18 +67,27 @@ def watch(cluster: TrainerCluster, reporter: str, timeout: float) -> list[tuple[
         time.sleep(POLL_S)
 
 
-def run(name: str, args: argparse.Namespace, workdir: Path) -> dict:
-    """Train one setup to completion: examples/s and examples per CPU-second (all of its
-    processes) of its training phase, and its final test metrics."""
-    counts, reporter, replicas_per_step = SETUPS[name]
+def plan(name: str, args: argparse.Namespace, workdir: Path) -> tuple[dict, list[str], int, int]:
+    """A setup's replica counts, trainer flags, steps and examples per global step."""
+    counts, _, replicas_per_step = SETUPS[name]
     examples_per_step = args.batch_size * replicas_per_step
     steps = args.examples // examples_per_step
+    every = max(1, steps // (100 if args.interleave else 20))  # slices want finer points
     flags = ["--job-dir", str(workdir / "job"), "--data-dir", args.data_dir, "--train-steps", str(steps),
-             "--batch-size", str(args.batch_size), "--log-every-steps", str(max(1, steps // 20)),
+             "--batch-size", str(args.batch_size), "--log-every-steps", str(every),
              "--eval-every-steps", "0", "--checkpoint-every-steps", "0", *args.trainer_flag]
-    with TrainerCluster(counts, flags, workdir, env={"TRAINER_THREADS": str(args.threads)}, name=name) as cluster:
-        samples = watch(cluster, reporter, args.timeout)
-        log = cluster.log(reporter)
+    return counts, flags, steps, examples_per_step
+
+
+def cluster(name: str, args: argparse.Namespace, workdir: Path) -> TrainerCluster:
+    counts, flags, _, _ = plan(name, args, workdir)
+    return TrainerCluster(counts, flags, workdir, env={"TRAINER_THREADS": str(args.threads)}, name=name)
+
+
+def summary(name: str, args: argparse.Namespace, workdir: Path, samples: list, log: str) -> dict:
+    """Examples/s and examples per CPU-second (all of its processes) of a setup's training
+    phase (its Train lines after the warm-up), and its final test metrics."""
+    _, _, steps, examples_per_step = plan(name, args, workdir)
     measured = [sample for sample in samples if sample[0] >= steps * WARMUP]
     if len(measured) < 2:
         raise RuntimeError(f"{name}: too few Train lines after the warm-up: {samples}")
@@ -77,6 +98,92 @@ def run(name: str, args: argparse.Namespace, workdir: Path) -> dict:
     return {"examples_s": examples / seconds, "examples_cpu_s": examples / seconds / sum(cores.values()),
             "cores": cores, "steps": steps, "measured": step1 - step0,
             "seconds": seconds1 - seconds0, "loss": loss, "accuracy": accuracy, "load": machine()}
+
+
+def run(name: str, args: argparse.Namespace, workdir: Path) -> dict:
+    """Train one setup to completion, alone on the machine."""
+    reporter = SETUPS[name][1]
+    with cluster(name, args, workdir) as job:
+        samples = watch(job, reporter, args.timeout)
+        log = job.log(reporter)
+    return summary(name, args, workdir, samples, log)
+
+
+class Sliced:
+    """A setup started with the others and run only in its slices: its processes get
+    SIGCONT when its turn begins and SIGSTOP when it ends. Its Train lines are timed by
+    the clock of its own slices (`active`), so the seconds the others ran do not count."""
+
+    def __init__(self, name: str, job: TrainerCluster):
+        self.name, self.job, self.reporter = name, job, SETUPS[name][1]
+        self.active, self.began, self.samples = 0.0, None, []
+
+    def signal(self, signum: int) -> None:
+        for replica in self.job.replicas.values():
+            if replica.process.poll() is None:
+                try:
+                    os.kill(replica.process.pid, signum)
+                except ProcessLookupError:
+                    pass
+
+    def resume(self) -> None:
+        self.signal(signal.SIGCONT)
+        self.began = time.monotonic()
+
+    def pause(self) -> None:
+        self.observe()
+        self.signal(signal.SIGSTOP)
+        self.active += time.monotonic() - self.began
+        self.began = None
+
+    def clock(self) -> float:
+        return self.active + (time.monotonic() - self.began if self.began is not None else 0.0)
+
+    def observe(self) -> None:
+        points = train_points(self.job.log(self.reporter))
+        if len(points) > len(self.samples):
+            now = self.clock()
+            cpu = {name: cpu_seconds(replica.process.pid) for name, replica in self.job.replicas.items()}
+            self.samples += [(step, now, cpu) for step, _ in points[len(self.samples):]]
+
+    def exited(self) -> bool:
+        codes = {name: replica.process.poll() for name, replica in self.job.replicas.items()}
+        if None in codes.values():
+            return False
+        if set(codes.values()) != {0}:
+            raise RuntimeError(f"{self.name}: exit codes {codes}\n{self.job.tails()}")
+        return True
+
+
+def interleaved(names: list[str], args: argparse.Namespace, workdir: Path) -> dict[str, dict]:
+    """All setups at once, each given the machine in turn for --interleave seconds while
+    the others are stopped (SIGSTOP), until all have finished: a change in the machine's
+    speed (other tenants of its host) then falls on every setup within seconds of each
+    other, where whole runs one after the other can each meet a different machine."""
+    deadline = time.monotonic() + args.timeout * len(names)
+    with contextlib.ExitStack() as stack:
+        setups = []
+        for name in names:
+            job = stack.enter_context(cluster(name, args, workdir / name))
+            setup = Sliced(name, job)
+            stack.callback(setup.signal, signal.SIGCONT)  # runs before the job's reaping
+            setup.signal(signal.SIGSTOP)
+            setups.append(setup)
+        live = list(setups)
+        while live:
+            for setup in list(live):
+                setup.resume()
+                end = time.monotonic() + args.interleave
+                while time.monotonic() < end and not setup.exited():
+                    setup.observe()
+                    time.sleep(POLL_S)
+                setup.pause()
+                if setup.exited():
+                    live.remove(setup)
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"still running after {args.timeout * len(names):g} s: "
+                                       f"{[s.name for s in live]}")
+        return {s.name: summary(s.name, args, workdir / s.name, s.samples, s.job.log(s.reporter)) for s in setups}
 
 
 def ratios(results: dict[str, list[dict]], key: str) -> list[str]:
@@ -99,14 +206,21 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=0, help="TRAINER_THREADS (0: the trainer's default)")
     parser.add_argument("--only", choices=sorted(SETUPS), action="append", help="run only these setups")
     parser.add_argument("--trainer-flag", action="append", default=[], help="extra trainer flag (repeatable)")
+    parser.add_argument("--interleave", type=float, default=0, metavar="SECONDS",
+                        help="run the setups of a round at once, each in turn for SECONDS while the others are "
+                             "stopped (SIGSTOP), instead of one after the other (0, the default)")
     args = parser.parse_args()
     ensure_data(args.data_dir)
     names = args.only or list(SETUPS)
     results: dict[str, list[dict]] = {name: [] for name in names}
     with tempfile.TemporaryDirectory(prefix="ps-vs-single-") as tmp:
         for round_ in range(args.rounds):
+            if args.interleave:
+                done = interleaved(names, args, Path(tmp) / f"round-{round_}")
+            else:
+                done = {name: run(name, args, Path(tmp) / f"{name}-{round_}") for name in names}
             for name in names:
-                result = run(name, args, Path(tmp) / f"{name}-{round_}")
+                result = done[name]
                 results[name].append(result)
                 print(f"round {round_ + 1} {name}: {result['examples_s']:,.0f} examples/s, "
                       f"{result['examples_cpu_s']:,.0f} examples/CPU-s on {sum(result['cores'].values()):.2f} cores "
