@@ -7,12 +7,21 @@ from launcher.events import parse_progress
 from trainer import progress
 
 
-def scalars(directory) -> dict[str, list[tuple[int, float]]]:
-    found: dict[str, list[tuple[int, float]]] = {}
-    for path in tf.io.gfile.glob(f"{directory}/events.out.tfevents.*"):
+def events(directory) -> list[tuple[str, int, str, list]]:
+    """(tag, step, plugin name, tensor as a list) of every summary value in `directory`."""
+    found = []
+    for path in sorted(tf.io.gfile.glob(f"{directory}/events.out.tfevents.*")):
         for event in tf.compat.v1.train.summary_iterator(path):
             for value in event.summary.value:
-                found.setdefault(value.tag, []).append((event.step, float(tf.make_ndarray(value.tensor))))
+                found.append((value.tag, event.step, value.metadata.plugin_data.plugin_name,
+                              tf.make_ndarray(value.tensor).tolist()))
+    return found
+
+
+def scalars(directory) -> dict[str, list[tuple[int, float]]]:
+    found: dict[str, list[tuple[int, float]]] = {}
+    for tag, step, _, value in events(directory):
+        found.setdefault(tag, []).append((step, float(value)))
     return found
 
 
@@ -54,17 +63,6 @@ def test_disabled_report_prints_nothing(tmp_path, capsys):
     assert not (tmp_path / "train").exists()
 
 
-def events(directory) -> list[tuple[str, int, str, list]]:
-    """(tag, step, plugin name, tensor as a list) of every summary value in `directory`."""
-    found = []
-    for path in sorted(tf.io.gfile.glob(f"{directory}/events.out.tfevents.*")):
-        for event in tf.compat.v1.train.summary_iterator(path):
-            for value in event.summary.value:
-                found.append((value.tag, event.step, value.metadata.plugin_data.plugin_name,
-                              tf.make_ndarray(value.tensor).tolist()))
-    return found
-
-
 def test_histograms_write_what_tensorboards_own_histogram_writes(tmp_path):
     """The same tags, steps, plugin and buckets as tf.summary.histogram (TensorBoard's), for
     spread values, values on the bucket edges, one value, no value, integers and a NaN."""
@@ -85,7 +83,7 @@ def test_histograms_write_what_tensorboards_own_histogram_writes(tmp_path):
 
 
 _PEAK = """
-import resource, sys
+import resource
 import tensorflow as tf
 from trainer import progress
 data = tf.random.stateless_normal([4_000_000], seed=[1, 2])
