@@ -80,6 +80,56 @@ def test_follow_with_ends_marks_the_end_of_each_container_after_its_last_line(k8
     assert plain.wait_done() == [item for item in follow.wait_done() if isinstance(item, LogLine)]
 
 
+def test_a_pod_made_anew_that_the_pod_watch_shows_after_the_job_ended_is_read(k8s_backend, fake_apiserver,
+                                                                               fake_operator):
+    """The TFJob watch shows Succeeded before the pod watch (another watch cache) shows the
+    old pod's deletion: the final list alone cannot tell the new pod, whose row looks like
+    the old pod's first container (restarts 0), so the follower waits for the pod watch."""
+    k8s_backend.log_drain_seconds = 60.0  # the bound of that wait: far beyond what the test needs
+    k8s_backend.submit(manifest(workers=1, ps=0, chief=0, restart_policy="ExitCode"))
+    fake_operator.create_pods("mnist")
+    fake_operator.start("mnist-worker-0")
+    fake_operator.log("mnist-worker-0", "old pod")
+    follow = Collector(k8s_backend.logs("mnist", "default", replica="worker-0", follow=True, ends=True))
+    follow.wait_for(lambda it: LogLine("worker-0", "old pod") in it, "the old pod's line")
+    lists = fake_apiserver.count("pods", "list")
+    fake_apiserver.lag_watches("pods")
+    try:
+        fake_operator.exit("mnist-worker-0", 137)  # retryable: the operator deletes and recreates the pod
+        fake_operator.delete_pod("mnist-worker-0")
+        fake_operator.create_pod(fake_operator.server.get("tfjobs", "default", "mnist"), "Worker", 0)
+        fake_operator.start("mnist-worker-0")
+        fake_operator.log("mnist-worker-0", "new pod")
+        fake_operator.exit("mnist-worker-0", 0)
+        fake_operator.set_condition("mnist", "Succeeded")
+        wait_for(lambda: fake_apiserver.count("pods", "list") > lists, "the follower's list of the pods at the end", WAIT)
+    finally:
+        fake_apiserver.lag_watches("pods", lag=False)
+    assert follow.wait_done() == [LogLine("worker-0", "old pod"), LogEnded("worker-0", 0),
+                                  LogLine("worker-0", "new pod"), LogEnded("worker-0", 0)]
+
+
+def test_a_pod_watch_that_does_not_catch_up_is_waited_for_at_most_the_drain_time(k8s_backend, fake_apiserver,
+                                                                                 fake_operator):
+    """Then the pods as the final list shows them: a replica the pod watch still shows
+    Pending ran and ended, and its log is read."""
+    k8s_backend.log_drain_seconds = 0.5
+    k8s_backend.submit(manifest(workers=1, ps=0, chief=0))
+    fake_operator.create_pods("mnist")
+    follow = Collector(k8s_backend.logs("mnist", "default", follow=True))
+    wait_for(lambda: fake_apiserver.open_watches == 2, "the follower's watches", WAIT)
+    fake_apiserver.lag_watches("pods")
+    try:
+        fake_operator.start("mnist-worker-0")
+        fake_operator.log("mnist-worker-0", "only line")
+        fake_operator.exit("mnist-worker-0", 0)
+        fake_operator.set_condition("mnist", "Succeeded")
+        items = follow.wait_done()
+    finally:
+        fake_apiserver.lag_watches("pods", lag=False)
+    assert items == [LogLine("worker-0", "only line")]
+
+
 REFUSAL = "trainer: argument --train-steps: must be > 0, got -5"
 
 

@@ -420,7 +420,12 @@ class KubeApi:
 
     def list_pod_rows(self, namespace: str, label_selector: str) -> list[table.PodRow]:
         """The pods of a label selector as they are now, one list, as rows."""
-        return table.rows(read_json(self.pod_rows(namespace, label_selector=label_selector)))[0]
+        return self.list_pod_table(namespace, label_selector)[0]
+
+    def list_pod_table(self, namespace: str, label_selector: str) -> tuple[list[table.PodRow], str]:
+        """`list_pod_rows` and the list's resourceVersion."""
+        body = read_json(self.pod_rows(namespace, label_selector=label_selector))
+        return table.rows(body)[0], str((body.get("metadata") or {}).get("resourceVersion") or "")
 
     def get_pod(self, name: str, namespace: str) -> dict | None:
         """One pod object (None when it is gone)."""

@@ -208,10 +208,10 @@ def job_events(api: KubeApi, name: str, namespace: str, stop: threading.Event | 
 
 def _last_states(feed: JobFeed, replicas: ReplicaTracker) -> list[ReplicaPhase]:
     try:
-        rows = feed.pods_now()
+        now = feed.pods_now()
     except (ApiException, *TRANSPORT_ERRORS):
         return []
-    return replicas.sync(tuple(rows))
+    return replicas.sync(now.objects)
 
 
 def _replica_item(replicas: ReplicaTracker, item: object) -> list[ReplicaPhase]:

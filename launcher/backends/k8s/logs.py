@@ -10,6 +10,14 @@ Pending pod gets its stream when the pod watch shows its container started, a re
 container (same pod, or a pod the operator recreated) gets a new stream for the new
 instance, and the whole thing ends when the TFJob is terminal and the streams are drained
 (replicas still running then, such as ps, get `drain_seconds` more).
+
+The TFJob watch and the pod watch come from two watch caches that each lag etcd on their
+own, so the job may show terminal before the pod watch has shown the pods' last changes.
+The follower then lists the pods, and waits (at most `drain_seconds`) until the pod watch
+has caught up with that list before it ends: a row carries no UID, so only the pod watch's
+DELETED event tells a pod the operator made anew under the same name from the one it
+replaced, and a list alone would take the new pod's first container for the old pod's,
+already read.
 """
 from __future__ import annotations
 
@@ -240,10 +248,25 @@ class _Follower:
         else:  # not startable yet, or the pod is gone: the pod watch will say what comes next
             self.read.discard(item.instance)
 
+    def agrees(self, rows: tuple[PodRow, ...]) -> bool:
+        """Whether the pods the watch has shown are `rows` (a later list), in the same states."""
+        return {name: _state(row) for name, row in self.rows.items()} == {row.name: _state(row) for row in rows}
+
     def close(self) -> None:
         self.closing = True
         for stream in list(self.streams.values()):
             stream.close()
+
+
+def _state(row: PodRow) -> tuple:
+    return row.status, row.restarts, row.ended, row.node
+
+
+def at_or_after(version: str, than: str) -> bool:
+    """Whether resourceVersion `version` is `than` or later. kube-apiserver's versions are
+    etcd's revisions, integers that only grow; a version that is not one compares as not
+    later (the caller then relies on the rows agreeing, or its time bound)."""
+    return version.isdigit() and than.isdigit() and int(version) >= int(than)
 
 
 def follow_logs(api: KubeApi, name: str, namespace: str, replica: tuple[str, int] | None = None,
@@ -256,9 +279,12 @@ def follow_logs(api: KubeApi, name: str, namespace: str, replica: tuple[str, int
     with JobFeed(api, name, namespace, replica) as feed:
         follower = _Follower(api, feed, name, namespace, tail_lines)
         job_synced = pods_synced = False
+        pods_version = ""  # the resourceVersion of the last pod list or change followed
+        final: Synced | None = None  # the pods listed when the job turned terminal, until the pod watch caught up
         deadline = None  # set when the job is terminal
         try:
-            while not (deadline is not None and pods_synced and not follower.streams and feed.queue.empty()):
+            while not (deadline is not None and final is None and pods_synced and not follower.streams
+                       and feed.queue.empty()):
                 if follower.closing:
                     timeout = CONNECT_TIMEOUT
                 else:
@@ -267,6 +293,10 @@ def follow_logs(api: KubeApi, name: str, namespace: str, replica: tuple[str, int
                 if item is None:
                     if follower.closing:  # streams did not end after close: give up on them
                         return
+                    if final is not None:  # the pod watch did not catch up: the list, so no container that ran goes unread
+                        follower.synced(final.objects)
+                        final, deadline = None, time.monotonic() + drain_seconds
+                        continue
                     follower.close()  # the drain time is over
                 elif isinstance(item, LogLine):
                     yield item
@@ -277,9 +307,10 @@ def follow_logs(api: KubeApi, name: str, namespace: str, replica: tuple[str, int
                 elif isinstance(item, BackendError):
                     raise item
                 elif isinstance(item, Synced) and item.kind == "pod":
-                    pods_synced = True
+                    pods_synced, pods_version = True, item.version
                     follower.synced(item.objects)
                 elif isinstance(item, WatchEvent) and item.kind == "pod":
+                    pods_version = item.version or pods_version
                     follower.seen(item.object, deleted=item.type == "DELETED")
                 elif isinstance(item, (Synced, WatchEvent)):
                     job = job_from(item, name, namespace, job_synced)
@@ -288,6 +319,8 @@ def follow_logs(api: KubeApi, name: str, namespace: str, replica: tuple[str, int
                         deadline = time.monotonic() + drain_seconds
                         # the pods as they are now, so that no container that ran is left unread
                         with api.errors(f"listing pods of tfjob {name}"):
-                            follower.synced(tuple(feed.pods_now()))
+                            final = feed.pods_now()
+                if final is not None and (at_or_after(pods_version, final.version) or follower.agrees(final.objects)):
+                    final = None  # the pod watch has shown every change the list has
         finally:
             follower.close()

@@ -40,7 +40,6 @@ from ..base import BackendError, NotFound
 from .client import (CONNECT_TIMEOUT, TRANSPORT_ERRORS, KubeApi, Received, abort, absent, finish, iter_lines,
                          one_line, server_message, unreachable)
 from .objects import pod_selector
-from .table import PodRow
 from .table import rows as table_rows
 
 WATCH_SECONDS = 290  # server-side timeout of one watch request (client-go's reflector: 5-10 min)
@@ -53,9 +52,11 @@ FORBIDDEN = 403
 
 @dataclass(frozen=True)
 class Synced:
-    """A (re)list: the complete current set of objects."""
+    """A (re)list: the complete current set of objects, as of `version` (the list's
+    resourceVersion)."""
     kind: str
     objects: tuple[dict, ...]
+    version: str = ""
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class WatchEvent:
     kind: str
     type: str  # ADDED, MODIFIED, DELETED
     object: dict
+    version: str = ""  # the changed object's resourceVersion
 
 
 @dataclass(frozen=True)
@@ -166,8 +168,8 @@ class ListWatch(threading.Thread):
             response.release_conn()
         body = json.loads(raw)
         self._received.add(self.kind, list_bytes=len(raw), lists=1)
-        self._emit(Synced(self.kind, tuple(self._decode.items(body))))
         self.version = body["metadata"]["resourceVersion"]
+        self._emit(Synced(self.kind, tuple(self._decode.items(body)), self.version))
 
     def _watch(self) -> None:
         """Stream the events after `self.version`, advancing it with each one (so a stream
@@ -206,11 +208,12 @@ class ListWatch(threading.Thread):
             if obj.get("code") == GONE:
                 raise _Gone()
             raise BackendError(f"watching {self.kind}: {obj.get('reason', '')}: {one_line(obj.get('message', ''))}")
+        version = (obj.get("metadata") or {}).get("resourceVersion")
         if kind != "BOOKMARK":
             self._received.add(self.kind, changes=1)
             for item in self._decode.changed(obj):
-                self._emit(WatchEvent(self.kind, kind, item))
-        return (obj.get("metadata") or {}).get("resourceVersion")
+                self._emit(WatchEvent(self.kind, kind, item, str(version or "")))
+        return version
 
 
 class JobFeed:
@@ -256,12 +259,14 @@ class JobFeed:
     def put(self, item: object) -> None:
         self.queue.put(item)
 
-    def pods_now(self) -> list[PodRow]:
-        """The feed's pods as they are now: one list, read from etcd. The TFJob and pod
-        watches come from two watch caches that each lag etcd on their own, so once the
-        TFJob is terminal the pod watch may not have brought the pods' last changes yet
-        (the chief's end, which the operator saw before it wrote Succeeded)."""
-        return self._api.list_pod_rows(self._namespace, self._pod_selector)
+    def pods_now(self) -> Synced:
+        """The feed's pods as they are now: one list, read from etcd, as a pod `Synced`
+        (rows and the list's resourceVersion). The TFJob and pod watches come from two
+        watch caches that each lag etcd on their own, so once the TFJob is terminal the pod
+        watch may not have brought the pods' last changes yet (the chief's end, which the
+        operator saw before it wrote Succeeded)."""
+        rows, version = self._api.list_pod_table(self._namespace, self._pod_selector)
+        return Synced("pod", tuple(rows), version)
 
     def close(self) -> None:
         self._halt.set()
