@@ -109,6 +109,38 @@ def test_a_pod_made_anew_that_the_pod_watch_shows_after_the_job_ended_is_read(k8
                                   LogLine("worker-0", "new pod"), LogEnded("worker-0", 0)]
 
 
+def test_a_pod_watch_past_the_final_list_ends_the_follow_though_its_rows_differ(k8s_backend, fake_apiserver,
+                                                                                fake_operator):
+    """The pod watch's resourceVersion tells that it has caught up: here the ps pod, running
+    at the end, is deleted after the follower's final list (cleanPodPolicy Running), and the
+    pod watch, held back until then, is listed anew (410 Gone after a compaction): the rows
+    it shows never equal the final list's, and the follow ends at that list, long before
+    the drain time."""
+    k8s_backend.log_drain_seconds = 60.0  # far beyond the Collector's WAIT: only the version can end it in time
+    k8s_backend.submit(manifest(workers=1, ps=1))
+    fake_operator.create_pods("mnist")
+    for pod in ("mnist-chief-0", "mnist-worker-0", "mnist-ps-0"):
+        fake_operator.start(pod)
+        fake_operator.log(pod, f"{pod} line")
+    follow = Collector(k8s_backend.logs("mnist", "default", follow=True))
+    follow.wait_for(lambda it: len(it) == 3, "the three lines")
+    lists = fake_apiserver.count("pods", "list")
+    fake_apiserver.lag_watches("pods")
+    try:
+        for pod in ("mnist-chief-0", "mnist-worker-0"):
+            fake_operator.exit(pod, 0)
+        fake_operator.set_condition("mnist", "Succeeded")
+        wait_for(lambda: fake_apiserver.count("pods", "list") > lists, "the follower's list of the pods at the end", WAIT)
+        fake_operator.delete_pod("mnist-ps-0")
+        fake_apiserver.compact()
+        fake_apiserver.drop_watches()
+        assert sorted(follow.wait_done(), key=repr) == [LogLine("chief-0", "mnist-chief-0 line"),
+                                                        LogLine("ps-0", "mnist-ps-0 line"),
+                                                        LogLine("worker-0", "mnist-worker-0 line")]
+    finally:
+        fake_apiserver.lag_watches("pods", lag=False)
+
+
 def test_a_pod_watch_that_does_not_catch_up_is_waited_for_at_most_the_drain_time(k8s_backend, fake_apiserver,
                                                                                  fake_operator):
     """Then the pods as the final list shows them: a replica the pod watch still shows
