@@ -17,7 +17,7 @@ import pytest
 from tests.support.trainer_cluster import ROOT, trainer_env
 
 CHECK = """
-import sys, tempfile
+import sys
 from trainer import task
 from trainer.cluster import Cluster
 
@@ -28,7 +28,7 @@ def loaded(prefix):
     return sorted(name for name in sys.modules if name == prefix or name.startswith(prefix + "."))
 
 server = runtime.start_server(Cluster(role="ps", index=0, spec={"ps": ["127.0.0.1:0"]}), 1)
-job_dir = tempfile.mkdtemp()
+job_dir = sys.argv[1]  # the test's tmp_path: removed with it
 watch = lifecycle.Watch(job_dir, None, 0.1, 60.0)
 assert watch.check() is None  # no done marker yet
 lifecycle.write_done(job_dir, 10, None)
@@ -47,9 +47,9 @@ print("ok", len(loaded("tensorflow._api")) > 100)
 """
 
 
-def test_a_server_imports_only_the_tensorflow_it_uses_and_the_rest_on_first_use():
-    done = subprocess.run([sys.executable, "-c", CHECK], cwd=ROOT, env=trainer_env(), capture_output=True,
-                          text=True, timeout=300)
+def test_a_server_imports_only_the_tensorflow_it_uses_and_the_rest_on_first_use(tmp_path):
+    done = subprocess.run([sys.executable, "-c", CHECK, str(tmp_path)], cwd=ROOT, env=trainer_env(),
+                          capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.splitlines()[-1] == "ok True", done.stdout + done.stderr[-3000:]
     assert "serving: True keras: 0 tf API: 0 plugins: []" in done.stdout
 
