@@ -3,6 +3,9 @@
     (a) single: one process, default strategy (no TF_CONFIG)
     (b) ps:     1 chief + 1 ps + 2 workers, ParameterServerStrategy
     (c) mwms:   2 workers, MultiWorkerMirroredStrategy
+    ps-equal:   (only with --only ps-equal) the ps setup with every replica in a session of
+                its own at one nice value, as the local backend ran them before its ps and
+                workers yielded the CPU to the chief; the result line adds ps/ps-equal
 
 Each trains on a fixed number of examples of full real MNIST, as real `python -m
 trainer.task` processes on 127.0.0.1 with TF_CONFIG from launcher.tfconfig (the local
@@ -37,7 +40,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import SETUPS, cpu_seconds, ensure_data, machine, round_arguments, train_points
+from _common import SETUPS as BASE_SETUPS, cpu_seconds, ensure_data, machine, round_arguments, train_points
+
+# ps-equal (run only when named with --only): the ps setup with every replica in a session of
+# its own at one nice value, as the local backend ran them before its ps and workers
+# yielded the CPU to the chief
+SETUPS = {**BASE_SETUPS, "ps-equal": BASE_SETUPS["ps"]}
 
 from tests.support.trainer_cluster import TrainerCluster  # noqa: E402
 from trainer.flags import parser as trainer_flags  # noqa: E402
@@ -81,7 +89,8 @@ def plan(name: str, args: argparse.Namespace, workdir: Path) -> tuple[dict, list
 
 def cluster(name: str, args: argparse.Namespace, workdir: Path) -> TrainerCluster:
     counts, flags, _, _ = plan(name, args, workdir)
-    return TrainerCluster(counts, flags, workdir, env={"TRAINER_THREADS": str(args.threads)}, name=name)
+    return TrainerCluster(counts, flags, workdir, env={"TRAINER_THREADS": str(args.threads)}, name=name,
+                          priority=name != "ps-equal")
 
 
 def summary(name: str, args: argparse.Namespace, workdir: Path, samples: list, log: str) -> dict:
@@ -194,6 +203,10 @@ def ratios(results: dict[str, list[dict]], key: str) -> list[str]:
             per_round = [b[key] / a[key] for a, b in zip(results["single"], results[name])]
             out.append(f"{name}/single {statistics.median(per_round):.2f} "
                        f"(rounds {', '.join(f'{r:.2f}' for r in per_round)})")
+    if "ps" in results and "ps-equal" in results:
+        per_round = [b[key] / a[key] for a, b in zip(results["ps-equal"], results["ps"])]
+        out.append(f"ps/ps-equal {statistics.median(per_round):.3f} "
+                   f"(rounds {', '.join(f'{r:.3f}' for r in per_round)})")
     return out
 
 
@@ -211,7 +224,7 @@ def main() -> int:
                              "stopped (SIGSTOP), instead of one after the other (0, the default)")
     args = parser.parse_args()
     ensure_data(args.data_dir)
-    names = args.only or list(SETUPS)
+    names = args.only or list(BASE_SETUPS)
     results: dict[str, list[dict]] = {name: [] for name in names}
     with tempfile.TemporaryDirectory(prefix="ps-vs-single-") as tmp:
         for round_ in range(args.rounds):

@@ -1,7 +1,9 @@
 """Time to 99% test accuracy on all of real MNIST (60,000 / 10,000), for parameter-server
 training (1 chief + 1 ps + 2 workers) and, for comparison, one process (or 2 workers
-MultiWorkerMirrored with --compare mwms), as real processes on 127.0.0.1 started one
-setup after the other with trainer defaults unless a flag below says otherwise.
+MultiWorkerMirrored with --compare mwms, or with --compare ps-equal the same PS job with
+every replica in a session of its own at one nice value, as the local backend ran them
+before its ps and workers yielded the CPU to the chief), as real processes on 127.0.0.1
+started one setup after the other with trainer defaults unless a flag below says otherwise.
 
 The reporting replica evaluates on the full test set every --eval-every-steps; the first
 Eval line at or above --target ends the run (its processes are then stopped). Seconds
@@ -55,11 +57,12 @@ def watch(cluster: TrainerCluster, reporter: str, target: float, timeout: float,
 def run(name: str, number: int, args: argparse.Namespace, flags: list[str],
         workdir: Path) -> list[tuple[int, float, float]]:
     """Train setup `name` (run `number`) until the target accuracy; its curve, printed as it grows."""
-    counts, reporter, _ = SETUPS[name]
+    counts, reporter, _ = SETUPS["ps" if name == "ps-equal" else name]
     curve = []
     began = time.monotonic()
     with TrainerCluster(counts, ["--job-dir", str(workdir / "job"), *flags], workdir,
-                        env={"TRAINER_THREADS": str(args.threads)}, name=name) as cluster:
+                        env={"TRAINER_THREADS": str(args.threads)}, name=name,
+                        priority=name != "ps-equal") as cluster:
         for point in watch(cluster, reporter, args.target, args.timeout, began):
             curve.append(point)
             print(f"curve {name}#{number} step={point[0]} seconds={point[1]:.1f} accuracy={point[2]:.4f}", flush=True)
@@ -74,7 +77,7 @@ def plot(curves: dict[str, list[list[tuple[int, float, float]]]], target: float,
     from matplotlib import pyplot
 
     figure, axes = pyplot.subplots(figsize=(8, 5))
-    colors = {"ps": "tab:blue", "single": "tab:orange", "mwms": "tab:green"}
+    colors = {"ps": "tab:blue", "single": "tab:orange", "mwms": "tab:green", "ps-equal": "tab:purple"}
     for name, runs in curves.items():
         for number, curve in enumerate(runs):
             axes.plot([p[1] for p in curve], [p[2] * 100 for p in curve], marker="o", color=colors[name],
@@ -112,13 +115,14 @@ def outcome(name: str, runs: list[list[tuple[int, float, float]]], target: float
 
 
 LABELS = {"ps": "1 chief + 1 ps + 2 workers (ParameterServerStrategy)", "single": "one process",
-          "mwms": "2 workers (MultiWorkerMirroredStrategy)"}
+          "mwms": "2 workers (MultiWorkerMirroredStrategy)",
+          "ps-equal": "the same PS job, every replica with an equal share of the CPU"}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--target", type=float, default=0.99)
-    parser.add_argument("--compare", choices=("single", "mwms", "none"), default="single",
+    parser.add_argument("--compare", choices=("single", "mwms", "ps-equal", "none"), default="single",
                         help="the setup to run after parameter-server training")
     parser.add_argument("--data-dir", default=str(DATA_DIR))
     parser.add_argument("--eval-every-steps", type=int, default=100)

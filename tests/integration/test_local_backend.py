@@ -16,6 +16,7 @@ import pytest
 
 from launcher.backends.base import AlreadyExists, BackendError, LogOptions, NotFound
 from launcher.backends.local import LocalBackend
+from launcher.backends.local.plan import SERVER_NICE
 from launcher.events import JobCondition, LogEnded, LogLine, ReplicaPhase
 from launcher.render import render
 from launcher.spec import JobSpec, ReplicaSpec, RunPolicy
@@ -113,6 +114,28 @@ def test_detached_job_succeeds_and_every_process_reads_its_state(backend, state,
                      "print(b.status('ok', 'default').phase); print([j.phase for j in b.list(None)]); "
                      "print(sum(1 for _ in b.logs('ok', 'default', 'worker-1')))").stdout.split("\n")
     assert out[:2] == ["Succeeded", "['Succeeded']"] and int(out[2]) >= 2
+
+
+@pytest.mark.parametrize("ps", [1, 0])
+def test_under_ps_the_servers_yield_the_cpu_and_the_job_shares_one_session(backend, state, ps):
+    """ps and workers run SERVER_NICE above this process's nice value, the chief at it
+    (without ps, everyone at it); each replica leads its own process group, all in the
+    supervisor's session (one kernel autogroup for the job, inside which nice applies)."""
+    backend.submit(make_job("prio", state, {"chief-0": ["wait-finish"]}, ps=ps))
+    servers = (["ps-0"] if ps else []) + ["worker-0", "worker-1"]
+    wait_ready(state, *servers)
+    pids = wait_for(lambda: (p := replica_pids(state)).keys() == {"chief-0", *servers} and p, "every pid", DEADLINE)
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    lowered = min(base + SERVER_NICE, 19) if ps else base
+    assert {rid: os.getpriority(os.PRIO_PROCESS, pid) for rid, pid in pids.items()} == {
+        "chief-0": base, **dict.fromkeys(servers, lowered)}
+    session = os.getsid(supervisor_pid(backend, "prio"))
+    assert {rid: (os.getpgid(pid) == pid, os.getsid(pid)) for rid, pid in pids.items()} == dict.fromkeys(
+        pids, (True, session))
+    assert session != os.getsid(0)  # the supervisor's own, not the launcher's
+    (state / "finish").touch()
+    assert wait_phase(backend, "prio").phase == "Succeeded"
+    assert all(gone(pid) for pid in pids.values())
 
 
 # ---- restart policies -----------------------------------------------------------------
@@ -219,6 +242,7 @@ LAUNCHER = """
 import json, sys
 
 from launcher.backends.local import LocalBackend
+from launcher.backends.local.plan import SERVER_NICE
 backend = LocalBackend()
 tfjob = json.load(open(sys.argv[1]))
 backend.submit(tfjob)

@@ -2,8 +2,10 @@
 `mnist_dir` fixture (a small slice of real MNIST as TFRecords, written once per session).
 
 TF_CONFIG comes from launcher.tfconfig (the one implementation of the operator's rules),
-with free local ports instead of service DNS names. Every process writes its output to
-its own log file; `stop()` (also on context exit) kills and reaps whatever still runs.
+with free local ports instead of service DNS names; each replica gets the local backend's
+CPU priority (launcher.backends.local.plan.replica_nice) and, as there, a process group of
+its own in this process's session. Every process writes its output to its own log file;
+`stop()` (also on context exit) kills and reaps whatever still runs.
 
     with TrainerCluster({"Chief": 1, "PS": 1, "Worker": 2}, args, tmp_path) as cluster:
         codes = cluster.wait(timeout=300)
@@ -21,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from launcher.backends.local.plan import replica_nice
 from launcher.events import Progress, parse_progress
 from launcher.render import render
 from launcher.spec import JobSpec, ReplicaSpec
@@ -90,11 +93,16 @@ def run_module(module: str, args: list[str], env: dict[str, str | None] | None =
                           capture_output=True, text=True, timeout=timeout)
 
 
-def spawn(args: list[str], log_path: Path, env: dict[str, str], append: bool = False) -> subprocess.Popen:
-    """`python -m trainer.task ARGS`, its output to `log_path` (appended to: a restart)."""
+def spawn(args: list[str], log_path: Path, env: dict[str, str], append: bool = False,
+          nice: int = 0, session: bool = False) -> subprocess.Popen:
+    """`python -m trainer.task ARGS`, its output to `log_path` (appended to: a restart), its
+    nice value raised by `nice`, in a process group of its own as the local backend's
+    supervisor starts a replica (`session`: in a session of its own instead)."""
+    group = {"start_new_session": True} if session else {"process_group": 0}
     with open(log_path, "ab" if append else "wb") as log:
         return subprocess.Popen([sys.executable, "-m", "trainer.task", *args], cwd=ROOT, env=env,
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                                stdout=log, stderr=subprocess.STDOUT, **group,
+                                preexec_fn=(lambda: os.nice(nice)) if nice else None)
 
 
 _EVALUATE_EXPORT = """
@@ -163,7 +171,11 @@ class Replica:
 
 class TrainerCluster:
     def __init__(self, counts: dict[str, int], args: list[str], workdir: Path,
-                 env: dict[str, str] | None = None, name: str = "local"):
+                 env: dict[str, str] | None = None, name: str = "local", priority: bool = True):
+        """priority=False: every replica in a session of its own at this process's nice
+        value, as the local backend ran them before it gave the chief priority (for
+        bench/time_to_accuracy.py's `ps-equal`)."""
+        self.priority = priority
         spec = JobSpec(name=name, replicas={role: ReplicaSpec(count) for role, count in counts.items()})
         self.tfjob = render(spec)
         self.args = list(args)
@@ -177,6 +189,9 @@ class TrainerCluster:
     def tf_config(self, rtype: str, index: int) -> str | None:
         return tf_config(self.tfjob, rtype, index, self.address)
 
+    def nice(self, rtype: str) -> int:
+        return replica_nice(self.tfjob, rtype) if self.priority else 0
+
     def start(self, names: list[str] | None = None) -> "TrainerCluster":
         """Start the replicas not started yet (only `names`, e.g. ["chief-0"], when given)."""
         for rtype, index in replicas(self.tfjob):
@@ -188,7 +203,7 @@ class TrainerCluster:
             if config is not None:
                 env["TF_CONFIG"] = config
             log_path = self.workdir / f"{name}.log"
-            process = spawn(self.args, log_path, env)
+            process = spawn(self.args, log_path, env, nice=self.nice(rtype), session=not self.priority)
             self.replicas[name] = Replica(name, process, log_path, rtype, index)
         return self
 
@@ -201,7 +216,8 @@ class TrainerCluster:
         config = self.tf_config(replica.rtype, replica.index)
         if config is not None:
             env["TF_CONFIG"] = config
-        replica.process = spawn(args or self.args, replica.log_path, env, append=True)
+        replica.process = spawn(args or self.args, replica.log_path, env, append=True,
+                                nice=self.nice(replica.rtype), session=not self.priority)
 
     def wait_for_line(self, name: str, text: str, timeout: float) -> None:
         """Until `text` appears in the log of `name` (bounded; fails early if it exits)."""

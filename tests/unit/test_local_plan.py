@@ -11,7 +11,7 @@ from launcher.backends.local.logs import (Dating, Tail, Times, follow_logs, prev
                                          rfc3339)
 from launcher.backends.local.runs import ended_instances
 from launcher.events import LogEnded, LogLine
-from launcher.backends.local.plan import REPO_ROOT, build_plan, child_env, proxy_env, replica_argv
+from launcher.backends.local.plan import REPO_ROOT, SERVER_NICE, build_plan, child_env, proxy_env, replica_argv
 from launcher.render import render
 from launcher.spec import JobSpec, ReplicaSpec
 from launcher.tfconfig import tf_config
@@ -77,6 +77,22 @@ def test_proxy_gets_local_hosts_excluded():
         "corp,localhost,127.0.0.1"
 
 
+@pytest.mark.parametrize("replicas, nice", [
+    # parameter-server training: the servers yield the CPU to the chief and an evaluator
+    ({"Chief": 1, "PS": 1, "Worker": 2, "Evaluator": 1},
+     {"chief-0": 0, "ps-0": SERVER_NICE, "worker-0": SERVER_NICE, "worker-1": SERVER_NICE, "evaluator-0": 0}),
+    ({"Chief": 1, "PS": 2, "Worker": 1}, {"chief-0": 0, "ps-0": SERVER_NICE, "ps-1": SERVER_NICE,
+                                          "worker-0": SERVER_NICE}),
+    # synchronous training and one process: nobody yields
+    ({"Worker": 2}, {"worker-0": 0, "worker-1": 0}),
+    ({"Chief": 1, "Worker": 2}, {"chief-0": 0, "worker-0": 0, "worker-1": 0}),
+    ({"Chief": 1}, {"chief-0": 0}),
+])
+def test_under_ps_the_servers_run_at_a_lower_priority_than_the_chief(replicas, nice):
+    assert SERVER_NICE > 0
+    assert {r["id"]: r["nice"] for r in build_plan(job(**replicas), environ={})["replicas"]} == nice
+
+
 def test_manifest_without_replicas_is_refused():
     with pytest.raises(BackendError, match="tfReplicaSpecs"):
         build_plan({"spec": {}}, environ={})
@@ -90,6 +106,8 @@ def test_dry_run_annotates_each_replica_and_starts_nothing(tmp_path):
     assert sorted(notes) == [f"local.tfjob-launcher/{r}" for r in ("chief-0", "ps-0", "worker-0", "worker-1")]
     assert notes["local.tfjob-launcher/ps-0"].startswith("TF_CONFIG='{\"cluster\":")
     assert "-m trainer.task --job-dir /tmp/out --train-steps 5" in notes["local.tfjob-launcher/ps-0"]
+    assert f"' nice -n {SERVER_NICE} /" in notes["local.tfjob-launcher/ps-0"]  # what the supervisor does
+    assert " nice " not in notes["local.tfjob-launcher/chief-0"]
     assert "annotations" not in tfjob["metadata"]  # the input is not modified
     assert list(tmp_path.iterdir()) == []
 

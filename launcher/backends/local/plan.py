@@ -3,7 +3,8 @@
 The plan is derived from the manifest only: the `tensorflow` container's command + args
 (image ignored; a leading python/python3 runs under this interpreter), or
 `python -m trainer.task` + args without a command; its env list and workingDir; TF_CONFIG from the one
-generator in `launcher.tfconfig`, with every replica mapped to a free 127.0.0.1 port.
+generator in `launcher.tfconfig`, with every replica mapped to a free 127.0.0.1 port; and
+each replica's CPU priority on this one machine (`replica_nice`).
 """
 from __future__ import annotations
 
@@ -26,6 +27,10 @@ DEFAULT_RESTART_POLICY = "Never"  # training-operator's default for TFJob replic
 _PYTHON = re.compile(r"^python(3(\.\d+)?)?$")
 _PROXIES = ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY")
 LOCAL_HOSTS = ("127.0.0.1", "localhost")
+# How much lower the ps and workers of parameter-server training run than the chief: the
+# CFS weight of nice 10 is about a ninth of nice 0's, so the chief's dispatch and its
+# evaluations get the CPU they ask for and the servers the rest (README, The local backend).
+SERVER_NICE = 10
 
 
 def free_ports(count: int) -> list[int]:
@@ -97,6 +102,20 @@ def deciding_replica(tfjob: dict) -> str:
     return short_replica(rtype, index)
 
 
+def replica_nice(tfjob: dict, rtype: str) -> int:
+    """How much to raise the nice value of replicas of type `rtype` (0: left as is).
+
+    On a cluster the chief of parameter-server training has cores of its own; here every
+    replica shares this machine's. There the workers, each busy on its own core, would hold
+    the chief's dispatch and its periodic evaluation of the test set to a share of the
+    CPU, and every Eval line would come seconds after its step. So under PS (the job has ps
+    replicas) the ps and workers run SERVER_NICE lower than the chief and an evaluator.
+    Synchronous jobs (MultiWorkerMirrored, one process) stay as they are: each worker there
+    waits for the slowest, so none may yield to another."""
+    types = {t.lower() for t, spec in tfjob["spec"]["tfReplicaSpecs"].items() if int(spec.get("replicas", 1)) > 0}
+    return SERVER_NICE if "ps" in types and rtype.lower() in ("ps", "worker") else 0
+
+
 def build_plan(tfjob: dict, environ: dict | None = None) -> dict:
     """Everything the supervisor needs, as JSON-able data."""
     environ = dict(os.environ if environ is None else environ)
@@ -125,6 +144,7 @@ def build_plan(tfjob: dict, environ: dict | None = None) -> dict:
                 "env": replica_env(tfjob, rtype, index, address, environ),
                 "secretEnv": secret_refs(container(tfjob, rtype)),  # references only, never values
                 "restartPolicy": specs[rtype].get("restartPolicy") or DEFAULT_RESTART_POLICY,
+                "nice": replica_nice(tfjob, rtype),
             }
             for rtype, index in members
         ],
@@ -145,7 +165,9 @@ def child_env(overrides: dict, environ: dict) -> dict[str, str]:
 
 
 def command_line(replica: dict) -> str:
-    """A shell-readable line of what a replica runs (TF_CONFIG first), for dry runs."""
+    """A shell-readable line of what a replica runs (TF_CONFIG first, then `nice -n N`
+    when it runs at a lower priority), for dry runs."""
     tf = replica["env"].get("TF_CONFIG")
     prefix = f"TF_CONFIG={shlex.quote(tf)} " if tf else ""
-    return prefix + shlex.join(replica["argv"])
+    nice = replica.get("nice", 0)
+    return prefix + (f"nice -n {nice} " if nice else "") + shlex.join(replica["argv"])

@@ -185,15 +185,17 @@ class Supervisor:
             return {"mode": HOST, "reason": f"{need}; {err}"}
         return {"mode": ISOLATED, "outbound": "slirp4netns"}
 
-    def preexec(self):
-        """Runs in each replica before exec: die with the supervisor, join the namespace."""
+    def preexec(self, nice: int = 0):
+        """Runs in each replica before exec: die with the supervisor, join the namespace,
+        lower its priority by `nice` (the plan's, see plan.replica_nice)."""
         die, netns = die_with_parent(), self.netns
-        if netns is None:
-            return die
 
         def preexec() -> None:
             die()
-            netns.join()
+            if netns is not None:
+                netns.join()
+            if nice:
+                os.nice(nice)
 
         return preexec
 
@@ -214,7 +216,10 @@ class Supervisor:
                 replica.proc = subprocess.Popen(
                     argv, env=env, cwd=replica.spec.get("cwd"),
                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                    start_new_session=True, preexec_fn=self.preexec())
+                    # a process group of its own (signalled as one), in the supervisor's
+                    # session: with the kernel's autogroups (a CPU share per session) the
+                    # whole job shares one, inside which the plan's nice values apply
+                    process_group=0, preexec_fn=self.preexec(replica.spec.get("nice", 0)))
         except OSError as err:
             replica.ended()
             replica.phase, replica.exit_code = "Failed", 127
