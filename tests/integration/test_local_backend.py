@@ -242,7 +242,6 @@ LAUNCHER = """
 import json, sys
 
 from launcher.backends.local import LocalBackend
-from launcher.backends.local.plan import SERVER_NICE
 backend = LocalBackend()
 tfjob = json.load(open(sys.argv[1]))
 backend.submit(tfjob)

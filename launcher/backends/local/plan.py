@@ -106,7 +106,7 @@ def replica_nice(tfjob: dict, rtype: str) -> int:
     """How much to raise the nice value of replicas of type `rtype` (0: left as is).
 
     On a cluster the chief of parameter-server training has cores of its own; here every
-    replica shares this machine's. There the workers, each busy on its own core, would hold
+    replica shares this machine's. Here the workers, each busy on a core, would hold
     the chief's dispatch and its periodic evaluation of the test set to a share of the
     CPU, and every Eval line would come seconds after its step. So under PS (the job has ps
     replicas) the ps and workers run SERVER_NICE lower than the chief and an evaluator.
