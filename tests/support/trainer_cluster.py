@@ -189,8 +189,14 @@ class TrainerCluster:
     def tf_config(self, rtype: str, index: int) -> str | None:
         return tf_config(self.tfjob, rtype, index, self.address)
 
-    def nice(self, rtype: str) -> int:
-        return replica_nice(self.tfjob, rtype) if self.priority else 0
+    def _spawn(self, rtype: str, index: int, args: list[str], log_path: Path, append: bool) -> subprocess.Popen:
+        """Replica (rtype, index) as a process, with its TF_CONFIG and CPU priority."""
+        env = dict(self.env)
+        config = self.tf_config(rtype, index)
+        if config is not None:
+            env["TF_CONFIG"] = config
+        nice = replica_nice(self.tfjob, rtype) if self.priority else 0
+        return spawn(args, log_path, env, append=append, nice=nice, session=not self.priority)
 
     def start(self, names: list[str] | None = None) -> "TrainerCluster":
         """Start the replicas not started yet (only `names`, e.g. ["chief-0"], when given)."""
@@ -198,12 +204,8 @@ class TrainerCluster:
             name = f"{rtype.lower()}-{index}"
             if name in self.replicas or (names is not None and name not in names):
                 continue
-            env = dict(self.env)
-            config = self.tf_config(rtype, index)
-            if config is not None:
-                env["TF_CONFIG"] = config
             log_path = self.workdir / f"{name}.log"
-            process = spawn(self.args, log_path, env, nice=self.nice(rtype), session=not self.priority)
+            process = self._spawn(rtype, index, self.args, log_path, append=False)
             self.replicas[name] = Replica(name, process, log_path, rtype, index)
         return self
 
@@ -212,12 +214,7 @@ class TrainerCluster:
         operator restarts a pod: same TF_CONFIG and address; `args` replace the flags."""
         replica = self.replicas[name]
         assert replica.process.poll() is not None, f"{name} still runs"
-        env = dict(self.env)
-        config = self.tf_config(replica.rtype, replica.index)
-        if config is not None:
-            env["TF_CONFIG"] = config
-        replica.process = spawn(args or self.args, replica.log_path, env, append=True,
-                                nice=self.nice(replica.rtype), session=not self.priority)
+        replica.process = self._spawn(replica.rtype, replica.index, args or self.args, replica.log_path, append=True)
 
     def wait_for_line(self, name: str, text: str, timeout: float) -> None:
         """Until `text` appears in the log of `name` (bounded; fails early if it exits)."""

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ...events import short_replica
 from ...spec import TRAINER_MODULE
-from ...tfconfig import replicas, tf_config
+from ...tfconfig import replica_counts, replicas, tf_config
 from ..base import BackendError
 from .secrets import secret_refs
 
@@ -94,7 +94,7 @@ def replica_env(tfjob: dict, rtype: str, index: int, address, environ: dict) -> 
 
 def deciding_replica(tfjob: dict) -> str:
     """The replica whose success is the job's: the chief, else worker-0 (operator rule)."""
-    counts = {rtype: int(spec.get("replicas", 1)) for rtype, spec in tfjob["spec"]["tfReplicaSpecs"].items()}
+    counts = replica_counts(tfjob)
     for rtype in ("Chief", "Master", "Worker"):
         if counts.get(rtype, 0) > 0:
             return short_replica(rtype, 0)
@@ -112,8 +112,8 @@ def replica_nice(tfjob: dict, rtype: str) -> int:
     replicas) the ps and workers run SERVER_NICE lower than the chief and an evaluator.
     Synchronous jobs (MultiWorkerMirrored, one process) stay as they are: each worker there
     waits for the slowest, so none may yield to another."""
-    types = {t.lower() for t, spec in tfjob["spec"]["tfReplicaSpecs"].items() if int(spec.get("replicas", 1)) > 0}
-    return SERVER_NICE if "ps" in types and rtype.lower() in ("ps", "worker") else 0
+    under_ps = any(t.lower() == "ps" and count > 0 for t, count in replica_counts(tfjob).items())
+    return SERVER_NICE if under_ps and rtype.lower() in ("ps", "worker") else 0
 
 
 def build_plan(tfjob: dict, environ: dict | None = None) -> dict:
