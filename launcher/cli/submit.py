@@ -13,7 +13,8 @@ from ..backends import resolve_kind
 from . import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from .args import build_spec, uses_gpus
 from ..events import JobCondition, evaluator_line
-from ..spec import DEFAULT_NAMESPACE, JobSpec, SpecError, check_local_inputs, check_trainer_args
+from ..spec import (DEFAULT_NAMESPACE, JobSpec, SpecError, check_local_capacity, check_local_inputs,
+                    check_trainer_args)
 from ..view import suspended_note
 
 DEFAULT_MAX_RESUBMITS = 3
@@ -269,6 +270,8 @@ def submit(args, trainer_args, factory) -> int:
             require_tensorflow(spec)
             require_local_secrets(spec)
             check_local_inputs(spec, kind, os.environ)
+        elif dry_run == "server":  # the plan it prints reserves a port per replica
+            check_local_capacity(spec, kind)
     backend = factory(kind) if (kind == "local" or dry_run != "client") else None
     if backend is not None:
         spec = _with_default_job_dir(spec, backend)

@@ -132,6 +132,9 @@ def test_bad_input_submits_nothing(client):
     with pytest.raises(SpecError, match=r"^trainer arguments \(after --\): --data-dir '/nonexistent/data' does not exist"):
         client.create_job(JobSpec(name="z", replicas={"Worker": ReplicaSpec(1)},
                                   trainer_args=("--data-dir", "/nonexistent/data")))
+    with pytest.raises(SpecError, match=r"^--workers: the local backend runs each of the job's 100,000 replicas as a "
+                                        r"process on this machine, and they need at least 19,531\.2 GB of memory"):
+        client.create_job(JobSpec(name="w", replicas={"Worker": ReplicaSpec(100_000)}))
     assert client.list_jobs(None) == []
 
 

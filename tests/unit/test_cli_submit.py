@@ -243,6 +243,22 @@ def test_a_local_job_whose_replicas_would_all_fail_at_start_is_refused(cli, extr
     assert backend.submitted == []
 
 
+@pytest.mark.parametrize("mode", ["--detach", "--dry-run=server"])
+def test_a_local_job_beyond_this_machines_memory_is_refused_before_anything_starts(cli, mode):
+    """100,002 replicas of at least 200 MB each: more than this (or any) machine has; the
+    server dry run would reserve a port for each."""
+    backend = FakeBackend(name="local", default_dir="/runs")
+    result = submit(cli, backend, mode, "--workers", "100000")
+    line = result.err.splitlines()[-1]
+    assert (result.code, result.out) == (2, ""), result.err
+    assert line.startswith("error: --workers: the local backend runs each of the job's 100,002 replicas as a "
+                           "process on this machine, and they need at least 19,531.6 GB of memory (200 MB each); ")
+    assert line.endswith(" replicas here, or a cluster (--backend k8s)")
+    assert backend.submitted == [] and backend.dry_runs == []
+    assert submit(cli, FakeBackend(name="k8s"), mode, "--workers", "100000").code == 0  # the cluster places them
+    assert submit(cli, FakeBackend(name="local"), "--dry-run=client", "--workers", "100000").code == 0  # prints it
+
+
 def test_an_empty_default_data_dir_is_refused_and_prepare_data_lets_it_through(cli, tmp_path, monkeypatch):
     monkeypatch.setenv("MNIST_DATA_DIR", str(tmp_path))  # there, but no train-* records
     result = submit(cli, FakeBackend(name="local", default_dir="/runs"), "--detach")

@@ -1,6 +1,9 @@
 """What the local backend would run per replica: command, env, TF_CONFIG, dry run."""
 import json
 import os
+import re
+import resource
+import subprocess
 import sys
 
 import pytest
@@ -260,3 +263,16 @@ def test_a_follower_reads_the_records_written_after_it_started(tmp_path):
     with open(times, "a") as out:
         out.write("garbage\n8 200.0\n")  # a record it cannot read is skipped
     assert [l.line for l in tail.read()] == ["1970-01-01T00:03:20.000000000Z two"]
+
+
+def test_running_out_of_ports_or_descriptors_is_one_line_not_a_traceback():
+    """free_ports holds a socket per replica while it picks: under `ulimit -n 64` 200 cannot all be open."""
+    probe = ("from launcher.backends.base import BackendError\n"
+             "from launcher.backends.local.plan import free_ports\n"
+             "try:\n    free_ports(200)\nexcept BackendError as err:\n    print(err)\n")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64)))
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert re.fullmatch(r"cannot reserve a 127\.0\.0\.1 port for each of the job's 200 replicas \(\d+ reserved: "
+                        r"Too many open files\); use fewer replicas here, raise the open-file limit \(ulimit -n\), "
+                        r"or a cluster \(--backend k8s\)\n", done.stdout), done.stdout

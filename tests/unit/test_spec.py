@@ -1,7 +1,8 @@
 """JobSpec rules: every bad value is refused with the field that names the flag."""
 import pytest
 
-from launcher.spec import JobSpec, ReplicaSpec, RunPolicy, SpecError
+from launcher.spec import (LOCAL_REPLICA_BYTES, JobSpec, ReplicaSpec, RunPolicy, SpecError, available_memory,
+                           check_local_capacity)
 
 
 def ps_job(**kw):
@@ -221,3 +222,26 @@ DIGEST = "sha256:" + "ab" * 32
 ])
 def test_valid_values_are_accepted(kwargs):
     ps_job(**kwargs)
+
+
+def test_local_capacity_counts_every_replica_against_the_memory_there_is():
+    """Six replicas of at least LOCAL_REPLICA_BYTES each: they fit in six times that, not in a byte less."""
+    job = ps_job(replicas={"Chief": ReplicaSpec(1), "PS": ReplicaSpec(1), "Worker": ReplicaSpec(4)})
+    check_local_capacity(job, "local", available=6 * LOCAL_REPLICA_BYTES)
+    with pytest.raises(SpecError) as refused:
+        check_local_capacity(job, "local", available=6 * LOCAL_REPLICA_BYTES - 1)
+    assert str(refused.value) == (
+        "--workers: the local backend runs each of the job's 6 replicas as a process on this machine, and they need "
+        "at least 1.2 GB of memory (200 MB each); 1.2 GB is available; use at most 5 replicas here, or a cluster "
+        "(--backend k8s)")
+    many_ps = ps_job(replicas={"Chief": ReplicaSpec(1), "PS": ReplicaSpec(8), "Worker": ReplicaSpec(2)})
+    with pytest.raises(SpecError, match=r"^--ps: .* 11 replicas .* use at most 0 replicas here"):
+        check_local_capacity(many_ps, "local", available=LOCAL_REPLICA_BYTES - 1)
+    check_local_capacity(job, "k8s", available=0)  # a cluster's scheduler places them
+    check_local_capacity(ps_job(command=("python", "serve.py")), "local", available=0)  # another program's needs
+
+
+def test_available_memory_is_this_machines_at_most():
+    with open("/proc/meminfo") as meminfo:
+        total = next(int(line.split()[1]) * 1024 for line in meminfo if line.startswith("MemTotal:"))
+    assert 0 < available_memory() <= total

@@ -8,6 +8,7 @@ each replica's CPU priority on this one machine (`replica_nice`).
 """
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shlex
@@ -37,10 +38,16 @@ def free_ports(count: int) -> list[int]:
     """`count` distinct free TCP ports on 127.0.0.1 (held open together while picking)."""
     with ExitStack() as stack:
         ports = []
-        for _ in range(count):
-            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            sock.bind(("127.0.0.1", 0))
-            ports.append(sock.getsockname()[1])
+        try:
+            for _ in range(count):
+                sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+                sock.bind(("127.0.0.1", 0))
+                ports.append(sock.getsockname()[1])
+        except OSError as err:  # out of file descriptors (ulimit -n) or of ephemeral ports
+            raise BackendError(f"cannot reserve a 127.0.0.1 port for each of the job's {count:,} replicas "
+                               f"({len(ports):,} reserved: {err.strerror}); use fewer replicas here"
+                               f"{', raise the open-file limit (ulimit -n)' if err.errno == errno.EMFILE else ''}"
+                               ", or a cluster (--backend k8s)") from None
         return ports
 
 
