@@ -127,6 +127,16 @@ def _print(line: str = "") -> None:
     print(line, flush=True)
 
 
+LOCAL_NAMESPACE_NOTE = ("note: --namespace is not used by the local model server (its models have no namespace; "
+                        "with `serve --from-job` it names the job's)")
+
+
+def _local_namespace_note(args) -> None:
+    """On the local backend, a --namespace that does nothing is said once."""
+    if args.namespace is not None and not (args.command == "serve" and args.from_job):
+        print(LOCAL_NAMESPACE_NOTE, file=sys.stderr)
+
+
 def job_export(tfjob: dict) -> str | None:
     """JOB_DIR/export of a TFJob manifest (the --job-dir its replicas were given)."""
     for replica in (tfjob.get("spec", {}).get("tfReplicaSpecs") or {}).values():
@@ -206,6 +216,7 @@ def serve(args, factory) -> int:
                         "--backend k8s")
     from .local import LocalModels
 
+    _local_namespace_note(args)
     models = LocalModels()
     model_dir = _local_model_dir(args)
     model, process = models.serve(args.name, model_dir, args.host, args.port, args.timeout,
@@ -336,6 +347,7 @@ def models_command(args, factory) -> int:
         return _models_k8s(args)
     from .local import LocalModels
 
+    _local_namespace_note(args)
     models = LocalModels()
     if args.models_command == "delete":
         check_model_name(args.name)
@@ -379,6 +391,7 @@ def _server(args) -> Iterator[client.Server]:
         return
     from .local import LocalModels
 
+    _local_namespace_note(args)
     model = LocalModels().get(args.name)
     if model is None:
         raise NotFound(f"model {args.name} is not served here; start it with `{PROG} serve {args.name} "
@@ -429,4 +442,8 @@ def predict(args, factory) -> int:
 
 
 def run(args: argparse.Namespace, factory) -> int:
+    if args.namespace is not None:  # refused when bad, whichever backend and command (as the job commands do)
+        from ..cli import namespace_of
+
+        namespace_of(args)
     return {"serve": serve, "models": models_command, "predict": predict}[args.command](args, factory)

@@ -156,6 +156,22 @@ def test_models_list_without_models_says_so_as_kubectl_does(cli, runs):
     assert (result.code, result.out, result.err) == (0, "", "No resources found\n")
 
 
+@pytest.mark.parametrize("argv", [["models", "list"], ["models", "delete", "mnist"], ["serve", "mnist", "--model-dir",
+                                   "{export}"], ["predict", "mnist", "--json-instances", "{request}"]])
+def test_a_bad_namespace_is_refused_and_a_good_one_said_unused_by_local_models(cli, runs, export, request_file, argv):
+    argv = [a.format(export=export, request=request_file) for a in argv]
+    for backend in ("local", "k8s"):
+        cli(*argv, "--backend", backend, "-n", "Bad NS").refused("--namespace")
+    assert not (runs / "_models").exists()
+    if argv[0] == "serve":  # a model dir that is not there: the note, then the refusal (no server started)
+        argv[-1] += "/missing"
+    unused = cli(*argv, "--backend", "local", "-n", "team").err.splitlines()
+    assert unused[0] == ("note: --namespace is not used by the local model server (its models have no namespace; "
+                         "with `serve --from-job` it names the job's)")
+    assert "note: --namespace" not in cli("serve", "mnist", "--from-job", "nosuchjob", "--backend", "local", "-n",
+                                          "team").err
+
+
 def test_table_has_one_line_per_instance_key_first_and_full_precision():
     probabilities = [0.1234567890123, 1e-09, 0.8765432099877]
     lines = table([{"probabilities": probabilities, "classes": 2, "key": 10},
