@@ -229,6 +229,11 @@ def check_job_dir(job_dir: str | None) -> None:
         raise SpecError("--job-dir", "empty or contains a newline; use a plain local path")
 
 
+def replica_count_flag(role: str) -> str:
+    """The flag that sets a role's replica count: --workers, --ps, --chief, --evaluator."""
+    return "--workers" if role == "Worker" else f"--{role.lower()}"
+
+
 @dataclass(frozen=True)
 class ReplicaSpec:
     """One TFJob replica type: how many, and what each pod gets."""
@@ -253,7 +258,7 @@ class ReplicaSpec:
 
     def check(self, role: str) -> None:
         flag = role.lower()
-        count_flag = f"--{'workers' if role == 'Worker' else flag}"
+        count_flag = replica_count_flag(role)
         if not isinstance(self.count, int) or self.count < 0:
             raise SpecError(count_flag, f"replica count {self.count!r} is invalid; use an integer >= 0")
         if self.count > INT32_MAX:
@@ -745,15 +750,14 @@ def check_local_capacity(spec: JobSpec, kind: str, available: int | None = None)
     if kind != "local" or not runs_this_trainer(spec, kind):
         return
     available = available_memory() if available is None else available
-    total = sum(replica.count for replica in spec.replicas.values())
+    total = spec.total_replicas()
     if available is None or total * LOCAL_REPLICA_BYTES <= available:
         return
     role = max(spec.replicas, key=lambda r: spec.replicas[r].count)
-    flag = "--workers" if role == "Worker" else f"--{role.lower()}"
-    raise SpecError(flag, f"the local backend runs each of the job's {total:,} replicas as a process on this "
-                    f"machine, and they need at least {_gigabytes(total * LOCAL_REPLICA_BYTES)} of memory "
-                    f"({LOCAL_REPLICA_BYTES // 2**20} MB each); {_gigabytes(available)} is available; use at most "
-                    f"{available // LOCAL_REPLICA_BYTES:,} replicas here, or a cluster (--backend k8s)")
+    raise SpecError(replica_count_flag(role), f"the local backend runs each of the job's {total:,} replicas as a "
+                    f"process on this machine, and they need at least {_gigabytes(total * LOCAL_REPLICA_BYTES)} of "
+                    f"memory ({LOCAL_REPLICA_BYTES // 2**20} MB each); {_gigabytes(available)} is available; use at "
+                    f"most {available // LOCAL_REPLICA_BYTES:,} replicas here, or a cluster (--backend k8s)")
 
 
 def check_local_inputs(spec: JobSpec, kind: str, environ: Mapping[str, str]) -> None:
