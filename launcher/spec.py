@@ -225,8 +225,10 @@ def check_job_dir(job_dir: str | None) -> None:
         return
     if "://" in job_dir:
         raise SpecError("--job-dir", f"{job_dir!r} is not supported; use a local path or gs://BUCKET/path")
-    if not job_dir or "\n" in job_dir or "\x00" in job_dir:
-        raise SpecError("--job-dir", "empty or contains a newline; use a plain local path")
+    if not job_dir.strip():
+        raise SpecError("--job-dir", "is empty; use a local path or gs://BUCKET/path")
+    if "\n" in job_dir or "\r" in job_dir or "\x00" in job_dir:
+        raise SpecError("--job-dir", f"{job_dir!r} contains a line break or a NUL byte; use a plain local path")
 
 
 def replica_count_flag(role: str) -> str:

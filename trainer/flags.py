@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import functools
+import math
 import os
 import re
 import sys
@@ -99,7 +101,7 @@ def _number(text: str, cast, what: str):
         raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
 
 
-def _positive(text: str) -> int:
+def positive_int(text: str) -> int:
     value = _number(text, int, "an integer > 0")
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
@@ -110,7 +112,20 @@ def _positive_float(text: str) -> float:
     value = _number(text, float, "a number > 0")
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
     return value
+
+
+def location(text: str, env: str | None = None, what: str = "a local directory or a gs:// URL") -> str:
+    """A path flag's value (local or gs://), refused when blank: an unset shell variable
+    (`--job-dir $JOB`) is not the default, and an empty job dir would put its checkpoints/,
+    train/ and export/ at the filesystem's root (paths.join). `env`: the variable that gives
+    the default, named in the error; `what`: the values the flag takes."""
+    if not text.strip():
+        given = f" (without the flag, env {env} when it is set)" if env else ""
+        raise argparse.ArgumentTypeError(f"is empty; give {what}{given}")
+    return text
 
 
 def _non_negative(text: str) -> int:
@@ -121,10 +136,10 @@ def _non_negative(text: str) -> int:
 
 
 def _env(name: str, default, cast=int):
-    """A default from the environment; an unparsable value falls back to `default`."""
+    """A default from the environment; a value `cast` refuses falls back to `default`."""
     try:
-        return cast(os.environ.get(name, default))
-    except ValueError:
+        return cast(os.environ.get(name, str(default)))
+    except (ValueError, argparse.ArgumentTypeError):
         return default
 
 
@@ -137,12 +152,13 @@ def parser() -> Parser:
                     "no TF_CONFIG = one process.",
         formatter_class=HelpFormatter,
         allow_abbrev=False)  # as gcloud: `--steps 200` is refused, not read as --steps-per-execution
-    p.add_argument(*JOB_DIR_FLAGS, dest="job_dir",
-                   default=os.environ.get("JOB_DIR", os.path.join("runs", "mnist")),
-                   help="local dir or gs:// URL for checkpoints, TensorBoard events (train/, eval/) and "
-                        "export/<version>/; a restart resumes from its latest checkpoint (env JOB_DIR; the "
-                        "Cloud ML samples' spellings are accepted)")
-    p.add_argument("--data-dir", "--data_dir", dest="data_dir", default=None,
+    _flag(p, JOB_DIR_FLAGS[0], aliases=JOB_DIR_FLAGS[1:], dest="job_dir",
+          type=functools.partial(location, env="JOB_DIR"),
+          default=os.environ.get("JOB_DIR", os.path.join("runs", "mnist")),
+          help="local dir or gs:// URL for checkpoints, TensorBoard events (train/, eval/) and "
+               "export/<version>/; a restart resumes from its latest checkpoint (env JOB_DIR; the "
+               "Cloud ML samples' spellings are accepted)")
+    p.add_argument("--data-dir", "--data_dir", dest="data_dir", default=None, type=location,
                    help="dir or gs:// URL with the model's train-* and test-* (taxi: eval-*) .tfrecord (or "
                         ".tfrecord.gz) files written by `python -m trainer.data [--dataset taxi] --out DIR` "
                         "(default: env MNIST_DATA_DIR or data/mnist; taxi: env TAXI_DATA_DIR or data/taxi)")
@@ -160,10 +176,10 @@ def parser() -> Parser:
                         "data dir leave one whole copy)")
     p.add_argument("--model", default="mnist", choices=sorted(MODELS), help="model to train")
     p.add_argument("--train-steps", "--train_steps", "--max_steps", "--max-steps", dest="train_steps",
-                   type=_positive, default=None, help="global training steps in total (default: the model's: "
+                   type=positive_int, default=None, help="global training steps in total (default: the model's: "
                    + ", ".join(f"{name} {steps}" for name, steps in TRAIN_STEPS.items()) + ")")
     _flag(p, "--batch-size", aliases=("--batch_size", "--train_batch_size", "--train-batch-size"), dest="batch_size",
-          type=_positive, default=100, help="examples per worker per step")
+          type=positive_int, default=100, help="examples per worker per step")
     _flag(p, "--learning-rate", aliases=("--learning_rate",), dest="learning_rate", type=_positive_float,
           default=3e-3, help="Adam learning rate (at the start)")
     p.add_argument("--learning-rate-decay", choices=("constant", "cosine"), default="cosine",
@@ -172,9 +188,9 @@ def parser() -> Parser:
     p.add_argument("--warmup-steps", type=_non_negative, default=100,
                    help="raise the learning rate linearly from 0 over the first N steps (at most a "
                         "quarter of --train-steps)")
-    p.add_argument("--steps-per-execution", type=_positive, default=10,
+    p.add_argument("--steps-per-execution", type=positive_int, default=10,
                    help="training steps per scheduled tf.function call (cuts coordinator overhead)")
-    p.add_argument("--log-every-steps", type=_positive, default=100, help="print a Train line every N steps")
+    p.add_argument("--log-every-steps", type=positive_int, default=100, help="print a Train line every N steps")
     p.add_argument("--eval-every-steps", type=_non_negative, default=500,
                    help="evaluate on the test set every N steps (0: only at the end); a parameter-server chief "
                         "evaluates beside the training, and its Eval line, naming step N, comes when that is done")
@@ -183,20 +199,21 @@ def parser() -> Parser:
                         "learning rate goes with every Train line, the model graph once")
     p.add_argument("--checkpoint-every-steps", type=_non_negative, default=500,
                    help="save a checkpoint every N steps (0: only at the end)")
-    p.add_argument("--ps-min-shard-bytes", type=_positive, default=256 << 10,
+    p.add_argument("--ps-min-shard-bytes", type=positive_int, default=256 << 10,
                    help="with ps: a variable is split across the ps tasks (MinSizePartitioner) into at most one "
                         "shard per ps, each at least this many bytes; a smaller value spreads smaller variables, "
                         "e.g. the taxi model's embedding tables, over the ps tasks")
-    _flag(p, "--eval-batch-size", aliases=("--eval_batch_size",), dest="eval_batch_size", type=_positive,
+    _flag(p, "--eval-batch-size", aliases=("--eval_batch_size",), dest="eval_batch_size", type=positive_int,
           default=500, help="batch size of evaluation")
-    p.add_argument("--threads", type=_non_negative, default=_env("TRAINER_THREADS", 0),
+    p.add_argument("--threads", type=_non_negative, default=_env("TRAINER_THREADS", 0, _non_negative),
                    help="intra-op threads of this process; 0: sized for the machine (replicas on one "
                         "machine share its cores, a container's CPU limit caps it, else TensorFlow "
                         "decides) (env TRAINER_THREADS)")
-    p.add_argument("--poll-seconds", type=float, default=_env("TRAINER_POLL_SECONDS", 5.0, float),
+    p.add_argument("--poll-seconds", type=_positive_float, default=_env("TRAINER_POLL_SECONDS", 5.0, _positive_float),
                    help="ps/worker/evaluator: how often to look for the chief's done marker in --job-dir "
                         "(env TRAINER_POLL_SECONDS)")
-    p.add_argument("--orphan-seconds", type=float, default=_env("TRAINER_ORPHAN_SECONDS", 900.0, float),
+    p.add_argument("--orphan-seconds", type=_positive_float,
+                   default=_env("TRAINER_ORPHAN_SECONDS", 900.0, _positive_float),
                    help="ps/worker/evaluator: exit when the chief has been unreachable this long "
                         "(env TRAINER_ORPHAN_SECONDS)")
     return p

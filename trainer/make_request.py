@@ -11,11 +11,12 @@ the model's `request_instances()` makes them. MNIST test images:
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 
 from trainer import data, lazy, models
-from trainer.flags import _positive as positive_int
+from trainer.flags import location, positive_int
 from trainer.models import MODELS, default_data_dir
 
 tf = lazy.module("tensorflow")  # --help and flag errors without TensorFlow's import
@@ -49,11 +50,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-keys", dest="keys", action="store_false", help="leave out the `key` field (MNIST; such "
                         "lines go to the `unkeyed` signature)")
     args = parser.parse_args(argv)
-    try:  # checked here, not by argparse: one line, as the errors below
-        count = positive_int(args.count)
-    except argparse.ArgumentTypeError as error:
-        print(f"trainer.make_request: --count: {error}", file=sys.stderr)
-        return 2
+    checks = (("--count", positive_int, args.count), ("--data-dir", location, args.data_dir),
+              ("--out", functools.partial(location, what="a local file, a gs:// URL or - for stdout"), args.out))
+    for flag, check, value in checks:  # checked here, not by argparse: one line, as the errors below
+        try:
+            if value is not None:
+                check(value)
+        except argparse.ArgumentTypeError as error:
+            print(f"trainer.make_request: {flag}: {error}", file=sys.stderr)
+            return 2
+    count = int(args.count)
     args.data_dir = args.data_dir or default_data_dir(args.model)
     try:
         rows, labels = instances(args.data_dir, count, args.keys, args.model)

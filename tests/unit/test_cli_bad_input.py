@@ -59,6 +59,7 @@ REFUSED = [
     (["--job-dir", "s3://bucket/x"], "--job-dir"),
     (["--job-dir", "gs://B/x"], "--job-dir"),
     (["--job-dir", "/tmp/out\nkind: Pod"], "--job-dir"),
+    (["--job-dir", " "], "--job-dir"),  # blank: the trainer would have put checkpoints/ at /
     (["--image", "repo/img:1 --privileged"], "--image"),
     (["--image", ""], "--image"),
     (["--service-account", "Admin SA"], "--service-account"),

@@ -98,6 +98,21 @@ def test_missing_records_tell_how_to_make_them(tmp_path):
     assert f"python -m trainer.data --out {tmp_path / 'nowhere'}" in message
 
 
+@pytest.mark.parametrize("argv, expected", [
+    (["--train-limit", "-1"], "argument --train-limit: must be > 0, got -1"),  # was the first 59,999 (a slice)
+    (["--test-limit", "0"], "argument --test-limit: must be > 0, got 0"),  # was test files without records
+    (["--out", ""], "argument --out: is empty; give a local directory or a gs:// URL"),  # was the default dir
+])
+def test_the_command_refuses_bad_limits_and_an_empty_out_in_one_line_writing_nothing(tmp_path, monkeypatch, capsys,
+                                                                                    argv, expected):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        data.main([*argv, "--offline"] + ([] if "--out" in argv else ["--out", str(tmp_path / "out")]))
+    assert exit_info.value.code == 2
+    assert capsys.readouterr() == ("", f"python -m trainer.data: error: {expected} (see --help)\n")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_sixteen_training_pipelines_over_fewer_files_read_each_record_once_per_epoch(tmp_path):
     count = 64
     images = np.zeros((count, 28, 28), np.uint8)

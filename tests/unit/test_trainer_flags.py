@@ -31,6 +31,24 @@ def test_environment_defaults(monkeypatch):
     assert (args.data_dir, args.job_dir, args.threads, args.poll_seconds) == ("gs://bucket/mnist", "gs://bucket/job", 1, 5.0)
 
 
+def test_environment_defaults_out_of_range_fall_back(monkeypatch):
+    """As an unparsable value: the flag's own default, not a negative sleep or thread count."""
+    monkeypatch.setenv("TRAINER_THREADS", "-1")
+    monkeypatch.setenv("TRAINER_POLL_SECONDS", "-3")
+    monkeypatch.setenv("TRAINER_ORPHAN_SECONDS", "inf")
+    args = flags.parse([])
+    assert (args.threads, args.poll_seconds, args.orphan_seconds) == (0, 5.0, 900.0)
+
+
+def test_an_empty_job_dir_from_the_environment_is_refused(monkeypatch, capsys):
+    monkeypatch.setenv("JOB_DIR", "")
+    with pytest.raises(SystemExit) as exit_info:
+        flags.parse([])
+    assert exit_info.value.code == 2
+    assert "argument --job-dir: is empty" in capsys.readouterr().err
+    assert flags.parse(["--job-dir", "runs/given"]).job_dir == "runs/given"  # a given flag wins
+
+
 @pytest.mark.parametrize("argv, expected", [
     (["--train-steps", "0"], "--train-steps/--train_steps/--max_steps/--max-steps: must be > 0"),
     (["--model", "resnet"], "invalid choice: 'resnet'"),
@@ -52,6 +70,13 @@ def test_environment_defaults(monkeypatch):
     (["--learning_rate", "0"], "argument --learning-rate: must be > 0, got 0"),
     (["--train_batch_size", "0"], "argument --batch-size: must be > 0, got 0"),
     (["--train-files"], "argument --train_data_paths/--train-data-paths: expected at least one argument"),
+    (["--learning-rate", "inf"], "--learning-rate: must be a finite number, got inf"),
+    (["--poll-seconds", "-1"], "--poll-seconds: must be > 0, got -1"),  # was time.sleep(-1)'s traceback
+    (["--poll-seconds", "nan"], "--poll-seconds: must be > 0, got nan"),
+    (["--orphan-seconds", "0"], "--orphan-seconds: must be > 0, got 0"),
+    # an empty job dir put checkpoints/, train/ and export/ at the filesystem's root
+    (["--job-dir", ""], "argument --job-dir: is empty; give a local directory or a gs:// URL"),
+    (["--output_path= "], "argument --job-dir: is empty"),
 ])
 def test_bad_flags_exit_2_with_one_line(argv, expected, capsys):
     with pytest.raises(SystemExit) as exit_info:

@@ -32,6 +32,19 @@ def test_a_count_below_one_is_refused_in_one_line_and_nothing_is_written(data_di
     assert not out.exists()
 
 
+@pytest.mark.parametrize("flag, expected", [
+    ("--out", "trainer.make_request: --out: is empty; give a local file, a gs:// URL or - for stdout\n"),
+    # an unset shell variable (`--data-dir $DATA`) is not the default data dir
+    ("--data-dir", "trainer.make_request: --data-dir: is empty; give a local directory or a gs:// URL\n"),
+])
+def test_an_empty_path_is_refused_in_one_line(data_dir, tmp_path, capsys, monkeypatch, flag, expected):
+    monkeypatch.chdir(tmp_path)
+    given = {"--data-dir": data_dir, "--out": "request.json", flag: " "}
+    assert make_request.main([arg for pair in given.items() for arg in pair]) == 2
+    assert capsys.readouterr() == ("", expected)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_asking_more_than_there_are_says_how_many_were_written(data_dir, tmp_path, capsys):
     out = tmp_path / "request.json"
     assert make_request.main(["--data-dir", data_dir, "--count", "20", "--out", str(out)]) == 0
