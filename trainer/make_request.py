@@ -52,14 +52,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     checks = (("--count", positive_int, args.count), ("--data-dir", location, args.data_dir),
               ("--out", functools.partial(location, what="a local file, a gs:// URL or - for stdout"), args.out))
+    checked = {}
     for flag, check, value in checks:  # checked here, not by argparse: one line, as the errors below
         try:
-            if value is not None:
-                check(value)
+            checked[flag] = None if value is None else check(value)
         except argparse.ArgumentTypeError as error:
             print(f"trainer.make_request: {flag}: {error}", file=sys.stderr)
             return 2
-    count = int(args.count)
+    count = checked["--count"]
     args.data_dir = args.data_dir or default_data_dir(args.model)
     try:
         rows, labels = instances(args.data_dir, count, args.keys, args.model)
