@@ -335,8 +335,8 @@ def dataset(data: str | Source, split: str, batch_size: int, training: bool, see
 # ---- CLI ---------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
     lazy.quiet_tensorflow()
-    parser = flags.Parser(  # one-line errors (exit 2), as trainer.task's
-        prog="python -m trainer.data",
+    parser = flags.Parser(  # one-line errors (exit 2), as those below
+        prog="python -m trainer.data", label="trainer.data",
         description="Write a dataset as TFRecord shards to a local dir or gs:// URL. mnist: MNIST "
                     "(CC BY-SA 3.0), raw files cached in $MNIST_CACHE_DIR (default ~/.cache/tfjob-trainer/mnist). "
                     "taxi: the Chicago taxi trips sample of the tfx 1.21.0 wheel (City of Chicago data), "

@@ -46,9 +46,16 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 class Parser(argparse.ArgumentParser):
     """argparse with a one-line error (exit 2) instead of usage + error; with `raising`,
-    FlagError instead (check())."""
+    FlagError instead (check()). `label`: the line reads as the command's own errors do,
+    `LABEL: --flag: message (see --help)` (trainer.predict's, serve's `error`), instead of
+    `PROG: error: argument --flag: message (see --help)`. Flags are taken whole, as gcloud
+    takes them (`--json-instance` is not --json-instances)."""
 
     raising = False
+
+    def __init__(self, *args, label: str | None = None, **kwargs):
+        super().__init__(*args, **{"allow_abbrev": False, **kwargs})
+        self.label = label
 
     def error(self, message: str):
         for action in self._actions:  # named as before the aliases came (_flag())
@@ -59,6 +66,9 @@ class Parser(argparse.ArgumentParser):
             message += f" ({hint})"
         if self.raising:
             raise FlagError(message)
+        if self.label is not None:
+            print(f"{self.label}: {message.removeprefix('argument ')} (see --help)", file=sys.stderr)
+            sys.exit(2)
         print(f"{self.prog}: error: {message} (see --help)", file=sys.stderr)
         sys.exit(2)
 
@@ -150,8 +160,7 @@ def parser() -> Parser:
                     "writes it: chief = coordinator of parameter-server training, ps/worker = servers, "
                     "workers without ps = MultiWorkerMirrored, evaluator = side-car evaluation of checkpoints; "
                     "no TF_CONFIG = one process.",
-        formatter_class=HelpFormatter,
-        allow_abbrev=False)  # as gcloud: `--steps 200` is refused, not read as --steps-per-execution
+        formatter_class=HelpFormatter)  # as gcloud: `--steps 200` is refused, not read as --steps-per-execution
     _flag(p, JOB_DIR_FLAGS[0], aliases=JOB_DIR_FLAGS[1:], dest="job_dir",
           type=functools.partial(location, env="JOB_DIR"),
           default=os.environ.get("JOB_DIR", os.path.join("runs", "mnist")),

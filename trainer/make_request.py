@@ -16,7 +16,7 @@ import json
 import sys
 
 from trainer import data, lazy, models
-from trainer.flags import location, positive_int
+from trainer.flags import Parser, location, positive_int
 from trainer.models import MODELS, default_data_dir
 
 tf = lazy.module("tensorflow")  # --help and flag errors without TensorFlow's import
@@ -39,27 +39,19 @@ def label_text(labels: list[int]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     lazy.quiet_tensorflow()
-    parser = argparse.ArgumentParser(prog="python -m trainer.make_request", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(prog="python -m trainer.make_request", description=__doc__, label="trainer.make_request",
+                    formatter_class=argparse.RawDescriptionHelpFormatter)  # one-line errors, as those below
     parser.add_argument("--model", default="mnist", choices=sorted(MODELS), help="model the request is for")
-    parser.add_argument("--data-dir", default=None, help="dir or gs:// URL with the evaluation records "
-                        "(default: the model's, as trainer.task's --data-dir)")
-    parser.add_argument("--count", default="3", metavar="N",
+    parser.add_argument("--data-dir", default=None, type=location, help="dir or gs:// URL with the evaluation "
+                        "records (default: the model's, as trainer.task's --data-dir)")
+    parser.add_argument("--count", default=3, type=positive_int, metavar="N",
                         help="number of evaluation examples (test images), an integer > 0 (default: 3)")
-    parser.add_argument("--out", default="request.json", help="file to write, local or gs:// (- for stdout)")
+    parser.add_argument("--out", default="request.json", help="file to write, local or gs:// (- for stdout)",
+                        type=functools.partial(location, what="a local file, a gs:// URL or - for stdout"))
     parser.add_argument("--no-keys", dest="keys", action="store_false", help="leave out the `key` field (MNIST; such "
                         "lines go to the `unkeyed` signature)")
     args = parser.parse_args(argv)
-    checks = (("--count", positive_int, args.count), ("--data-dir", location, args.data_dir),
-              ("--out", functools.partial(location, what="a local file, a gs:// URL or - for stdout"), args.out))
-    checked = {}
-    for flag, check, value in checks:  # checked here, not by argparse: one line, as the errors below
-        try:
-            checked[flag] = None if value is None else check(value)
-        except argparse.ArgumentTypeError as error:
-            print(f"trainer.make_request: {flag}: {error}", file=sys.stderr)
-            return 2
-    count = checked["--count"]
+    count = args.count
     args.data_dir = args.data_dir or default_data_dir(args.model)
     try:
         rows, labels = instances(args.data_dir, count, args.keys, args.model)

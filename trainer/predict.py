@@ -30,12 +30,14 @@ the wrong type is refused naming the field.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 
 import numpy as np
 
 from trainer import lazy
+from trainer.flags import Parser, location
 
 tf = lazy.module("tensorflow")  # --help and flag errors without TensorFlow's import
 
@@ -268,11 +270,13 @@ def table(outputs: dict[str, np.ndarray], keyed: bool) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     lazy.quiet_tensorflow()
-    parser = argparse.ArgumentParser(prog="python -m trainer.predict", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(prog="python -m trainer.predict", description=__doc__, label="trainer.predict",
+                    formatter_class=argparse.RawDescriptionHelpFormatter)  # one-line errors, as those below
     parser.add_argument("--model-dir", required=True, help="JOB_DIR/export (its newest version is used) or one "
-                        "version's dir JOB_DIR/export/<version>, local or gs://")
-    parser.add_argument("--json-instances", required=True, help="file with one JSON instance per line")
+                        "version's dir JOB_DIR/export/<version>, local or gs://",
+                        type=functools.partial(location, what="JOB_DIR/export or JOB_DIR/export/<version>"))
+    parser.add_argument("--json-instances", required=True, help="file with one JSON instance per line",
+                        type=functools.partial(location, what="a file with one JSON instance per line"))
     parser.add_argument("--signature-name", default=None,
                         help="signature to call, as `gcloud ai-platform predict --signature-name` (default: "
                              "serving_default for instances with keys, or when it takes none; else the signature "

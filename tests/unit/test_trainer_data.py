@@ -99,9 +99,9 @@ def test_missing_records_tell_how_to_make_them(tmp_path):
 
 
 @pytest.mark.parametrize("argv, expected", [
-    (["--train-limit", "-1"], "argument --train-limit: must be > 0, got -1"),  # was the first 59,999 (a slice)
-    (["--test-limit", "0"], "argument --test-limit: must be > 0, got 0"),  # was test files without records
-    (["--out", ""], "argument --out: is empty; give a local directory or a gs:// URL"),  # was the default dir
+    (["--train-limit", "-1"], "--train-limit: must be > 0, got -1"),  # was the first 59,999 (a slice)
+    (["--test-limit", "0"], "--test-limit: must be > 0, got 0"),  # was test files without records
+    (["--out", ""], "--out: is empty; give a local directory or a gs:// URL"),  # was the default dir
 ])
 def test_the_command_refuses_bad_limits_and_an_empty_out_in_one_line_writing_nothing(tmp_path, monkeypatch, capsys,
                                                                                     argv, expected):
@@ -109,7 +109,7 @@ def test_the_command_refuses_bad_limits_and_an_empty_out_in_one_line_writing_not
     with pytest.raises(SystemExit) as exit_info:
         data.main([*argv, "--offline"] + ([] if "--out" in argv else ["--out", str(tmp_path / "out")]))
     assert exit_info.value.code == 2
-    assert capsys.readouterr() == ("", f"python -m trainer.data: error: {expected} (see --help)\n")
+    assert capsys.readouterr() == ("", f"trainer.data: {expected} (see --help)\n")  # as its other errors
     assert list(tmp_path.iterdir()) == []
 
 

@@ -6,7 +6,9 @@ Keras imported already):
   TensorFlow (and Keras) imports on first use; with a `tensorflow-plugins` directory
   where TensorFlow's __init__ would load it, TensorFlow is imported whole at once;
 - the trainer's other commands answer --help and a bad flag without importing TensorFlow
-  (trainer.lazy), and import it when they do their work."""
+  (trainer.lazy), and import it when they do their work;
+- lazy.quiet_tensorflow's filter of what TensorFlow's libraries write to stderr as they
+  load: absl's lines below TF_CPP_MIN_LOG_LEVEL dropped, every other line passed on."""
 from __future__ import annotations
 
 import subprocess
@@ -15,6 +17,7 @@ import sys
 import pytest
 
 from tests.support.trainer_cluster import ROOT, trainer_env
+from trainer import lazy
 
 CHECK = """
 import sys
@@ -91,8 +94,9 @@ def test_a_command_answers_help_and_bad_flags_without_importing_tensorflow(modul
     assert first == f"exit {code} False False", done.stdout + done.stderr[-3000:]
     if code == 0:
         assert f"usage: python -m {module}" in "\n".join(text)
-    else:  # argparse's usage and error, or trainer.data's one line (trainer.flags.Parser)
-        assert f"python -m {module}" in "\n".join(text) and "error: " in "\n".join(text)
+    else:  # one line (trainer.flags.Parser), in the command's own style (predict's: its required flags first)
+        [line] = [line for line in text if line]
+        assert line.startswith(f"{module}: ") and line.endswith(" (see --help)"), text
 
 
 def test_the_lazy_module_imports_on_first_use():
@@ -100,3 +104,41 @@ def test_the_lazy_module_imports_on_first_use():
              "assert 'json' not in sys.modules; print(m.dumps([1])); assert 'json' in sys.modules")
     done = subprocess.run([sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout == "[1]\n", done.stdout + done.stderr
+
+
+INFO = b"I0000 00:00:1795864101.379724   22312 port.cc:153] oneDNN custom operations are on.\n"
+WARNING = b"W1128 11:02:16.123456    7 cuda_executor.cc:9] no GPU\n"
+BEFORE_INIT = b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
+
+
+@pytest.mark.parametrize("line, level, passed", [
+    (INFO, 1, False), (INFO, 0, True),
+    (WARNING, 1, True), (WARNING, 2, False),
+    (b"E1128 11:02:16.123456    7 x.cc:9] boom\n", 2, True), (b"F1128 11:02:16.123456 7 x.cc:9] abort\n", 3, True),
+    (BEFORE_INIT, 1, False), (BEFORE_INIT, 0, True),
+    (b"Traceback (most recent call last):\n", 3, True), (b"I0000 is no absl line\n", 3, True),
+])
+def test_the_filter_drops_absl_lines_below_the_level_and_passes_every_other(line, level, passed):
+    assert lazy.shown(line, level) is passed
+
+
+FILTERED = """
+import os, sys
+from trainer import lazy
+
+with lazy.filtered_stderr(1):
+    for line in sys.argv[1:]:
+        os.write(2, line.encode())
+    print("python's own stderr", file=sys.stderr)
+    os.write(2, b"x" * 200000 + b"\\n")  # more than a pipe holds: the pump keeps it flowing
+print("after", file=sys.stderr)
+"""
+
+
+def test_the_filter_passes_what_it_keeps_in_order_and_restores_stderr():
+    lines = [INFO.decode(), BEFORE_INIT.decode(), WARNING.decode(), "plain\n"]
+    done = subprocess.run([sys.executable, "-c", FILTERED, *lines], cwd=ROOT, env=trainer_env(), capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stderr.splitlines() == [WARNING.decode().strip(), "plain", "python's own stderr", "x" * 200000,
+                                        "after"]

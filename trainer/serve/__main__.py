@@ -22,24 +22,39 @@ from __future__ import annotations
 
 import argparse
 import errno
-import os
+import functools
 import re
 import signal
 import socket
 import sys
 import warnings
 
+from trainer import lazy
+from trainer.flags import Parser, location
+
 EXIT_USAGE = 2
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9_.]*[a-z0-9])?", re.I)
 
 
-def parser() -> argparse.ArgumentParser:
-    flags = argparse.ArgumentParser(prog="python -m trainer.serve", description=__doc__,
-                                    formatter_class=argparse.RawDescriptionHelpFormatter)
-    flags.add_argument("--model-dir", required=True, help="export base (numeric version dirs) or a SavedModel dir")
+def port(text: str) -> int:
+    """--port's value: 0-65535 (0: a free port the system picks)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text} is not a TCP port; use 1-65535")
+    return value
+
+
+def parser() -> Parser:
+    flags = Parser(prog="python -m trainer.serve", description=__doc__, label="error",  # one line, as fail()'s
+                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    flags.add_argument("--model-dir", required=True, help="export base (numeric version dirs) or a SavedModel dir",
+                       type=functools.partial(location, what="an export base or a SavedModel dir"))
     flags.add_argument("--name", default="model", help="model name in the URL paths (default: model)")
     flags.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0 in a pod)")
-    flags.add_argument("--port", type=int, default=8080, help="HTTP port (default 8080, KServe's)")
+    flags.add_argument("--port", type=port, default=8080, help="HTTP port (default 8080, KServe's)")
     return flags
 
 
@@ -134,15 +149,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if not _NAME.fullmatch(args.name):
         return fail(f"--name: {args.name!r} cannot name a model in a URL; use letters, digits, '-', '_', '.'")
-    if not 0 <= args.port <= 65535:
-        return fail(f"--port: {args.port} is not a TCP port; use 1-65535")
     try:
         sock = listen(args.host, args.port)
     except OSError as error:
         if error.errno == errno.EADDRINUSE:
             return fail(f"--port: {args.host}:{args.port} is in use; stop what listens there or pick another --port")
         return fail(f"--host: cannot listen on {args.host}:{args.port} ({error.strerror}); use 127.0.0.1 or 0.0.0.0")
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    lazy.quiet_tensorflow("2")
     with sock:
         return serve(args, sock)
 
