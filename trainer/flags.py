@@ -66,10 +66,9 @@ class Parser(argparse.ArgumentParser):
             message += f" ({hint})"
         if self.raising:
             raise FlagError(message)
-        if self.label is not None:
-            print(f"{self.label}: {message.removeprefix('argument ')} (see --help)", file=sys.stderr)
-            sys.exit(2)
-        print(f"{self.prog}: error: {message} (see --help)", file=sys.stderr)
+        line = (f"{self.label}: {message.removeprefix('argument ')}" if self.label is not None
+                else f"{self.prog}: error: {message}")
+        print(f"{line} (see --help)", file=sys.stderr)
         sys.exit(2)
 
 

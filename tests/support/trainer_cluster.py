@@ -86,6 +86,12 @@ def trainer_env(extra: dict[str, str | None] | None = None) -> dict[str, str]:
     return env
 
 
+# run_module's `env` for a command as a user's shell runs it (no TF_CPP_MIN_LOG_LEVEL set)
+# with oneDNN on, as TensorFlow turns it on by default on CPUs with AVX-512 VNNI: its lines
+# come before TensorFlow reads TF_CPP_MIN_LOG_LEVEL (trainer.lazy.QuietExtensions drops them)
+USER_SHELL_ONEDNN_ON = {"TF_CPP_MIN_LOG_LEVEL": None, "TF_ENABLE_ONEDNN_OPTS": "1"}
+
+
 def run_module(module: str, args: list[str], env: dict[str, str | None] | None = None,
                timeout: float = 300) -> subprocess.CompletedProcess:
     """Run `python -m MODULE ARGS` from the repo root to completion (bounded)."""

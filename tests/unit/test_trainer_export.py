@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.support.trainer_cluster import run_module
+from tests.support.trainer_cluster import USER_SHELL_ONEDNN_ON, run_module
 from trainer import export, models, predict
 
 
@@ -72,10 +72,7 @@ def test_the_command_prints_the_table_and_no_tensorflow_start_up_lines(exported,
     request = tmp_path / "request.json"
     request.write_text(json.dumps({"image": [0.0] * 784, "key": 7}) + "\n")
     done = run_module("trainer.predict", ["--model-dir", exported, "--json-instances", str(request)],
-                      {"TF_CPP_MIN_LOG_LEVEL": None,  # the user's shell: no level set
-                       # oneDNN on, as TensorFlow turns it on by default on CPUs with AVX-512 VNNI: its
-                       # line comes before TensorFlow reads TF_CPP_MIN_LOG_LEVEL (lazy.QuietExtensions)
-                       "TF_ENABLE_ONEDNN_OPTS": "1"})
+                      USER_SHELL_ONEDNN_ON)
     assert (done.returncode, done.stderr) == (0, "")
     assert done.stdout.splitlines()[0] == "KEY  CLASSES  PROBABILITIES"
     assert done.stdout.splitlines()[1].startswith("7 ")

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from tests.support.trainer_cluster import run_module
+from tests.support.trainer_cluster import USER_SHELL_ONEDNN_ON, run_module
 from trainer import data, make_request
 
 
@@ -77,8 +77,5 @@ def test_the_labels_are_all_printed_up_to_a_bound_then_cut_short(data_dir, tmp_p
 def test_the_command_prints_its_line_and_no_tensorflow_start_up_lines(data_dir, tmp_path):
     out = tmp_path / "request.json"
     done = run_module("trainer.make_request", ["--data-dir", data_dir, "--count", "2", "--out", str(out)],
-                      {"TF_CPP_MIN_LOG_LEVEL": None,  # the user's shell: no level set
-                       # oneDNN on, as TensorFlow turns it on by default on CPUs with AVX-512 VNNI: its
-                       # line comes before TensorFlow reads TF_CPP_MIN_LOG_LEVEL (lazy.QuietExtensions)
-                       "TF_ENABLE_ONEDNN_OPTS": "1"})
+                      USER_SHELL_ONEDNN_ON)
     assert (done.returncode, done.stdout, done.stderr) == (0, f"Wrote 2 instances to {out} (true labels: 0 1)\n", "")
