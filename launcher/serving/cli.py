@@ -53,7 +53,8 @@ def add_parsers(commands, common) -> None:
                         "(its --job-dir/export)")
     serve.add_argument("--host", default="127.0.0.1", help="local: address to listen on (default 127.0.0.1; "
                        "0.0.0.0 exposes it to the network)")
-    serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"local: HTTP port (default {DEFAULT_PORT})")
+    serve.add_argument("--port", type=int, default=DEFAULT_PORT,
+                       help=f"local: HTTP port (default {DEFAULT_PORT}; 0: any free port, shown in the URL)")
     serve.add_argument("--timeout", type=float, default=READY_TIMEOUT,
                        help=f"seconds to wait until the model is ready (default {READY_TIMEOUT:g})")
     serve.add_argument("--foreground", action="store_true",
@@ -197,8 +198,8 @@ def _local_model_dir(args) -> str:
 
 def serve(args, factory) -> int:
     check_model_name(args.name)
-    if not 1 <= args.port <= 65535:
-        raise SpecError("--port", f"{args.port} is not a TCP port; use 1-65535")
+    if not 0 <= args.port <= 65535:
+        raise SpecError("--port", f"{args.port} is not a TCP port; use 1-65535, or 0 for any free port")
     if args.timeout <= 0:
         raise SpecError("--timeout", "must be positive seconds")
     kind = "k8s" if args.dry_run in ("client", "server") and args.backend == "auto" else resolve_kind(args.backend)

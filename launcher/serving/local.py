@@ -73,8 +73,9 @@ def _base_url(host: str, port: int) -> str:
     return f"http://[{connect}]:{port}" if ":" in connect else f"http://{connect}:{port}"
 
 
-def check_port(host: str, port: int) -> None:
-    """SpecError (exit 2) when `host:port` cannot be listened on: taken, or not an address here."""
+def check_port(host: str, port: int) -> int:
+    """The port to serve at: `port`, or with 0 one the system picks as free now; SpecError
+    (exit 2) when `host:port` cannot be listened on: taken, or not an address here."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -86,6 +87,7 @@ def check_port(host: str, port: int) -> None:
                                 "another --port") from None
             raise SpecError("--host", f"cannot listen on {host}:{port} ({error.strerror}); use 127.0.0.1 "
                             "or 0.0.0.0") from None
+        return sock.getsockname()[1]
 
 
 def _server_error(log: Path) -> str | None:
@@ -132,7 +134,7 @@ class LocalModels:
         if current is not None and current.running:
             raise AlreadyExists(f"model {name} is already served at {current.url}; "
                                 f"`python -m launcher models delete {name}` first")
-        check_port(host, port)
+        port = check_port(host, port)
         folder = self.folder(name)
         if current is not None:
             self._remove(folder)

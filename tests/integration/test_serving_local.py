@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import stat
@@ -348,6 +349,27 @@ def test_models_delete_stops_a_detached_server(mnist_job):
         assert "mnist-del" not in listed.stdout
     finally:
         stop_leftover(mnist_job, "mnist-del")
+
+
+def test_port_0_serves_at_a_free_port_that_the_url_predict_and_list_name(mnist_job, request_file, in_process):
+    done = run_launcher(mnist_job.env, "serve", "mnist-any", "--model-dir", str(mnist_job.export), "--port", "0",
+                        "--backend", "local", timeout=COMMAND_TIMEOUT)
+    try:
+        assert done.returncode == 0, done.stderr
+        found = re.search(r"Model mnist-any is ready: http://127\.0\.0\.1:(\d+)/v1/models/mnist-any:predict",
+                          done.stdout)
+        assert found, done.stdout
+        port = int(found.group(1))
+        assert port != 0 and server_record(mnist_job, "mnist-any")["port"] == port
+        assert get(f"http://127.0.0.1:{port}/v1/models/mnist-any")[0] == 200
+        predicted = run_launcher(mnist_job.env, "predict", "mnist-any", "--json-instances", str(request_file.path),
+                                 "--backend", "local", timeout=COMMAND_TIMEOUT)
+        assert predicted.returncode == 0, predicted.stderr
+        assert parse_table(predicted.stdout)[1] == in_process["classes"].tolist()
+        listed = run_launcher(mnist_job.env, "models", "list", "--backend", "local", timeout=COMMAND_TIMEOUT)
+        assert f"http://127.0.0.1:{port}/v1/models/mnist-any" in listed.stdout.split()
+    finally:
+        stop_leftover(mnist_job, "mnist-any")
 
 
 def test_a_served_models_folder_is_private_also_where_an_older_launcher_left_it_open(mnist_job):

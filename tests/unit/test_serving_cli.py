@@ -14,6 +14,7 @@ import pytest
 from launcher.backends.local.procs import start_time
 from launcher.backends.local.runs import RunsDir, set_condition, write_json_atomic
 from launcher.serving.cli import job_export
+from launcher.serving.local import check_port
 from launcher.serving.client import ServingError
 from launcher.serving.predictions import (choose_signature, first_refused, predict_placed, read_placed,
                                          signature_for, table)
@@ -46,7 +47,7 @@ def request_file(tmp_path) -> Path:
 
 @pytest.mark.parametrize("argv, field", [
     (["serve", "Mnist", "--model-dir", "{export}"], "NAME"),
-    (["serve", "mnist", "--model-dir", "{export}", "--port", "0"], "--port"),
+    (["serve", "mnist", "--model-dir", "{export}", "--port", "-1"], "--port"),
     (["serve", "mnist", "--model-dir", "{export}", "--port", "70000"], "--port"),
     (["serve", "mnist", "--model-dir", "{export}", "--timeout", "0"], "--timeout"),
     (["serve", "mnist"], "--model-dir"),
@@ -113,6 +114,20 @@ def test_a_taken_port_is_refused_before_anything_starts(cli, runs, export):
     result.refused("--port")
     assert f"127.0.0.1:{port} is in use" in result.err
     assert not (runs / "_models" / "mnist").exists()
+
+
+def test_a_port_out_of_range_names_the_range_and_port_0(cli, runs, export):
+    line = cli("serve", "mnist", "--model-dir", str(export), "--port", "65536", "--backend", "local").refused("--port")
+    assert line == "error: --port: 65536 is not a TCP port; use 1-65535, or 0 for any free port"
+
+
+def test_port_0_is_a_port_the_system_picks_and_that_is_free():
+    port = check_port("127.0.0.1", 0)
+    assert 1 <= port <= 65535
+    with socket.socket() as sock:  # free: it can be listened on
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", port))
+        sock.listen(1)
 
 
 def test_predict_and_delete_of_a_model_not_served_exit_1(cli, runs, request_file):
