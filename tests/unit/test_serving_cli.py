@@ -14,8 +14,8 @@ import pytest
 from launcher.backends.local.procs import start_time
 from launcher.backends.local.runs import RunsDir, set_condition, write_json_atomic
 from launcher.serving.cli import job_export
-from launcher.serving.local import check_port
 from launcher.serving.client import ServingError
+from launcher.serving.local import check_port
 from launcher.serving.predictions import (choose_signature, first_refused, predict_placed, read_placed,
                                          signature_for, table)
 from launcher.spec import SpecError
