@@ -209,6 +209,13 @@ def check_accelerator(value: str, field_name: str = "--accelerator") -> None:
                     f"(a newer GPU: --node-selector worker:{ACCELERATOR_LABEL}=VALUE)")
 
 
+def check_listen_port(port: int, field_name: str = "--port") -> None:
+    """A port for a server the launcher starts on this machine (tensorboard, serve): 0 lets
+    the system pick a free one."""
+    if not 0 <= port <= 65535:
+        raise SpecError(field_name, f"{port} is not a TCP port; use 1-65535, or 0 for any free port")
+
+
 def check_job_dir(job_dir: str | None) -> None:
     if job_dir is None:
         return

@@ -10,7 +10,7 @@ from ..backends import resolve_kind
 from ..backends.base import BackendError, LogOptions, NotFound
 from . import EXIT_FAILED, EXIT_OK, check_name, check_replica, namespace_of, replica_alias
 from ..events import JobCondition, TERMINAL
-from ..spec import DEFAULT_NAMESPACE, SpecError
+from ..spec import DEFAULT_NAMESPACE, SpecError, check_listen_port
 from ..view import (COLUMNS, WIDE_COLUMNS, JobView, age, format_rows, no_resources, replica_rows,
                     suspended_note)
 
@@ -223,8 +223,7 @@ def tensorboard(args, factory) -> int:
     import threading
 
     check_name(args.name)
-    if not 0 <= args.port <= 65535:
-        raise SpecError("--port", f"{args.port} is not a port; use 1-65535, or 0 for any free port")
+    check_listen_port(args.port)
     if importlib.util.find_spec("tensorboard") is None:
         raise SpecError("tensorboard", "TensorBoard is not installed; pip install 'tfjob-launcher[local]'")
     backend = _backend(args, factory)

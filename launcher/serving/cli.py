@@ -21,7 +21,7 @@ from typing import Iterator
 
 from ..backends import resolve_kind
 from ..backends.base import BackendError, NotFound
-from ..spec import SpecError
+from ..spec import SpecError, check_listen_port
 from ..view import age, format_rows, no_resources
 from . import client, predictions
 from .k8s import DEFAULT_RUNTIME_VERSION
@@ -198,8 +198,7 @@ def _local_model_dir(args) -> str:
 
 def serve(args, factory) -> int:
     check_model_name(args.name)
-    if not 0 <= args.port <= 65535:
-        raise SpecError("--port", f"{args.port} is not a TCP port; use 1-65535, or 0 for any free port")
+    check_listen_port(args.port)
     if args.timeout <= 0:
         raise SpecError("--timeout", "must be positive seconds")
     kind = "k8s" if args.dry_run in ("client", "server") and args.backend == "auto" else resolve_kind(args.backend)

@@ -53,6 +53,11 @@ def test_bad_names_are_refused_before_any_call(cli, argv, field):
     assert fake.log_requests == [] and fake.deleted == []
 
 
+def test_tensorboard_refuses_a_port_out_of_range_in_the_words_serve_uses(cli):
+    line = cli("tensorboard", "mnist", "--port", "70000", "--backend", "k8s", backend=backend()).refused("--port")
+    assert line == "error: --port: 70000 is not a TCP port; use 1-65535, or 0 for any free port"  # spec.check_listen_port
+
+
 def test_logs_default_to_the_chief(cli):
     fake = backend()
     result = cli("logs", "mnist", "--backend", "k8s", backend=fake)
