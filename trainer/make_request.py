@@ -51,15 +51,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-keys", dest="keys", action="store_false", help="leave out the `key` field (MNIST; such "
                         "lines go to the `unkeyed` signature)")
     args = parser.parse_args(argv)
-    count = args.count
     args.data_dir = args.data_dir or default_data_dir(args.model)
     try:
-        rows, labels = instances(args.data_dir, count, args.keys, args.model)
+        rows, labels = instances(args.data_dir, args.count, args.keys, args.model)
     except data.DataError as error:
         print(f"trainer.make_request: {error}", file=sys.stderr)
         return 2
-    short = "" if len(rows) == count else (f", not the {count} asked: only {len(rows)} "
-                                           f"{models.get(args.model).EVAL_SPLIT} examples in {args.data_dir}")
+    short = "" if len(rows) == args.count else (f", not the {args.count} asked: only {len(rows)} "
+                                                f"{models.get(args.model).EVAL_SPLIT} examples in {args.data_dir}")
     text = "".join(json.dumps(row) + "\n" for row in rows)
     if args.out == "-":
         sys.stdout.write(text)
