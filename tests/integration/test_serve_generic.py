@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from tests.support.trainer_cluster import reap, trainer_env
 
 pytestmark = pytest.mark.slow
 READY_TIMEOUT = 300.0
+SERVING_URL = re.compile(r"^Serving text version \d+ from .* at (http://\S+)$", re.M)
 
 
 @pytest.fixture(scope="module")
@@ -37,17 +39,20 @@ def text_export(tmp_path_factory) -> Path:
     return base
 
 
-def start_server(base: Path, log: Path) -> tuple[subprocess.Popen, str]:
-    """`python -m trainer.serve` on `base`, once it answers ready: (process, model URL)."""
-    port = free_port()
+def start_server(base: Path, log: Path, port: int | None = None) -> tuple[subprocess.Popen, str]:
+    """`python -m trainer.serve` on `base` (on a free port, or `--port PORT`), once it
+    answers ready: (process, model URL: with --port 0, the one its Serving line names)."""
+    port = free_port() if port is None else port
     with open(log, "w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "trainer.serve", "--model-dir", str(base), "--name", "text",
                                  "--port", str(port)], cwd=ROOT, env=trainer_env(), stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/v1/models/text"
+    urls = [f"http://127.0.0.1:{port}/v1/models/text"] if port else []
 
     def ready() -> bool:
+        if not urls:
+            urls.extend(SERVING_URL.findall(log.read_text()))
         try:
-            return get(url)[0] == 200
+            return bool(urls) and get(urls[0])[0] == 200
         except OSError:
             return False
 
@@ -56,7 +61,7 @@ def start_server(base: Path, log: Path) -> tuple[subprocess.Popen, str]:
     except BaseException:
         reap(proc)
         raise
-    return proc, url
+    return proc, urls[0]
 
 
 @pytest.fixture(scope="module")
@@ -104,3 +109,14 @@ def test_ctrl_c_or_sigterm_stops_the_server_cleanly(text_export, tmp_path, sig):
     assert "Stopped serving text." in log.read_text()
     with pytest.raises(OSError):
         get(url, timeout=5)
+
+
+def test_port_0_serves_at_a_free_port_that_its_serving_line_names(text_export, tmp_path):
+    log = tmp_path / "server.log"
+    proc, url = start_server(text_export, log, port=0)
+    try:
+        assert url.startswith("http://127.0.0.1:") and not url.startswith("http://127.0.0.1:0/"), url
+        status, answer = post(f"{url}:predict", json.dumps({"instances": ["hi"]}).encode())
+        assert status == 200 and answer["predictions"] == [{"length": 2, "first": "h"}], answer
+    finally:
+        reap(proc)

@@ -43,7 +43,7 @@ def port(text: str) -> int:
     except ValueError:
         value = None
     if value is None or not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"{text} is not a TCP port; use 1-65535")
+        raise argparse.ArgumentTypeError(f"{text} is not a TCP port; use 1-65535, or 0 for any free port")
     return value
 
 
@@ -54,7 +54,7 @@ def parser() -> Parser:
                        type=functools.partial(location, what="an export base or a SavedModel dir"))
     flags.add_argument("--name", default="model", help="model name in the URL paths (default: model)")
     flags.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0 in a pod)")
-    flags.add_argument("--port", type=port, default=8080, help="HTTP port (default 8080, KServe's)")
+    flags.add_argument("--port", type=port, default=8080, help="HTTP port (default 8080, KServe's; 0: a free port the system picks, named in the Serving line)")
     return flags
 
 
