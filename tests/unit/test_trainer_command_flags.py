@@ -9,6 +9,7 @@ from trainer import predict
 from trainer.serve import __main__ as serve
 
 EMPTY_MODEL_DIR = "--model-dir: is empty; give {} (see --help)"
+NOT_A_PORT = "{} is not a TCP port; use 1-65535, or 0 for any free port (see --help)"
 
 
 @pytest.mark.parametrize("argv, expected", [
@@ -33,8 +34,8 @@ def test_predict_refuses_bad_flags_in_one_line(tmp_path, monkeypatch, capsys, ar
 
 @pytest.mark.parametrize("argv, expected", [
     (["--model-dir", " "], "error: " + EMPTY_MODEL_DIR.format("an export base or a SavedModel dir")),
-    (["--model-dir", "export", "--port", "http"], "error: --port: http is not a TCP port; use 1-65535, or 0 for any free port (see --help)"),
-    (["--model-dir", "export", "--port", "65536"], "error: --port: 65536 is not a TCP port; use 1-65535, or 0 for any free port (see --help)"),
+    (["--model-dir", "export", "--port", "http"], "error: --port: " + NOT_A_PORT.format("http")),
+    (["--model-dir", "export", "--port", "65536"], "error: --port: " + NOT_A_PORT.format("65536")),
     (["--port", "8080"], "error: the following arguments are required: --model-dir (see --help)"),
 ])
 def test_serve_refuses_bad_flags_in_one_line_without_listening(capsys, monkeypatch, argv, expected):

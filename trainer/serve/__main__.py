@@ -54,7 +54,9 @@ def parser() -> Parser:
                        type=functools.partial(location, what="an export base or a SavedModel dir"))
     flags.add_argument("--name", default="model", help="model name in the URL paths (default: model)")
     flags.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0 in a pod)")
-    flags.add_argument("--port", type=port, default=8080, help="HTTP port (default 8080, KServe's; 0: a free port the system picks, named in the Serving line)")
+    flags.add_argument("--port", type=port, default=8080,
+                       help="HTTP port (default 8080, KServe's; 0: a free port the system picks, "
+                            "named in the Serving line)")
     return flags
 
 
