@@ -51,7 +51,9 @@ reason of a replica that waits or ended, restarts, node, age. Exit 1 when the jo
     "logs": """\
 Log lines of a job's replicas, each prefixed with its replica: the chief's (worker-0's without a
 chief), one replica's with --replica, or every replica's with --replica all. -f follows across
-restarts until the job ends.""",
+restarts until the job ends. On a cluster a log goes with its pod: once a job ended, the pods its
+cleanPodPolicy deleted (Running, the default: the ps and workers) have none; submit with
+--clean-pod-policy None to keep them.""",
     "list": """\
 The TFJobs of the namespace (-A: of every namespace) with their phase, replica counts and age;
 on the local backend, the jobs run on this machine.""",

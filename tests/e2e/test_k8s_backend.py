@@ -16,7 +16,7 @@ import pytest
 
 from launcher.backends.base import AlreadyExists, BackendError, NotFound
 from launcher.events import JobCondition, LogLine, ReplicaPhase
-from launcher.spec import RunPolicy
+from launcher.spec import RunPolicy, SpecError
 from tests.e2e.tfjobs import log_text, owned, tfjob, wait_pods
 from tests.support.k8s_backend import Collector, manifest
 from tests.support.polling import wait_for
@@ -309,7 +309,8 @@ def test_logs_of_one_replica_or_of_all_that_started(cluster, control_plane):
 def test_logs_name_the_replicas_a_job_has(cluster):
     backend, namespace = cluster
     backend.submit(manifest(namespace=namespace, workers=2))
-    with pytest.raises(BackendError, match="has no replica worker-2; it has chief-0, ps-0, worker-0, worker-1"):
+    with pytest.raises(SpecError, match="^--replica: tfjob mnist has no replica worker-2; "
+                                        "use one of chief-0, ps-0, worker-0, worker-1 or all$"):
         list(backend.logs("mnist", namespace, replica="worker-2"))
     with pytest.raises(BackendError, match="'leader' is not a replica id"):
         list(backend.logs("mnist", namespace, replica="leader"))
@@ -317,3 +318,36 @@ def test_logs_name_the_replicas_a_job_has(cluster):
         list(backend.logs("other", namespace))
     with pytest.raises(NotFound):
         list(backend.logs("other", namespace, follow=True))
+
+
+def test_logs_of_an_ended_job_name_the_replicas_whose_pods_went_with_it(cluster, control_plane):
+    """cleanPodPolicy Running (the operator's default and the launcher's): once the chief
+    succeeded, the operator deletes the ps and the workers, still running, and the kubelet's
+    logs go with the pods. `logs` of all replicas shows the chief's and a note naming the
+    others and why; `logs` of one of them fails with that reason instead of printing
+    nothing; following does the same."""
+    backend, namespace = cluster
+    cp = control_plane
+    notes: list[str] = []
+    backend.note = notes.append
+    backend.submit(manifest(namespace=namespace, workers=2))
+    wait_pods(cp, namespace, "mnist", lambda ps: sum(p.get("status", {}).get("phase") == "Running" for p in ps) == 4,
+              "four Running replicas")
+    cp.finish_pod(namespace, "mnist-chief-0", 0)
+    wait_pods(cp, namespace, "mnist", lambda ps: [p["metadata"]["name"] for p in ps] == ["mnist-chief-0"],
+              "the ps and workers deleted, the chief left")
+    wait_for(lambda: "Succeeded" in {c["type"] for c in tfjob(cp, namespace, "mnist")["status"].get("conditions", [])
+                                     if c["status"] == "True"} or None, lambda: "the TFJob not Succeeded", WAIT_S)
+    why = ("the training-operator deleted {} when the job ended (cleanPodPolicy Running deletes the pods still "
+           "running then); submit with --clean-pod-policy None to keep every pod and its log")
+    chief = [LogLine("chief-0", line) for line in log_text()]
+    for follow in (False, True):
+        notes.clear()
+        assert list(backend.logs("mnist", namespace, follow=follow)) == chief
+        assert notes == [f"note: ps-0, worker-0, worker-1: no log: {why.format('their pods')}"]
+        with pytest.raises(BackendError) as error:
+            list(backend.logs("mnist", namespace, replica="worker-1", follow=follow))
+        assert str(error.value) == f"worker-1 of tfjob mnist has no log: {why.format('its pod')}"
+    notes.clear()
+    assert list(backend.logs("mnist", namespace, replica="chief-0")) == chief
+    assert notes == []

@@ -67,6 +67,9 @@ def test_detached_job_is_followed_and_deleted_from_later_launchers(local_env, st
     logs = run_launcher(local_env, "logs", "bg", "--backend", "local", "--replica", "all", timeout=DEADLINE)
     for rid in ALL:
         assert any(line.startswith(f"[{rid}] hello from {rid} attempt 0") for line in logs.stdout.splitlines())
+    unknown = run_launcher(local_env, "logs", "bg", "--backend", "local", "--replica", "worker-7", timeout=DEADLINE)
+    assert (unknown.returncode, unknown.stdout) == (2, "")  # bad input: one line naming the flag and the fix
+    assert unknown.stderr == f"error: --replica: job bg has no replica worker-7; use one of {', '.join(ALL)} or all\n"
     assert "Running" in run_launcher(local_env, "status", "bg", "--backend", "local", timeout=DEADLINE).stdout
 
     (state / "finish").touch()

@@ -13,7 +13,7 @@ from typing import Iterator
 
 import pytest
 
-from tests.support.launcher_process import launcher_process
+from tests.support.launcher_process import launcher_process, run_launcher
 from tests.support.node.jobs import TRAINER_UID, container_pids, process_uid, training_namespace
 from tests.support.polling import wait_for
 from tests.support.saved_model import export_accuracy
@@ -38,6 +38,7 @@ class Run:
     trainer_uids: set[int]
     kubectl_chief_log: str
     conditions: list[str]
+    ended_logs: object  # `logs --replica all` once the operator has deleted the ps and workers
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +54,11 @@ def run(node_cluster, trainer_image) -> Iterator[Run]:
                 exit_code = submit.wait(RUN_TIMEOUT_S)
                 follow_exit = follow.wait(120)
         chief_log = node_cluster.kubectl("logs", f"{JOB}-chief-0", "-n", ns.name).stdout
+        wait_for(lambda: [p["metadata"]["name"] for p in ns.pods(JOB)] == [f"{JOB}-chief-0"] or None,
+                 lambda: f"the ps and workers not deleted: {[p['metadata']['name'] for p in ns.pods(JOB)]}", 120)
+        ended = run_launcher(node_cluster, "logs", JOB, "--backend", "k8s", "-n", ns.name, "--replica", "all")
         yield Run(ns.name, ns.job_dir(JOB), ns.shared / "mnist", exit_code, submit.output, follow.output,
-                  follow_exit, pods, uids, chief_log, ns.tfjob_conditions(JOB))
+                  follow_exit, pods, uids, chief_log, ns.tfjob_conditions(JOB), ended)
 
 
 def _all_running(ns) -> list[dict] | None:
@@ -101,6 +105,17 @@ def test_logs_follow_shows_every_replicas_real_output(run):
     for replica in ("chief-0", "worker-0", "worker-1", "ps-0"):
         assert any(line.startswith(f"[{replica}] ") for line in run.follow_output.splitlines()), replica
     assert any(line.startswith("[chief-0] ") and "Train [" in line for line in run.follow_output.splitlines())
+
+
+def test_logs_after_the_end_name_the_replicas_whose_pods_were_deleted(run):
+    """cleanPodPolicy Running: the operator deleted the ps and workers at the end, and their
+    logs with them; the chief's log is still shown, and one note says where the rest went."""
+    assert run.ended_logs.returncode == 0, run.ended_logs.stderr
+    assert run.ended_logs.stdout.splitlines() == [f"[chief-0] {line}" for line in run.kubectl_chief_log.splitlines()]
+    assert run.ended_logs.stderr.splitlines() == [
+        "note: ps-0, worker-0, worker-1: no log: the training-operator deleted their pods when the job ended "
+        "(cleanPodPolicy Running deletes the pods still running then); submit with --clean-pod-policy None to keep "
+        "every pod and its log"]
 
 
 def test_kubectl_logs_shows_the_chiefs_output(run):

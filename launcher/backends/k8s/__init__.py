@@ -30,7 +30,7 @@ from ..base import Backend, BackendError, JobStatus, JobSummary, LogOptions, Not
 from .client import (CALL_TIMEOUT, TRANSPORT_ERRORS, CountingApiClient, KubeApi, RequestCounter, absent,
                          load_configuration, one_line, read_json, server_message, unreachable)
 from .events import ReplicaTracker, job_events, pod_fetcher
-from .logs import DRAIN_SECONDS, check_replica, follow_logs, read_logs
+from .logs import DRAIN_SECONDS, check_ended, check_replica, follow_logs, read_logs
 from .objects import (created, job_conditions, owner_reference, parse_replica, pod_selector, queue_of, replica_order,
                       suspended)
 from .table import replica_gpus
@@ -128,14 +128,16 @@ class KubernetesBackend(Backend):
              follow: bool = False, options: LogOptions | None = None,
              ends: bool = False) -> Iterator[LogLine | LogEnded]:
         one = parse_replica(replica) if replica not in (None, "all") else None
+        tfjob = self.api.get_tfjob(name, namespace)
         if one:
-            check_replica(self.api.get_tfjob(name, namespace), one)
+            check_replica(tfjob, one)
         tail = options.tail_lines if options else None
         kubelet = {k: v for k, v in dataclasses.asdict(options).items() if k != "tail_lines"} if options else {}
         api = self.api.with_log_options(**kubelet) if kubelet else self.api
         if follow:
+            check_ended(api, tfjob, one, self.note)
             return follow_logs(api, name, namespace, one, self.log_drain_seconds, tail_lines=tail, ends=ends)
-        return read_logs(api, name, namespace, one, tail_lines=tail, note=self.note)
+        return read_logs(api, tfjob, one, tail_lines=tail, note=self.note)
 
     def list(self, namespace: str | None) -> list[JobSummary]:
         with self.api.errors("listing tfjobs"):

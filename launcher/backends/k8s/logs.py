@@ -31,6 +31,7 @@ from typing import Callable, Iterator
 from kubernetes.client.exceptions import ApiException
 
 from ...events import LogEnded, LogLine, short_replica
+from ...spec import SpecError
 from ...tfconfig import replicas as job_replicas
 from ..base import BackendError, stderr_note
 from . import table
@@ -59,22 +60,61 @@ LOST_RETRIES, LOST_RETRY_S = 5, 1.0
 
 
 def check_replica(tfjob: dict, replica: tuple[str, int]) -> None:
-    """BackendError naming the job's replicas when `replica` is not one of them."""
+    """SpecError (bad input: exit 2) naming the job's replicas when `replica` is not one of them."""
     known = list(job_replicas(tfjob))
     if replica not in known:
         ids = ", ".join(short_replica(t, i) for t, i in known)
-        raise BackendError(f"--replica: tfjob {tfjob['metadata']['name']} has no replica {short_replica(*replica)}; it has {ids}")
+        raise SpecError("--replica", f"tfjob {tfjob['metadata']['name']} has no replica {short_replica(*replica)}; "
+                                     f"use one of {ids} or all")
+
+
+def check_pods(tfjob: dict, rows: list[PodRow], replica: tuple[str, int] | None,
+               note: Callable[[str], None] = stderr_note) -> None:
+    """Once the job has ended, the replicas asked for (`replica`, or all) that have no pod
+    have no log either: the operator deletes pods at the end as the job's cleanPodPolicy
+    says (Running, its default for TFJobs: those still running, such as ps and workers;
+    All: every pod), and the kubelet's logs go with them. A note names them and says why;
+    when the one replica asked for is such, BackendError instead, as there is nothing to
+    show. Before the end a pod may just not be made yet (follow waits for it)."""
+    if not is_terminal(tfjob):
+        return
+    name = tfjob["metadata"]["name"]
+    have = {found for row in rows if (found := table.replica_of(row, name))}
+    missing = [short_replica(*r) for r in ([replica] if replica else job_replicas(tfjob)) if r not in have]
+    if not missing:
+        return
+    policy = ((tfjob.get("spec") or {}).get("runPolicy") or {}).get("cleanPodPolicy") or "Running"
+    whose = "its pod" if replica else "their pods"
+    if policy in ("Running", "All"):
+        which = "the pods still running" if policy == "Running" else "every pod"
+        why = (f"the training-operator deleted {whose} when the job ended (cleanPodPolicy {policy} deletes {which} "
+               "then); submit with --clean-pod-policy None to keep every pod and its log")
+    else:
+        why = f"{whose} {'was' if replica else 'were'} deleted after the job ended"
+    if replica:
+        raise BackendError(f"{missing[0]} of tfjob {name} has no log: {why}")
+    note(f"note: {', '.join(missing)}: no log: {why}")
+
+
+def check_ended(api: KubeApi, tfjob: dict, replica: tuple[str, int] | None,
+                note: Callable[[str], None] = stderr_note) -> None:
+    """check_pods with the pods as they are now; one list, and only once the job has ended
+    (before following, which shows what is left of an ended job and stops)."""
+    if is_terminal(tfjob):
+        metadata = tfjob["metadata"]
+        check_pods(tfjob, _rows(api, metadata["name"], metadata["namespace"], replica), replica, note)
 
 
 # ---- what exists now --------------------------------------------------------------------
-def read_logs(api: KubeApi, name: str, namespace: str, replica: tuple[str, int] | None = None,
+def read_logs(api: KubeApi, tfjob: dict, replica: tuple[str, int] | None = None,
               tail_lines: int | None = None, note: Callable[[str], None] = stderr_note) -> Iterator[LogLine]:
-    """The current log of each started replica, replica by replica (Pending ones skipped);
-    only its last `tail_lines` lines when given (the kubelet's tailLines). `note` gets the
-    line that says a previous container is gone and its successor's log is shown."""
+    """The current log of each started replica of `tfjob`, replica by replica (Pending ones
+    skipped); only its last `tail_lines` lines when given (the kubelet's tailLines). `note`
+    gets the lines that name replicas whose pods are gone (check_pods) and that say a
+    previous container is gone and its successor's log is shown."""
+    name, namespace = tfjob["metadata"]["name"], tfjob["metadata"]["namespace"]
     found = _rows(api, name, namespace, replica)
-    if not found and replica is None:  # tell "no such job" from "no pods yet"
-        api.get_tfjob(name, namespace)
+    check_pods(tfjob, found, replica, note)
     started = [(phase, row) for row in found if (phase := table.replica_phase(row, name))
                and table.log_instance(row) is not None]
     for phase, row in sorted(started, key=lambda found: replica_order(found[0])):

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ...events import Event, LogEnded, LogLine
+from ...spec import SpecError
 from ...tfconfig import replica_counts
 from ..base import AlreadyExists, Backend, BackendError, JobStatus, JobSummary, NotFound, stderr_note
 from .logs import Dating, Tail, Times, follow_logs, previous_span, read_logs, read_span
@@ -206,8 +207,7 @@ class LocalBackend(Backend):
         ids = [r["id"] for r in run.plan()["replicas"]]
         if replica not in (None, "all"):
             if replica not in ids:
-                raise BackendError(f"--replica: job {name} has no replica {replica!r}; "
-                                   f"use one of {', '.join(ids)} or all")
+                raise SpecError("--replica", f"job {name} has no replica {replica}; use one of {', '.join(ids)} or all")
             ids = [replica]
         dating = self._dating(run, options)
         tails = [Tail(rid, run.log_path(rid), Times(run.times_path(rid), run.log_path(rid)) if dating else None, dating)
@@ -233,8 +233,6 @@ class LocalBackend(Backend):
             return None
         raw = run.status()
         if raw is not None and not raw.get("log_times"):
-            from ...spec import SpecError
-
             flag = "--timestamps" if options.timestamps else "--since"
             raise SpecError(flag, f"job {run.path.name} ran under an earlier launcher, which kept no line times; "
                             "drop the flag")
