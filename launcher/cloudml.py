@@ -72,6 +72,8 @@ GPU_MACHINE_TYPES = {
 # trainingInput keys that only make sense on Cloud ML: accepted, reported, not used.
 IGNORED = ("region", "runtimeVersion", "pythonVersion", "packageUris",
            "serviceAccount", "network", "encryptionConfig", "enableWebAccess")
+IGNORED_NOTE = "is a Cloud ML setting with no TFJob equivalent; ignored"
+USE_CHIEF_NOTE = "is ignored; TFJob always names the coordinator 'chief' in TF_CONFIG"
 CONFIG_KEYS = ("acceleratorConfig", "imageUri", "containerCommand", "containerArgs")
 IGNORED_CONFIG_KEYS = ("diskConfig", "tpuTfVersion")
 _DURATION = re.compile(r"^(\d+)(?:\.\d+)?s$")
@@ -286,14 +288,13 @@ def _apply_job_fields(config: CloudMLConfig, training: dict) -> None:
     if "scheduling" in training:
         _scheduling(config, training["scheduling"])
     if training.get("useChiefInTfConfig") is False:
-        config.notes.append("note: trainingInput.useChiefInTfConfig: false is ignored; "
-                            "TFJob always names the coordinator 'chief' in TF_CONFIG")
+        config.notes.append(f"note: trainingInput.useChiefInTfConfig: false {USE_CHIEF_NOTE}")
     if "packageUris" in training:
         config.notes.append("note: trainingInput.packageUris is ignored: the launcher uploads and installs no "
                             "packages; the module must be in --image, or give its directory with --package-path")
     for key in IGNORED:
         if key in training and key != "packageUris":
-            config.notes.append(f"note: trainingInput.{key} is a Cloud ML setting with no TFJob equivalent; ignored")
+            config.notes.append(f"note: trainingInput.{key} {IGNORED_NOTE}")
 
 
 def _labels(labels) -> dict[str, str]:
@@ -353,7 +354,12 @@ def _job_fields(path: str | Path) -> tuple[str | None, list[str]]:
         return None, notes
     if not isinstance(job_id, str) or not job_id:
         raise SpecError(f"{FLAG} jobId", f"{job_id!r} is not a job id; use letters, digits and '_', e.g. mnist_1")
-    return job_id.lower().replace("_", "-"), notes
+    return job_name(job_id), notes
+
+
+def job_name(job_id: str) -> str:
+    """A Cloud ML job id (letters, digits and '_') as a TFJob name: census_wide_1 -> census-wide-1."""
+    return job_id.lower().replace("_", "-")
 
 
 def _document(path: str | Path) -> tuple[dict, dict | None]:

@@ -79,6 +79,8 @@ def closest(flag: str, parser: argparse.ArgumentParser, most: int = 3) -> list[s
     --steps-per-execution); at most `most`."""
     primary = {}
     for action in parser._actions:
+        if action.help == argparse.SUPPRESS:  # accepted, not offered (the launcher's ignored gcloud flags)
+            continue
         spellings = [option for option in action.option_strings if option.startswith("--") and option != "--help"]
         primary.update((option, spellings[0]) for option in spellings)
     near = difflib.get_close_matches(flag, list(primary), n=most, cutoff=0.69)

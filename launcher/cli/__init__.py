@@ -107,10 +107,17 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         match = re.match(r"argument ([^:]+): (.*)", message, re.S)
-        field, detail = (match[1].split("/")[-1], match[2]) if match else (self.prog, message)
+        field, detail = (_primary(match[1].split("/")), match[2]) if match else (self.prog, message)
         if ";" not in detail:
             detail += f"; see {self.prog} --help"
         raise UsageError(field, " ".join(detail.split()))
+
+
+def _primary(names: list[str]) -> str:
+    """The name an error gives a flag: its first long name (--namespace of -n/--namespace,
+    --workers of --workers/--worker-count, whose second name is gcloud's), as the trainer
+    names its own flags."""
+    return next((name for name in names if name.startswith("--")), names[-1])
 
 
 def _innermost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
@@ -190,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
 
     submit = command("submit", "run a training job and follow it", TRAINER_ARGS_EPILOG,
-                     usage=f"{PROG} submit [flags] [-- TRAINER_ARGS ...]")
+                     usage=f"{PROG} submit [JOB] [flags] [-- TRAINER_ARGS ...]")
     add_job_flags(submit)
     submit.add_argument("--dry-run", nargs="?", const="client", choices=("client", "server", "none"),
                         help="apply nothing: client (the default of a bare --dry-run) prints the TFJob; server has "
@@ -212,7 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "again, up to N times (default 3; 0: never), and the trainer resumes from the latest "
                              "checkpoint in --job-dir. Only while submit follows the job (not with --detach)")
     render = command("render", "print the TFJob for the same flags", TRAINER_ARGS_EPILOG,
-                     usage=f"{PROG} render [flags] [-- TRAINER_ARGS ...]")
+                     usage=f"{PROG} render [JOB] [flags] [-- TRAINER_ARGS ...]")
     add_job_flags(render)
     render.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml",
                         help="format of the TFJob (default yaml)")

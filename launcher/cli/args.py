@@ -14,6 +14,7 @@ import argparse
 import datetime as _dt
 import os
 import re
+import textwrap
 from dataclasses import dataclass
 
 from . import namespace_of
@@ -28,6 +29,20 @@ DEFAULT_PREFIX = "tfjob"
 SCALE_TIERS = ("BASIC", "BASIC_GPU", "STANDARD_1", "PREMIUM_1")
 MACHINE_TYPE_FLAGS = {"master-machine-type": "Chief", "worker-machine-type": "Worker",
                       "parameter-server-machine-type": "PS"}
+GCLOUD_IMAGE_FLAGS = ("worker-image-uri", "parameter-server-image-uri")
+# gcloud ai-platform jobs submit training flags for settings of Cloud ML's own machines: accepted,
+# reported in a note, not used (as the same fields of a config file); flag -> what to do instead
+GCLOUD_IGNORED = {
+    "region": "the cluster is the kubeconfig context's (choose it with --context)",
+    "runtime-version": "the replicas run the TensorFlow of --image",
+    "python-version": "the replicas run the Python of --image",
+    "staging-bucket": "the launcher uploads nothing",
+    "packages": "the launcher uploads and installs no packages; the module must be in --image, or give its "
+                "directory with --package-path",
+    "network": "the pods use the cluster's network",
+    "enable-web-access": "",
+    "kms-key": "", "kms-keyring": "", "kms-location": "", "kms-project": "",
+}
 
 
 def non_negative_int(text: str) -> int:
@@ -40,16 +55,20 @@ def non_negative_int(text: str) -> int:
 
 def add_job_flags(parser: argparse.ArgumentParser) -> None:
     """Every flag that shapes the TFJob. Unset flags stay None so config.yaml can fill them."""
+    parser.add_argument("job", nargs="?", metavar="JOB", help="gcloud's JOB (a Cloud ML job id): the job's name, as "
+                        "--name; its '_' become '-' and its capitals lower case (census_wide_1: census-wide-1)")
     job = parser.add_argument_group("job")
     job.add_argument("--name", help="TFJob name (DNS-1035); default <model>-YYYYMMDD-HHMMSS-xxxx, the model of "
                      "a --model trainer argument, else tfjob, and a random suffix (e.g. tfjob-20261125-170556-k7qz)")
-    job.add_argument("--image", help=f"trainer image (default {DEFAULT_IMAGE})")
+    job.add_argument("--image", "--master-image-uri", help=f"trainer image (default {DEFAULT_IMAGE}; "
+                     "--master-image-uri: gcloud's name)")
     job.add_argument("--config", metavar="CONFIG_YAML", help="Cloud ML config.yaml (trainingInput); flags override it")
     job.add_argument("--scale-tier", type=str.upper, choices=SCALE_TIERS, metavar="TIER",
                      help=f"Cloud ML scale tier ({', '.join(SCALE_TIERS)}; CUSTOM through --config); "
                           "replica flags override it")
     job.add_argument("--job-dir", help="output directory: local path or gs://BUCKET/path")
-    job.add_argument("--service-account", help="Kubernetes service account of the pods")
+    job.add_argument("--service-account", help="Kubernetes service account of the pods (for gcloud's Google "
+                     "service account: the one Workload Identity binds to it)")
     job.add_argument("--env", action="append", default=[], metavar="K=V", help="container env var (repeatable)")
     job.add_argument("--secret-env", action="append", default=[], metavar="NAME=SECRET:KEY",
                      help="container env var NAME from key KEY of the Kubernetes Secret SECRET (repeatable): the value "
@@ -74,8 +93,10 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
                      help="k8s: no NetworkPolicy for the job (by default one admits traffic to the job's pods on the "
                           "TensorFlow port only from the job's own pods, where the cluster's network plugin enforces it)")
     reps = parser.add_argument_group("replicas")
-    reps.add_argument("--workers", type=non_negative_int, metavar="N", help="worker replicas (default 2)")
-    reps.add_argument("--ps", type=non_negative_int, metavar="N", help="parameter servers (default 1)")
+    reps.add_argument("--workers", "--worker-count", type=non_negative_int, metavar="N",
+                      help="worker replicas (default 2; --worker-count: gcloud's name)")
+    reps.add_argument("--ps", "--parameter-server-count", type=non_negative_int, metavar="N",
+                      help="parameter servers (default 1; --parameter-server-count: gcloud's name)")
     reps.add_argument("--chief", type=non_negative_int, metavar="0|1", help="chief replicas (default 1 when ps > 0, else 0)")
     reps.add_argument("--evaluator", type=non_negative_int, metavar="0|1", help="evaluator replicas (default 0)")
     reps.add_argument("--cpu", action="append", default=[], metavar="[ROLE=]Q", help="CPU request: Q for every replica type, ROLE=Q for one (it wins over Q), e.g. worker=2; repeatable")
@@ -108,6 +129,25 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
                              "CrashLoopBackOff on a cluster, up to 30 s on this machine)")
     policy.add_argument("--success-policy", choices=("AllWorkers",),
                         help="AllWorkers: the job succeeds when every worker has (default: when the chief has)")
+    gcloud = parser.add_argument_group("gcloud ai-platform jobs submit training", "\n".join(textwrap.wrap(
+        "Its flags with no place above (--worker-count, --master-image-uri, --scale-tier, ... are above). Those "
+        "for Cloud ML's own machines are accepted, said in a note and ignored: "
+        + ", ".join(f"--{flag}" for flag in GCLOUD_IGNORED) + ".", 78, break_on_hyphens=False)))
+    gcloud.add_argument("--labels", action="append", default=[], metavar="K=V[,K=V...]",
+                        help="gcloud's form of --label: labels on the TFJob and pods")
+    for role in GCLOUD_IMAGE_FLAGS:
+        gcloud.add_argument(f"--{role}", metavar="IMAGE", help="the same image as --image/--master-image-uri, or "
+                            "left out: a TFJob here runs one image for all replicas")
+    gcloud.add_argument("--parameter-server-accelerator", metavar="type=TYPE,count=N",
+                        help="refused: parameter servers get no GPUs here")
+    gcloud.add_argument("--use-chief-in-tf-config", metavar="true|false",
+                        help="true: what TFJob does anyway (TF_CONFIG names the coordinator 'chief'); false is "
+                             "ignored with a note")
+    for flag in GCLOUD_IGNORED:
+        if flag == "enable-web-access":
+            gcloud.add_argument(f"--{flag}", action="store_true", help=argparse.SUPPRESS)
+        else:
+            gcloud.add_argument(f"--{flag}", metavar="VALUE", help=argparse.SUPPRESS)
     sched = parser.add_argument_group("scheduling (GKE)")
     sched.add_argument("--queue-name", metavar="QUEUE", help="Kueue LocalQueue: label the job for it and create it "
                        "suspended, for Kueue to admit when the queue has quota")
@@ -287,6 +327,9 @@ def merge_settings(args: argparse.Namespace, trainer_args: tuple[str, ...]) -> S
     gpus = dict(config.gpus) if config else {}
     accelerator = _pick(args.accelerator, config.accelerator if config else None)
     kinds = {"--accelerator": args.accelerator} if args.accelerator else {}
+    if args.parameter_server_accelerator is not None:
+        raise SpecError("--parameter-server-accelerator", "parameter servers get no GPUs here (they hold the "
+                        "variables, on CPU nodes); drop it, or give the GPUs to --worker-accelerator")
     for flag, role in (("master", "Chief"), ("worker", "Worker")):
         given = getattr(args, f"{flag}_accelerator")
         if given:
@@ -303,21 +346,56 @@ def merge_settings(args: argparse.Namespace, trainer_args: tuple[str, ...]) -> S
                             "give the count once")
         if value is not None:
             gpus[role] = value
+    image = _pick(args.image, config.image if config else None, DEFAULT_IMAGE)
+    for flag in GCLOUD_IMAGE_FLAGS:
+        given = getattr(args, flag.replace("-", "_"))
+        if given is not None and given != image:
+            raise SpecError(f"--{flag}", f"{given!r} differs from the job's image {image!r}; a TFJob here runs one "
+                            "image for all replicas: give it once, as --image (or --master-image-uri)")
     return Settings(
         counts=counts, gpus=gpus,
         accelerator=accelerator,
-        image=_pick(args.image, config.image if config else None, DEFAULT_IMAGE),
+        image=image,
         command=config.command if config else (),
         trainer_args=trainer_args or (config.trainer_args if config else ()),
         job_dir=_pick(args.job_dir, config.job_dir if config else None),
         active_deadline_seconds=_pick(args.active_deadline_seconds,
                                       config.active_deadline_seconds if config else None),
-        labels={**(config.labels if config else {}), **key_values(args.label, "--label")},
-        notes=config.notes if config else [],
+        labels={**(config.labels if config else {}),
+                **key_values([item for given in args.labels for item in given.split(",") if item], "--labels"),
+                **key_values(args.label, "--label")},
+        notes=(config.notes if config else []) + gcloud_notes(args),
         module_name=config.module_name if config else None,
         machine_types=config.machine_types if config else None,
         name=config.name if config else None,
     )
+
+
+def gcloud_notes(args: argparse.Namespace) -> list[str]:
+    """The notes for gcloud's flags that are accepted and not used (GCLOUD_IGNORED,
+    --use-chief-in-tf-config false); SpecError for a --use-chief-in-tf-config that is no boolean."""
+    from ..cloudml import IGNORED_NOTE, USE_CHIEF_NOTE
+
+    notes = []
+    chief = args.use_chief_in_tf_config
+    if chief is not None:
+        if chief.lower() not in ("true", "false"):
+            raise SpecError("--use-chief-in-tf-config", f"{chief!r} is not true or false; use true (what TFJob does)")
+        if chief.lower() == "false":
+            notes.append(f"note: --use-chief-in-tf-config false {USE_CHIEF_NOTE}")
+    for flag, instead in GCLOUD_IGNORED.items():
+        if getattr(args, flag.replace("-", "_")) not in (None, False):
+            notes.append(f"note: --{flag} {IGNORED_NOTE}" + (f": {instead}" if instead else ""))
+    return notes
+
+
+def check_service_account(name: str | None) -> None:
+    """gcloud's --service-account is a Google service account (an e-mail address); the
+    launcher's names the pods' Kubernetes ServiceAccount."""
+    if name is not None and "@" in name:
+        raise SpecError("--service-account", f"{name!r} is a Google service account (gcloud's flag); here it names "
+                        "the pods' Kubernetes ServiceAccount: give the one Workload Identity binds to it, "
+                        "e.g. --service-account trainer")
 
 
 def build_spec(args: argparse.Namespace, trainer_args: tuple[str, ...] = ()) -> tuple[JobSpec, list[str]]:
@@ -332,6 +410,9 @@ def build_spec(args: argparse.Namespace, trainer_args: tuple[str, ...] = ()) -> 
     try:
         spec = _job_spec(args, settings, replicas, every_selector, role_selectors)
     except SpecError as exc:
+        if exc.field == "--name" and args.job is not None and args.name is None:
+            raise SpecError("JOB", f"{args.job!r} is not a job id here: as a name it must be a DNS-1035 label; use "
+                            "letters, digits and '_', starting with a letter (e.g. census_1)") from None
         raise blamed_on_config(exc, args) from None
     check_job_dir_once(spec, args)
     notes = list(settings.notes) + machine_notes
@@ -412,9 +493,21 @@ def blamed_on_config(exc: SpecError, args: argparse.Namespace) -> SpecError:
     return SpecError(f"--config {args.config}", f"{exc.field} from the file: {message}")
 
 
+def _name(args, settings: Settings) -> str:
+    """--name, gcloud's JOB (as a TFJob name), the config file's jobId, or a default name."""
+    from ..cloudml import job_name
+
+    if args.job is not None:
+        if args.name is not None:
+            raise SpecError("--name", f"given twice: {args.name!r} and gcloud's JOB {args.job!r}; give one")
+        return job_name(args.job)
+    return args.name if args.name is not None else settings.name or default_name(settings.trainer_args)
+
+
 def _job_spec(args, settings: Settings, replicas, every_selector, role_selectors) -> JobSpec:
+    check_service_account(args.service_account)
     return JobSpec(
-        name=args.name if args.name is not None else settings.name or default_name(settings.trainer_args),
+        name=_name(args, settings),
         namespace=namespace_of(args),
         replicas=replicas,
         image=settings.image,

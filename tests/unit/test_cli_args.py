@@ -183,6 +183,66 @@ def test_gcloud_scale_tier_and_accelerator_flags():
     assert (gpu.replicas["Chief"].gpus, gpu.replicas["Worker"].gpus, gpu.replicas["PS"].gpus) == (1, 2, 0)
 
 
+def test_a_gcloud_submit_command_line_renders_the_job_it_describes():
+    """`gcloud ai-platform jobs submit training JOB ...` with `gcloud ai-platform jobs submit
+    training` replaced by `launcher render`: every flag is taken; those for Cloud ML's own
+    machines are noted as ignored."""
+    args = build_parser().parse_args([
+        "render", "census_Wide_1", "--worker-count", "3", "--parameter-server-count", "2",
+        "--master-image-uri", "gcr.io/p/t:1", "--worker-image-uri", "gcr.io/p/t:1",
+        "--parameter-server-image-uri", "gcr.io/p/t:1", "--labels", "team=ml,env=dev", "--labels", "owner=me",
+        "--use-chief-in-tf-config", "true", "--region", "us-central1", "--runtime-version", "2.11",
+        "--python-version", "3.7", "--staging-bucket", "gs://b", "--packages", "t.tar.gz,u.tar.gz",
+        "--enable-web-access", "--kms-key", "k", "--kms-keyring", "r", "--kms-location", "l", "--kms-project", "p",
+        "--network", "projects/1/global/networks/n"])
+    spec, notes = build_spec(args)
+    assert (spec.name, spec.image) == ("census-wide-1", "gcr.io/p/t:1")
+    assert counts(spec) == {"Chief": 1, "PS": 2, "Worker": 3}
+    assert dict(spec.labels) == {"team": "ml", "env": "dev", "owner": "me"}
+    ignored = "is a Cloud ML setting with no TFJob equivalent; ignored"
+    assert notes == [
+        f"note: --region {ignored}: the cluster is the kubeconfig context's (choose it with --context)",
+        f"note: --runtime-version {ignored}: the replicas run the TensorFlow of --image",
+        f"note: --python-version {ignored}: the replicas run the Python of --image",
+        f"note: --staging-bucket {ignored}: the launcher uploads nothing",
+        f"note: --packages {ignored}: the launcher uploads and installs no packages; the module must be in --image, "
+        "or give its directory with --package-path",
+        f"note: --network {ignored}: the pods use the cluster's network",
+        *(f"note: --{flag} {ignored}" for flag in ("enable-web-access", "kms-key", "kms-keyring", "kms-location",
+                                                    "kms-project"))]
+    false = build_parser().parse_args(["render", "a", "--use-chief-in-tf-config", "False"])
+    assert build_spec(false)[1] == [
+        "note: --use-chief-in-tf-config false is ignored; TFJob always names the coordinator 'chief' in TF_CONFIG"]
+    assert build_spec(build_parser().parse_args(["render", "a"]))[1] == []  # nothing given, nothing noted
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["a", "--name", "b"], "--name: given twice: 'b' and gcloud's JOB 'a'; give one"),
+    (["Bad.Name"], "JOB: 'Bad.Name' is not a job id here: as a name it must be a DNS-1035 label; use letters, "
+                   "digits and '_', starting with a letter (e.g. census_1)"),
+    (["a", "--worker-image-uri", "gcr.io/p/w:1"],
+     "--worker-image-uri: 'gcr.io/p/w:1' differs from the job's image 'tfjob-trainer:0.1.0'; a TFJob here runs one "
+     "image for all replicas: give it once, as --image (or --master-image-uri)"),
+    (["a", "--master-image-uri", "gcr.io/p/t:1", "--parameter-server-image-uri", "gcr.io/p/ps:1"],
+     "--parameter-server-image-uri: 'gcr.io/p/ps:1' differs from the job's image 'gcr.io/p/t:1'; a TFJob here runs "
+     "one image for all replicas: give it once, as --image (or --master-image-uri)"),
+    (["a", "--parameter-server-accelerator", "type=nvidia-tesla-t4,count=1"],
+     "--parameter-server-accelerator: parameter servers get no GPUs here (they hold the variables, on CPU nodes); "
+     "drop it, or give the GPUs to --worker-accelerator"),
+    (["a", "--use-chief-in-tf-config", "yes"], "--use-chief-in-tf-config: 'yes' is not true or false; use true "
+                                               "(what TFJob does)"),
+    (["a", "--labels", "team=ml,env"], "--labels: 'env' is not KEY=VALUE; use e.g. --labels key=value"),
+    (["a", "--service-account", "trainer@p.iam.gserviceaccount.com"],
+     "--service-account: 'trainer@p.iam.gserviceaccount.com' is a Google service account (gcloud's flag); here it "
+     "names the pods' Kubernetes ServiceAccount: give the one Workload Identity binds to it, e.g. --service-account "
+     "trainer"),
+])
+def test_gcloud_flags_that_cannot_be_taken_as_given_are_refused(argv, line):
+    with pytest.raises(SpecError) as caught:
+        build_spec(build_parser().parse_args(["render", *argv]))
+    assert str(caught.value) == line
+
+
 def test_scale_tier_overrides_the_config_files(tmp_path):
     config = tmp_path / "config.yaml"
     config.write_text("trainingInput: {scaleTier: BASIC, jobDir: gs://bucket/run}\n")

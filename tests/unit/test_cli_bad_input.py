@@ -128,6 +128,14 @@ REFUSED = [
     (["--ttl-seconds", "2147483648"], "--ttl-seconds"),
     (["--cpu", "1.2.3"], "--cpu"),
     (["--cpu", "."], "--cpu"),
+    # gcloud ai-platform jobs submit training's flags
+    (["--worker-count", "abc"], "--workers"),  # named by its first name, as in --help
+    (["--worker-image-uri", "gcr.io/p/w:1"], "--worker-image-uri"),
+    (["--parameter-server-accelerator", "type=nvidia-tesla-t4,count=1"], "--parameter-server-accelerator"),
+    (["--use-chief-in-tf-config", "maybe"], "--use-chief-in-tf-config"),
+    (["--labels", "team=a,kind"], "--labels"),
+    (["--labels", "team=a\nkind: Pod"], "--label"),
+    (["--service-account", "sa@p.iam.gserviceaccount.com"], "--service-account"),
     (["--cpu", "worker=1.2.3"], "--cpu worker="),
     (["--memory", "ps=4Gi.5"], "--memory ps="),
 ]
@@ -222,7 +230,7 @@ def test_submit_and_render_help_say_where_trainer_arguments_go(capsys):
         with pytest.raises(SystemExit):
             build_parser().parse_args([command, "--help"])
         text = " ".join(capsys.readouterr().out.split())
-        assert text.startswith(f"usage: python -m launcher {command} [flags] [-- TRAINER_ARGS ...]")
+        assert text.startswith(f"usage: python -m launcher {command} [JOB] [flags] [-- TRAINER_ARGS ...]")
         assert "Trainer arguments go after --" in text and "python -m trainer.task --help" in text
 
 
