@@ -285,9 +285,15 @@ def split_trainer_args(argv: list[str]) -> tuple[list[str], tuple[str, ...]]:
     return argv, ()
 
 
-def check_name(name: str) -> None:
+def check_name(name: str, field: str = "NAME") -> None:
+    """A TFJob name, as `field` (NAME, or a flag such as --from-job) gives it."""
     if not _DNS1035.fullmatch(name) or len(name) > 63:
-        raise SpecError("NAME", f"{name!r} is not a TFJob name; use the name shown by `{PROG} list`")
+        from ..cloudml import job_name
+
+        if "_" in name and _DNS1035.fullmatch(job_name(name)) and len(name) <= 63:  # what submit JOB made of it
+            raise SpecError(field, f"{name!r} is a Cloud ML job id; its TFJob is named {job_name(name)} (submit "
+                            "turns '_' into '-' and capitals into lower case)")
+        raise SpecError(field, f"{name!r} is not a TFJob name; use the name shown by `{PROG} list`")
 
 
 def namespace_of(args: argparse.Namespace) -> str:

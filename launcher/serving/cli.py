@@ -197,7 +197,11 @@ def _local_model_dir(args) -> str:
 
 
 def serve(args, factory) -> int:
+    from ..cli import check_name
+
     check_model_name(args.name)
+    if args.from_job:
+        check_name(args.from_job, "--from-job")
     check_listen_port(args.port)
     if args.timeout <= 0:
         raise SpecError("--timeout", "must be positive seconds")

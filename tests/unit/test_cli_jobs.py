@@ -53,6 +53,16 @@ def test_bad_names_are_refused_before_any_call(cli, argv, field):
     assert fake.log_requests == [] and fake.deleted == []
 
 
+def test_a_cloud_ml_job_id_is_refused_with_the_name_submit_gave_its_job(cli):
+    """submit's JOB census_Wide_1 names the TFJob census-wide-1; the other commands say so."""
+    for command in ("status", "logs", "delete"):
+        fake = backend()
+        result = cli(command, "census_Wide_1", "--backend", "k8s", backend=fake)
+        assert (result.code, result.out) == (2, "") and fake.log_requests == [] and fake.deleted == []
+        assert result.err == ("error: NAME: 'census_Wide_1' is a Cloud ML job id; its TFJob is named census-wide-1 "
+                              "(submit turns '_' into '-' and capitals into lower case)\n")
+
+
 def test_tensorboard_refuses_a_port_out_of_range_in_the_words_serve_uses(cli):
     line = cli("tensorboard", "mnist", "--port", "70000", "--backend", "k8s", backend=backend()).refused("--port")
     assert line == "error: --port: 70000 is not a TCP port; use 1-65535, or 0 for any free port"  # spec.check_listen_port

@@ -53,6 +53,8 @@ def request_file(tmp_path) -> Path:
     (["serve", "mnist"], "--model-dir"),
     (["serve", "mnist", "--model-dir", "{export}/missing"], "--model-dir"),
     (["serve", "mnist", "--from-job", "nosuchjob"], "--from-job"),
+    (["serve", "mnist", "--from-job", "census_wide_1"], "--from-job"),  # a Cloud ML job id: its TFJob's name said
+    (["serve", "mnist", "--from-job", "a b"], "--from-job"),
     (["predict", "mnist", "--json-instances", "{export}/missing.json"], "--json-instances"),
     (["predict", "mnist", "--json-instances", "{request}", "--output-path", "{export}/out"], "--output-path"),
     (["predict", "mnist", "--input-paths", "{request}"], "--output-path"),
