@@ -3,6 +3,7 @@
     gcloud ml-engine models create / versions create --origin EXPORT   ->  serve NAME --model-dir EXPORT
     gcloud ml-engine models list / delete                              ->  models list / models delete NAME
     gcloud ml-engine predict --json-instances request.json             ->  predict NAME --json-instances request.json
+    gcloud ai-platform predict --model NAME --json-request body.json   ->  the same (--version, --region: noted)
     gcloud ai-platform jobs submit prediction --input-paths --output-path
                                                                        ->  predict NAME --input-paths P --output-path DIR
 
@@ -96,10 +97,14 @@ def add_parsers(commands, common) -> None:
     predict = commands.add_parser(
         "predict", help="online or batch prediction against a served model",
         description="Send instances to a served model and print or write its predictions.")
-    predict.add_argument("name", metavar="NAME", help="model name given to `serve`")
+    predict.add_argument("name", metavar="NAME", nargs="?", help="model name given to `serve` (or gcloud's --model)")
+    predict.add_argument("--model", metavar="NAME", help="gcloud's form of NAME")
     given = predict.add_mutually_exclusive_group(required=True)
     given.add_argument("--json-instances", metavar="FILE", help="one JSON instance per line (local or gs://); "
                        "prints one line per instance")
+    given.add_argument("--json-request", metavar="FILE", help="gcloud's other form: one request body "
+                       '{"instances": [...]} (and perhaps "signature_name"), local or gs://; prints one line per '
+                       "instance")
     given.add_argument("--input-paths", metavar="PATTERN", help="batch: comma-separated file patterns of JSON "
                        "instances (with --output-path), local or gs://BUCKET/PATH (* and ? within a folder, ** "
                        "across folders, as gcloud); gs:// needs the [gcs] extra and Application Default "
@@ -112,6 +117,10 @@ def add_parsers(commands, common) -> None:
     predict.add_argument("--signature-name", help="SavedModel signature (default serving_default, or the one "
                          "whose inputs are the instances' fields); refused when the model's metadata does not "
                          "list it")
+    predict.add_argument("--version", dest="model_version",  # not the launcher's own --version
+                         help="gcloud's model version: accepted and ignored, with a note (a model here serves the "
+                              "one export `serve` loaded)")
+    predict.add_argument("--region", help=argparse.SUPPRESS)  # gcloud's; noted and ignored
     predict.add_argument("--url", help="REST base of any TF Serving compatible server (http://HOST:PORT); "
                          "skips the backend lookup (k8s: the InferenceService is reached through the API "
                          "server's service proxy, with the kubeconfig's credentials)")
@@ -417,8 +426,24 @@ def _serve_again(model) -> str:
     return f"{PROG} serve {model.name} --model-dir {shlex.quote(model.model_dir)}{where}"
 
 
+def predict_name(args) -> str:
+    """NAME, or gcloud's --model (once)."""
+    if args.model is not None and args.name is not None and args.model != args.name:
+        raise SpecError("--model", f"{args.model!r} and NAME {args.name!r} differ; give the model's name once")
+    name = args.name if args.name is not None else args.model
+    if name is None:
+        raise SpecError("NAME", "missing; give the model's name, as `serve` was given it (or gcloud's --model NAME)")
+    check_model_name(name)
+    return name
+
+
 def predict(args, factory) -> int:
-    check_model_name(args.name)
+    args.name = predict_name(args)
+    if args.model_version is not None:
+        predictions.stderr(f"note: --version {args.model_version} is ignored: a model here serves the one export "
+                           f"`serve` loaded (serve {args.name} again with another --model-dir to change it)")
+    if args.region is not None:
+        predictions.stderr("note: --region is a Cloud ML setting with no equivalent here; ignored")
     if args.batch_size < 1:
         raise SpecError("--batch-size", "must be at least 1")
     if args.input_paths:
@@ -435,10 +460,18 @@ def predict(args, factory) -> int:
         return EXIT_FAILED if failed else EXIT_OK
     if args.output_path:
         raise SpecError("--output-path", "only with --input-paths (batch prediction)")
-    placed = predictions.read_placed(args.json_instances)
+    chosen = args.signature_name
+    if args.json_request:
+        placed, named = predictions.read_request(args.json_request)
+        if named is not None and chosen is not None and named != chosen:
+            raise SpecError("--signature-name", f"{chosen!r} differs from the request's signature_name {named!r} "
+                            f"in {args.json_request}; give it once")
+        chosen = chosen or named
+    else:
+        placed = predictions.read_placed(args.json_instances)
     with _server(args) as server:
         signature = predictions.signature_for(server, args.name, predictions.instances_of(placed),
-                                              args.signature_name, predictions.stderr)
+                                              chosen, predictions.stderr)
         answer = predictions.predict_placed(server, args.name, placed, signature)
     for line in predictions.table(answer):
         _print(line)

@@ -33,6 +33,23 @@ RESULTS = "prediction.results-00000-of-00001"
 ERRORS = "prediction.errors_stats-00000-of-00001"
 
 
+_UNREADABLE = (FileNotFoundError, IsADirectoryError, PermissionError, UnicodeDecodeError)
+
+
+def _unreadable(path: str, flag: str, error: Exception, what: str) -> SpecError:
+    return SpecError(flag, f"cannot read {path} ({error.__class__.__name__}); pass {what}")
+
+
+def _text(path: str, flag: str, storage=None, what: str = "a file with one request body") -> str:
+    """A whole file, local or gs://."""
+    if gcs.is_gcs(path):
+        return gcs.read_text(path, flag, storage)
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except _UNREADABLE as error:
+        raise _unreadable(path, flag, error, what) from None
+
+
 def _lines(path: str, flag: str, storage=None) -> Iterator[tuple[int, str]]:
     if gcs.is_gcs(path):
         text = gcs.read_text(path, flag, storage)
@@ -44,8 +61,8 @@ def _lines(path: str, flag: str, storage=None) -> Iterator[tuple[int, str]]:
             for number, line in enumerate(handle, 1):
                 if line.strip():
                     yield number, line
-    except (FileNotFoundError, IsADirectoryError, PermissionError, UnicodeDecodeError) as error:
-        raise SpecError(flag, f"cannot read {path} ({error.__class__.__name__}); pass a file of JSON lines") from None
+    except _UNREADABLE as error:
+        raise _unreadable(path, flag, error, "a file of JSON lines") from None
 
 
 def read_placed(path: str, flag: str = "--json-instances", storage=None) -> list[tuple[str, object]]:
@@ -61,6 +78,26 @@ def read_placed(path: str, flag: str = "--json-instances", storage=None) -> list
     if not placed:
         raise SpecError(flag, f"{path} holds no instances; write one JSON instance per line")
     return placed
+
+
+def read_request(path: str, flag: str = "--json-request", storage=None) -> tuple[list[tuple[str, object]], str | None]:
+    """gcloud's --json-request: a file holding one request body, {"instances": [...]} (and
+    perhaps "signature_name"), local or gs://; its instances with where they are, and its
+    signature name. SpecError naming the file for anything else."""
+    text = _text(path, flag, storage)
+    try:
+        body = json.loads(text) if text.strip() else None
+    except json.JSONDecodeError as error:
+        raise SpecError(flag, f"{path} is not JSON ({error.msg} at line {error.lineno}); write one request body, "
+                        '{"instances": [...]}') from None
+    instances = body.get("instances") if isinstance(body, dict) else None
+    if not isinstance(instances, list) or not instances:
+        raise SpecError(flag, f'{path} has no "instances" list; write one request body, {{"instances": [...]}} '
+                        "(or one instance per line with --json-instances)")
+    signature = body.get("signature_name")
+    if signature is not None and not isinstance(signature, str):
+        raise SpecError(flag, f'{path}: "signature_name" is {signature!r}, not a name; give it as a string')
+    return [(f"{path} instance {number}", instance) for number, instance in enumerate(instances, 1)], signature
 
 
 def instances_of(placed: list[tuple[str, object]]) -> list:

@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from launcher.serving.gcs import expand
-from launcher.serving.predictions import instances_of, read_placed
+from launcher.serving.predictions import instances_of, read_placed, read_request
 from tests.support.gcs_denied import DeniedGcs
 from tests.support.launcher_process import run_launcher
 from tests.support.ports import free_port
@@ -67,6 +67,16 @@ def test_an_object_is_split_into_lines_as_a_local_file_is(emulated, tmp_path):
     expected = [{"text": "one\u2028still one"}, {"text": "two"}]
     assert instances_of(read_placed(f"gs://{BUCKET}/lines/r.json", "--input-paths")) == expected
     assert instances_of(read_placed(str(tmp_path / "r.json"), "--input-paths")) == expected
+
+
+def test_a_request_body_is_read_from_a_bucket_as_from_a_file(emulated, tmp_path):
+    """gcloud's --json-request, gs:// too: one body over several lines, with its signature name."""
+    text = '{"signature_name": "unkeyed",\n "instances": [\n  {"image": [0.5]},\n  {"image": [1.0]}]}\n'
+    emulated.blob("requests/body.json").upload_from_string(text.encode())
+    (tmp_path / "body.json").write_text(text)
+    for path in (f"gs://{BUCKET}/requests/body.json", str(tmp_path / "body.json")):
+        assert read_request(path) == ([(f"{path} instance 1", {"image": [0.5]}),
+                                       (f"{path} instance 2", {"image": [1.0]})], "unkeyed")
 
 
 @pytest.mark.parametrize("inputs, output, field, says", [

@@ -129,6 +129,32 @@ def test_launcher_predict_sends_image_only_lines_to_the_unkeyed_signature(mnist_
     assert keys == list(range(5)) and classes == in_process["classes"][:5].tolist()
 
 
+def test_gclouds_predict_command_line_gives_the_same_answers(mnist_job, served, request_file, in_process, tmp_path):
+    """`gcloud ai-platform predict --model M --version V --region R --json-request FILE`
+    with `gcloud ai-platform` replaced: --model names the model, --version and --region are
+    noted and ignored, and the request body's instances (and its signature_name) are sent."""
+    body = tmp_path / "body.json"
+    body.write_text(json.dumps({"instances": request_file.rows}, indent=2))  # a body over many lines
+    done = run_launcher(mnist_job.env, "predict", "--model", "mnist", "--version", "v1", "--region", "us-central1",
+                        "--json-request", str(body), "--backend", "local", timeout=COMMAND_TIMEOUT)
+    assert done.returncode == 0, done.stderr
+    keys, classes, probabilities = parse_table(done.stdout)
+    assert keys == list(range(COUNT)) and classes == in_process["classes"].tolist()
+    np.testing.assert_allclose(probabilities, in_process["probabilities"], rtol=0, atol=1e-6)
+    assert done.stderr.splitlines() == [
+        "note: --version v1 is ignored: a model here serves the one export `serve` loaded (serve mnist again with "
+        "another --model-dir to change it)",
+        "note: --region is a Cloud ML setting with no equivalent here; ignored"]
+    body.write_text(json.dumps({"signature_name": "unkeyed", "instances": [{"image": row["image"]}
+                                                                           for row in request_file.rows[:3]]}))
+    done = run_launcher(mnist_job.env, "predict", "--model", "mnist", "--json-request", str(body), "--backend",
+                        "local", timeout=COMMAND_TIMEOUT)
+    assert done.returncode == 0, done.stderr
+    assert "Using signature" not in done.stderr  # the body named it
+    keys, classes, _ = parse_table(done.stdout)
+    assert keys == list(range(3)) and classes == in_process["classes"][:3].tolist()
+
+
 def test_plain_http_in_tf_serving_format(served, request_file, in_process):
     model = f"{served.base}/v1/models/{served.name}"
     assert get(model) == (200, {"name": "mnist", "ready": True})

@@ -74,6 +74,7 @@ def no_gcs_client(monkeypatch):
     (["--input-paths", "gs://bucket/requests/*.json", "--output-path", "{tmp}/out"], "--input-paths"),
     (["--input-paths", "{request}", "--output-path", "gs://bucket/out"], "--output-path"),
     (["--json-instances", "gs://bucket/request.json"], "--json-instances"),
+    (["--json-request", "gs://bucket/request.json"], "--json-request"),
 ])
 def test_without_the_gcs_extra_a_gs_path_is_one_line_naming_the_extra(cli, tmp_path, request_file, no_gcs_client,
                                                                       argv, field):

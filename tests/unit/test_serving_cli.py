@@ -61,6 +61,11 @@ def request_file(tmp_path) -> Path:
     (["predict", "mnist", "--input-paths", "{export}/*.none", "--output-path", "{export}/out"], "--input-paths"),
     (["predict", "mnist", "--json-instances", "{request}", "--batch-size", "0"], "--batch-size"),
     (["predict", "mnist", "--json-instances", "{request}", "--url", "ftp://x"], "--url"),
+    (["predict", "--json-instances", "{request}"], "NAME"),
+    (["predict", "mnist", "--model", "other", "--json-instances", "{request}"], "--model"),
+    (["predict", "--model", "Mnist", "--json-instances", "{request}"], "NAME"),
+    (["predict", "mnist", "--json-request", "{request}"], "--json-request"),  # JSON lines, not one body
+    (["predict", "mnist", "--json-request", "{export}/missing.json"], "--json-request"),
 ])
 def test_bad_input_is_one_line_exit_2_and_nothing_started(cli, runs, export, request_file, argv, field):
     argv = [a.format(export=export, request=request_file) for a in argv]
