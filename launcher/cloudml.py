@@ -73,6 +73,8 @@ GPU_MACHINE_TYPES = {
 IGNORED = ("region", "runtimeVersion", "pythonVersion", "packageUris",
            "serviceAccount", "network", "encryptionConfig", "enableWebAccess")
 IGNORED_NOTE = "is a Cloud ML setting with no TFJob equivalent; ignored"
+PACKAGES_INSTEAD = ("the launcher uploads and installs no packages; the module must be in --image, or give its "
+                    "directory with --package-path")
 USE_CHIEF_NOTE = "is ignored; TFJob always names the coordinator 'chief' in TF_CONFIG"
 CONFIG_KEYS = ("acceleratorConfig", "imageUri", "containerCommand", "containerArgs")
 IGNORED_CONFIG_KEYS = ("diskConfig", "tpuTfVersion")
@@ -290,8 +292,7 @@ def _apply_job_fields(config: CloudMLConfig, training: dict) -> None:
     if training.get("useChiefInTfConfig") is False:
         config.notes.append(f"note: trainingInput.useChiefInTfConfig: false {USE_CHIEF_NOTE}")
     if "packageUris" in training:
-        config.notes.append("note: trainingInput.packageUris is ignored: the launcher uploads and installs no "
-                            "packages; the module must be in --image, or give its directory with --package-path")
+        config.notes.append(f"note: trainingInput.packageUris is ignored: {PACKAGES_INSTEAD}")
     for key in IGNORED:
         if key in training and key != "packageUris":
             config.notes.append(f"note: trainingInput.{key} {IGNORED_NOTE}")

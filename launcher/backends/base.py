@@ -48,12 +48,25 @@ class JobStatus:
     backend: str = ""
     suspended: bool = False  # the TFJob says runPolicy.suspend: true (e.g. waiting for Kueue)
     queue: str = ""  # its Kueue LocalQueue (label kueue.x-k8s.io/queue-name), "" if none
+    deleted: tuple[str, ...] = ()  # replicas of an ended job whose pods are gone (cleanPodPolicy), not in `replicas`
+    clean_pod_policy: str = ""  # the TFJob's (k8s)
 
     @property
     def phase(self) -> str:
         """The last true condition type (Created, Suspended, Running, Restarting, Succeeded,
         Failed); see `job_phase`."""
         return job_phase(self.conditions, self.suspended)
+
+
+def deleted_pods_reason(policy: str, one: bool = False) -> str:
+    """Why a replica of an ended TFJob has no pod (and so no log): the operator deletes pods
+    at the end as the job's cleanPodPolicy says. `one`: said of one replica."""
+    whose = "its pod" if one else "their pods"
+    if policy in ("Running", "All"):
+        which = "the pods still running" if policy == "Running" else "every pod"
+        return (f"the training-operator deleted {whose} when the job ended (cleanPodPolicy {policy} deletes {which} "
+                "then); submit with --clean-pod-policy None to keep every pod and its log")
+    return f"{whose} {'was' if one else 'were'} deleted after the job ended"
 
 
 def job_phase(conditions, suspended: bool = False) -> str:

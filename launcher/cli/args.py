@@ -18,6 +18,8 @@ import textwrap
 from dataclasses import dataclass
 
 from . import namespace_of
+from .. import cloudml
+from ..cloudml import IGNORED_NOTE, PACKAGES_INSTEAD, USE_CHIEF_NOTE, accelerator_label, job_name
 from ..spec import (CLEAN_POD_POLICIES, DEFAULT_IMAGE, END_OF_LIFE_ACCELERATORS, RESTART_POLICIES, ROLES,
                    JobSpec, ReplicaSpec, RunPolicy, SecretEnv, SpecError, Volume, check_accelerator, check_job_dir,
                    check_quantity)
@@ -37,8 +39,7 @@ GCLOUD_IGNORED = {
     "runtime-version": "the replicas run the TensorFlow of --image",
     "python-version": "the replicas run the Python of --image",
     "staging-bucket": "the launcher uploads nothing",
-    "packages": "the launcher uploads and installs no packages; the module must be in --image, or give its "
-                "directory with --package-path",
+    "packages": PACKAGES_INSTEAD,
     "network": "the pods use the cluster's network",
     "enable-web-access": "",
     "kms-key": "", "kms-keyring": "", "kms-location": "", "kms-project": "",
@@ -199,8 +200,6 @@ def secret_like_env_warnings(env: dict[str, str]) -> list[str]:
 
 def gcloud_accelerator(text: str, flag: str) -> tuple[str, int]:
     """"type=nvidia-tesla-t4,count=2" (gcloud's --master-accelerator) -> ("nvidia-tesla-t4", 2)."""
-    from ..cloudml import accelerator_label
-
     fields = dict(part.partition("=")[::2] for part in text.split(",") if part)
     unknown = set(fields) - {"type", "count"}
     if unknown or not fields.get("type"):
@@ -315,8 +314,6 @@ def _pick(flag_value, config_value, default=None):
 def merge_settings(args: argparse.Namespace, trainer_args: tuple[str, ...]) -> Settings:
     config = None
     if args.config or args.scale_tier:
-        from .. import cloudml
-
         config = (cloudml.load(args.config, args.scale_tier) if args.config
                   else cloudml.from_training_input({"scaleTier": args.scale_tier}))
     base_counts = config.replicas if config else DEFAULT_COUNTS
@@ -374,8 +371,6 @@ def merge_settings(args: argparse.Namespace, trainer_args: tuple[str, ...]) -> S
 def gcloud_notes(args: argparse.Namespace) -> list[str]:
     """The notes for gcloud's flags that are accepted and not used (GCLOUD_IGNORED,
     --use-chief-in-tf-config false); SpecError for a --use-chief-in-tf-config that is no boolean."""
-    from ..cloudml import IGNORED_NOTE, USE_CHIEF_NOTE
-
     notes = []
     chief = args.use_chief_in_tf_config
     if chief is not None:
@@ -495,8 +490,6 @@ def blamed_on_config(exc: SpecError, args: argparse.Namespace) -> SpecError:
 
 def _name(args, settings: Settings) -> str:
     """--name, gcloud's JOB (as a TFJob name), the config file's jobId, or a default name."""
-    from ..cloudml import job_name
-
     if args.job is not None:
         if args.name is not None:
             raise SpecError("--name", f"given twice: {args.name!r} and gcloud's JOB {args.job!r}; give one")

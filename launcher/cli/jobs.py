@@ -7,7 +7,7 @@ import sys
 import time
 
 from ..backends import resolve_kind
-from ..backends.base import BackendError, LogOptions, NotFound
+from ..backends.base import BackendError, LogOptions, NotFound, deleted_pods_reason
 from . import EXIT_FAILED, EXIT_OK, check_name, check_replica, namespace_of, replica_alias
 from ..events import JobCondition, TERMINAL
 from ..spec import DEFAULT_NAMESPACE, SpecError, check_listen_port
@@ -48,7 +48,8 @@ def status_data(snapshot) -> dict:
     return {"name": snapshot.name, "namespace": snapshot.namespace, "backend": snapshot.backend,
             "phase": snapshot.phase, "created": snapshot.created, "queue": snapshot.queue,
             "conditions": [dataclasses.asdict(c) for c in snapshot.conditions],
-            "replicas": [dataclasses.asdict(r) for r in snapshot.replicas]}
+            "replicas": [dataclasses.asdict(r) for r in snapshot.replicas],
+            **({"deleted": list(snapshot.deleted)} if snapshot.deleted else {})}
 
 
 def status(args, factory) -> int:
@@ -77,6 +78,9 @@ def status(args, factory) -> int:
     wide = args.output == "wide"
     for line in format_rows(replica_rows(snapshot.replicas, wide=wide), WIDE_COLUMNS if wide else COLUMNS):
         _print(line)
+    if snapshot.deleted:
+        print(f"note: {', '.join(snapshot.deleted)}: not listed: "
+              f"{deleted_pods_reason(snapshot.clean_pod_policy)}", file=sys.stderr, flush=True)
     return code
 
 

@@ -351,3 +351,6 @@ def test_logs_of_an_ended_job_name_the_replicas_whose_pods_went_with_it(cluster,
     notes.clear()
     assert list(backend.logs("mnist", namespace, replica="chief-0")) == chief
     assert notes == []
+    status = backend.status("mnist", namespace)  # what `status` lists, and which replicas it says are gone
+    assert [r.replica for r in status.replicas] == ["chief-0"]
+    assert (status.deleted, status.clean_pod_policy) == (("ps-0", "worker-0", "worker-1"), "Running")

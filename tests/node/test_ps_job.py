@@ -38,7 +38,9 @@ class Run:
     trainer_uids: set[int]
     kubectl_chief_log: str
     conditions: list[str]
-    ended_logs: object  # `logs --replica all` once the operator has deleted the ps and workers
+    pods_left: list[str]  # the replicas whose pods are left once no pod runs (cleanPodPolicy Running)
+    ended_logs: object  # `logs --replica all` then
+    ended_status: object  # `status` then
 
 
 @pytest.fixture(scope="module")
@@ -54,17 +56,28 @@ def run(node_cluster, trainer_image) -> Iterator[Run]:
                 exit_code = submit.wait(RUN_TIMEOUT_S)
                 follow_exit = follow.wait(120)
         chief_log = node_cluster.kubectl("logs", f"{JOB}-chief-0", "-n", ns.name).stdout
-        wait_for(lambda: [p["metadata"]["name"] for p in ns.pods(JOB)] == [f"{JOB}-chief-0"] or None,
-                 lambda: f"the ps and workers not deleted: {[p['metadata']['name'] for p in ns.pods(JOB)]}", 120)
+        left = wait_for(lambda: _settled(ns), lambda: f"pods still running or terminating: {ns.pods(JOB)}", 120)
         ended = run_launcher(node_cluster, "logs", JOB, "--backend", "k8s", "-n", ns.name, "--replica", "all")
+        status = run_launcher(node_cluster, "status", JOB, "--backend", "k8s", "-n", ns.name)
         yield Run(ns.name, ns.job_dir(JOB), ns.shared / "mnist", exit_code, submit.output, follow.output,
-                  follow_exit, pods, uids, chief_log, ns.tfjob_conditions(JOB), ended)
+                  follow_exit, pods, uids, chief_log, ns.tfjob_conditions(JOB), left[0], ended, status)
 
 
 def _all_running(ns) -> list[dict] | None:
     pods = ns.pods(JOB)
     running = [p for p in pods if p.get("status", {}).get("phase") == "Running"]
     return running if len(running) == len(REPLICAS) else None
+
+
+def _settled(ns) -> tuple[list[str]] | None:
+    """Once no pod of the job runs or terminates: the replicas whose pods are left. The
+    operator deletes the pods still running when the job ends (cleanPodPolicy Running); a
+    ps or worker that saw the done marker first has exited 0 by itself, and its pod stays."""
+    pods = ns.pods(JOB)
+    if any(p.get("status", {}).get("phase") not in ("Succeeded", "Failed") or p["metadata"].get("deletionTimestamp")
+           for p in pods):
+        return None
+    return ([p["metadata"]["name"].removeprefix(f"{JOB}-") for p in pods],)
 
 
 def _trainer_uids(pods: list[dict]) -> set[int] | None:
@@ -107,15 +120,26 @@ def test_logs_follow_shows_every_replicas_real_output(run):
     assert any(line.startswith("[chief-0] ") and "Train [" in line for line in run.follow_output.splitlines())
 
 
-def test_logs_after_the_end_name_the_replicas_whose_pods_were_deleted(run):
-    """cleanPodPolicy Running: the operator deleted the ps and workers at the end, and their
-    logs with them; the chief's log is still shown, and one note says where the rest went."""
+def test_logs_and_status_after_the_end_name_the_replicas_whose_pods_were_deleted(run):
+    """cleanPodPolicy Running: the operator deleted the ps and workers still running at the
+    end, and their logs with them (one that had exited by itself keeps its pod and log).
+    `logs --replica all` shows the logs that are left and `status` their rows, and each says
+    in one note which replicas went and why."""
+    gone = [replica for replica in REPLICAS if replica not in run.pods_left]
+    assert "chief-0" in run.pods_left and len(run.pods_left) + len(gone) == len(REPLICAS)
+    why = ("the training-operator deleted their pods when the job ended (cleanPodPolicy Running deletes the pods "
+           "still running then); submit with --clean-pod-policy None to keep every pod and its log")
     assert run.ended_logs.returncode == 0, run.ended_logs.stderr
-    assert run.ended_logs.stdout.splitlines() == [f"[chief-0] {line}" for line in run.kubectl_chief_log.splitlines()]
-    assert run.ended_logs.stderr.splitlines() == [
-        "note: ps-0, worker-0, worker-1: no log: the training-operator deleted their pods when the job ended "
-        "(cleanPodPolicy Running deletes the pods still running then); submit with --clean-pod-policy None to keep "
-        "every pod and its log"]
+    lines = run.ended_logs.stdout.splitlines()
+    assert [line for line in lines if line.startswith("[chief-0] ")] == [
+        f"[chief-0] {line}" for line in run.kubectl_chief_log.splitlines()]
+    assert {line.split("]")[0][1:] for line in lines} == set(run.pods_left)
+    assert run.ended_logs.stderr.splitlines() == ([f"note: {', '.join(gone)}: no log: {why}"] if gone else [])
+    assert run.ended_status.returncode == 0, run.ended_status.stderr
+    rows = run.ended_status.stdout.splitlines()
+    assert [row.split()[0] for row in rows[rows.index(next(r for r in rows if r.startswith("REPLICA"))) + 1:]] == [
+        replica for replica in REPLICAS if replica in run.pods_left]
+    assert run.ended_status.stderr.splitlines() == ([f"note: {', '.join(gone)}: not listed: {why}"] if gone else [])
 
 
 def test_kubectl_logs_shows_the_chiefs_output(run):

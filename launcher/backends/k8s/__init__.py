@@ -30,7 +30,8 @@ from ..base import Backend, BackendError, JobStatus, JobSummary, LogOptions, Not
 from .client import (CALL_TIMEOUT, TRANSPORT_ERRORS, CountingApiClient, KubeApi, RequestCounter, absent,
                          load_configuration, one_line, read_json, server_message, unreachable)
 from .events import ReplicaTracker, job_events, pod_fetcher
-from .logs import DRAIN_SECONDS, check_ended, check_replica, follow_logs, read_logs
+from .logs import (DRAIN_SECONDS, check_ended, check_replica, clean_pod_policy, ended_without_pods, follow_logs,
+                   read_logs)
 from .objects import (created, job_conditions, owner_reference, parse_replica, pod_selector, queue_of, replica_order,
                       suspended)
 from .table import replica_gpus
@@ -119,7 +120,8 @@ class KubernetesBackend(Backend):
             phases = sorted(filter(None, map(tracker.phase_of, pods)), key=replica_order)
         return JobStatus(name=name, namespace=namespace, conditions=job_conditions(tfjob),
                          replicas=tuple(phases), created=created(tfjob), backend=self.name,
-                         suspended=suspended(tfjob), queue=queue_of(tfjob))
+                         suspended=suspended(tfjob), queue=queue_of(tfjob),
+                         deleted=tuple(ended_without_pods(tfjob, pods)), clean_pod_policy=clean_pod_policy(tfjob))
 
     def events(self, name: str, namespace: str, stop: threading.Event | None = None) -> Iterator[Event]:
         return job_events(self.api, name, namespace, stop)

@@ -33,7 +33,7 @@ from kubernetes.client.exceptions import ApiException
 from ...events import LogEnded, LogLine, short_replica
 from ...spec import SpecError
 from ...tfconfig import replicas as job_replicas
-from ..base import BackendError, stderr_note
+from ..base import BackendError, deleted_pods_reason, stderr_note
 from . import table
 from .client import CONNECT_TIMEOUT, TRANSPORT_ERRORS, KubeApi, abort, finish, iter_lines, one_line, server_message
 from .objects import CONTAINER, container_status, is_terminal, pod_selector, replica_order
@@ -68,31 +68,33 @@ def check_replica(tfjob: dict, replica: tuple[str, int]) -> None:
                                      f"use one of {ids} or all")
 
 
-def check_pods(tfjob: dict, rows: list[PodRow], replica: tuple[str, int] | None,
-               note: Callable[[str], None] = stderr_note) -> None:
-    """Once the job has ended, the replicas asked for (`replica`, or all) that have no pod
-    have no log either: the operator deletes pods at the end as the job's cleanPodPolicy
-    says (Running, its default for TFJobs: those still running, such as ps and workers;
-    All: every pod), and the kubelet's logs go with them. A note names them and says why;
-    when the one replica asked for is such, BackendError instead, as there is nothing to
-    show. Before the end a pod may just not be made yet (follow waits for it)."""
+def clean_pod_policy(tfjob: dict) -> str:
+    """The TFJob's cleanPodPolicy; Running, the operator's default for TFJobs, when unset."""
+    return ((tfjob.get("spec") or {}).get("runPolicy") or {}).get("cleanPodPolicy") or "Running"
+
+
+def ended_without_pods(tfjob: dict, rows: list[PodRow], replica: tuple[str, int] | None = None) -> list[str]:
+    """Once the job has ended, the replicas asked for (`replica`, or all) that have no pod:
+    the operator deleted them as the job's cleanPodPolicy says (Running: those still running,
+    such as ps and workers; All: every pod), and the kubelet's logs went with them. Before
+    the end a pod may just not be made yet: nothing is said then."""
     if not is_terminal(tfjob):
-        return
+        return []
     name = tfjob["metadata"]["name"]
     have = {found for row in rows if (found := table.replica_of(row, name))}
-    missing = [short_replica(*r) for r in ([replica] if replica else job_replicas(tfjob)) if r not in have]
+    return [short_replica(*r) for r in ([replica] if replica else job_replicas(tfjob)) if r not in have]
+
+
+def check_pods(tfjob: dict, rows: list[PodRow], replica: tuple[str, int] | None,
+               note: Callable[[str], None] = stderr_note) -> None:
+    """A note naming the replicas asked for whose pods (and logs) went with the job's end,
+    and why; BackendError instead when that is the one replica asked for: nothing to show."""
+    missing = ended_without_pods(tfjob, rows, replica)
     if not missing:
         return
-    policy = ((tfjob.get("spec") or {}).get("runPolicy") or {}).get("cleanPodPolicy") or "Running"
-    whose = "its pod" if replica else "their pods"
-    if policy in ("Running", "All"):
-        which = "the pods still running" if policy == "Running" else "every pod"
-        why = (f"the training-operator deleted {whose} when the job ended (cleanPodPolicy {policy} deletes {which} "
-               "then); submit with --clean-pod-policy None to keep every pod and its log")
-    else:
-        why = f"{whose} {'was' if replica else 'were'} deleted after the job ended"
+    why = deleted_pods_reason(clean_pod_policy(tfjob), one=replica is not None)
     if replica:
-        raise BackendError(f"{missing[0]} of tfjob {name} has no log: {why}")
+        raise BackendError(f"{missing[0]} of tfjob {tfjob['metadata']['name']} has no log: {why}")
     note(f"note: {', '.join(missing)}: no log: {why}")
 
 
