@@ -2,7 +2,8 @@
 The rows here are as kube-apiserver 1.36 sends them (includeObject=None)."""
 from __future__ import annotations
 
-from launcher.backends.k8s.table import exit_code, log_instance, needs_pod, phase, replica_gpus, replica_phase, rows
+from launcher.backends.k8s.table import (exit_code, log_instance, needs_pod, phase, replica_gpus, replica_phase,
+                                        restarting_always, rows)
 
 COLUMNS = [{"name": n} for n in ("Name", "Ready", "Status", "Restarts", "Age", "IP", "Node", "Nominated Node",
                                  "Readiness Gates")]
@@ -35,6 +36,24 @@ def test_exit_codes_a_row_shows_and_when_the_pod_must_be_read():
     assert exit_code(one("Error", ended="Failed")) is None and needs_pod(one("Error", ended="Failed"))
     assert needs_pod(one("OOMKilled")) and not needs_pod(one("Running"))
     assert needs_pod(one("CrashLoopBackOff", restarts="2 (5s ago)"))  # the last exit code is in the pod only
+
+
+def test_a_container_that_exited_0_in_a_pod_still_running_is_shown_succeeded_unless_it_restarts():
+    """Status Completed before the pod's phase caught up (or before the operator deleted the
+    pod of a ps or worker that exited by itself): Succeeded with exit code 0, the same state
+    as the ended pod's, so the live view prints it once. Under restartPolicy Always the
+    kubelet restarts it: Running, as the pod says."""
+    completed, ended = one("Completed"), one("Completed", ended="Succeeded")
+    assert exit_code(completed) == 0 and not needs_pod(completed)
+    shown = replica_phase(completed, "j")
+    assert (shown.phase, shown.exit_code, shown.message) == ("Succeeded", 0, "Completed")
+    assert shown == replica_phase(ended, "j")
+    restarting = replica_phase(completed, "j", always=frozenset({"Worker"}))
+    assert (restarting.phase, restarting.exit_code, restarting.message) == ("Running", 0, "Completed")
+    assert replica_phase(completed, "j", always=frozenset({"PS"})).phase == "Succeeded"  # another type's policy
+    job = {"spec": {"tfReplicaSpecs": {"Worker": {"restartPolicy": "Always"}, "PS": {"restartPolicy": "OnFailure"},
+                                       "Chief": {}}}}
+    assert restarting_always(job) == {"Worker"} and restarting_always({}) == frozenset()
 
 
 def test_a_container_the_kubelet_cannot_start_is_read_for_the_kubelets_message():

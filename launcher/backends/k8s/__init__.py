@@ -34,7 +34,7 @@ from .logs import (DRAIN_SECONDS, check_ended, check_replica, clean_pod_policy, 
                    read_logs)
 from .objects import (created, job_conditions, owner_reference, parse_replica, pod_selector, queue_of, replica_order,
                       suspended)
-from .table import replica_gpus
+from .table import replica_gpus, restarting_always
 
 DELETE_TIMEOUT = 300.0  # seconds `delete(wait=True)` waits for the TFJob to disappear
 DELETE_POLL = 0.5
@@ -112,7 +112,7 @@ class KubernetesBackend(Backend):
     def status(self, name: str, namespace: str) -> JobStatus:
         tfjob = self.api.get_tfjob(name, namespace)
         tracker = ReplicaTracker(name, pod_fetcher(self.api, namespace))
-        tracker.gpus = replica_gpus(tfjob)
+        tracker.gpus, tracker.always = replica_gpus(tfjob), restarting_always(tfjob)
         with self.api.errors(f"listing pods of tfjob {name}"):
             pods = self.api.list_pod_rows(namespace, pod_selector(name))
             if any(not row.node for row in pods):  # why they wait: the scheduler's events, if RBAC allows

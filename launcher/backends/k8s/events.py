@@ -88,10 +88,11 @@ class ReplicaTracker:
         self._image_messages: dict[tuple[str, str], str] = {}  # (replica type, image reason) -> kubelet's message
         self._job, self._fetch = job, fetch
         self.gpus: dict[str, int] = {}  # per replica type, from the TFJob
+        self.always: frozenset[str] = frozenset()  # the replica types under restartPolicy Always, from the TFJob
         self.unschedulable = Unschedulable()
 
     def phase_of(self, row: PodRow) -> ReplicaPhase | None:
-        phase = table.replica_phase(row, self._job, self.gpus, self.unschedulable.message(row))
+        phase = table.replica_phase(row, self._job, self.gpus, self.unschedulable.message(row), self.always)
         if phase is None or self._fetch is None or not table.needs_pod(row):
             return phase
         image = (phase.type, row.status) if row.status in table.IMAGE_WAITING else None
@@ -184,7 +185,7 @@ def job_events(api: KubeApi, name: str, namespace: str, stop: threading.Event | 
                 continue
             if isinstance(item, (Synced, WatchEvent)) and item.kind == "tfjob":
                 job = job_from(item, name, namespace, job_synced)
-                replicas.gpus = table.replica_gpus(job)
+                replicas.gpus, replicas.always = table.replica_gpus(job), table.restarting_always(job)
                 for condition in conditions.update(job):
                     if final or condition.terminal:
                         final.append(condition)

@@ -103,8 +103,9 @@ def phase(row: PodRow) -> str:
 
 
 def exit_code(row: PodRow) -> int | None:
-    """The exit code a row shows (0 for Succeeded, ExitCode:N), None when it shows none."""
-    if row.ended == "Succeeded":
+    """The exit code a row shows (0 for Succeeded or a container Completed, ExitCode:N), None
+    when it shows none."""
+    if row.ended == "Succeeded" or row.status == "Completed":
         return 0
     match = _EXIT_CODE.match(row.status)
     return int(match[1]) if match else None
@@ -133,18 +134,34 @@ def needs_pod(row: PodRow) -> bool:
 
 
 def replica_phase(row: PodRow, job: str, gpus: dict[str, int] | None = None,
-                  message: str = "") -> ReplicaPhase | None:
+                  message: str = "", always: frozenset[str] = frozenset()) -> ReplicaPhase | None:
     """One row of the status table (None for a pod that is not a replica of `job`);
-    `gpus` per replica type comes from the TFJob, `message` overrides the Status column."""
+    `gpus` per replica type comes from the TFJob, `message` overrides the Status column.
+
+    A container that exited 0 (Status Completed) in a pod whose phase is still Running is
+    shown Succeeded: the kubelet restarts it only under restartPolicy Always (`always`: the
+    replica types with that policy, from the TFJob), so its pod turns Succeeded next. The
+    phase catches up a moment later, or never when the pod is deleted first, as the operator
+    deletes those still Running when the job ends (cleanPodPolicy Running): a ps or worker
+    that had exited by itself then stayed Running (Completed) in the live view."""
     replica = replica_of(row, job)
     if replica is None:
         return None
     rtype, index = replica
     now = phase(row)
+    if now == "Running" and row.status == "Completed" and rtype not in always:
+        now = "Succeeded"
     return ReplicaPhase(replica=short_replica(rtype, index), type=rtype, index=index, phase=now,
                         restarts=row.restarts, node=row.node, started=row.created,
                         gpus=(gpus or {}).get(rtype, 0), exit_code=exit_code(row),
                         message=message or ("" if row.status in (now, "Running") else row.status))
+
+
+def restarting_always(tfjob: dict) -> frozenset[str]:
+    """The replica types whose restartPolicy is Always (the kubelet restarts even a container
+    that exited 0; the operator's default is Never)."""
+    specs = (tfjob.get("spec") or {}).get("tfReplicaSpecs") or {}
+    return frozenset(rtype for rtype, spec in specs.items() if (spec or {}).get("restartPolicy") == "Always")
 
 
 def replica_gpus(tfjob: dict) -> dict[str, int]:
