@@ -115,8 +115,7 @@ class Parser(argparse.ArgumentParser):
 
 def _primary(names: list[str]) -> str:
     """The name an error gives a flag: its first long name (--namespace of -n/--namespace,
-    --workers of --workers/--worker-count, whose second name is gcloud's), as the trainer
-    names its own flags."""
+    --workers of --workers/--worker-count, whose second name is gcloud's)."""
     return next((name for name in names if name.startswith("--")), names[-1])
 
 

@@ -259,8 +259,6 @@ def dry_run_mode(args) -> str | None:
 def submit(args, trainer_args, factory) -> int:
     dry_run = dry_run_mode(args)
     spec, notes = build_spec(args, trainer_args)
-    for line in notes:
-        _note(line)
     kind = resolve_kind(args.backend)
     check_package(spec, kind)
     check_arguments(spec, kind, args, trainer_args)
@@ -275,6 +273,8 @@ def submit(args, trainer_args, factory) -> int:
     backend = factory(kind) if (kind == "local" or dry_run != "client") else None
     if backend is not None:
         spec = _with_default_job_dir(spec, backend)
+    for line in notes:  # once the input passed every check: bad input is one line alone
+        _note(line)
     if kind == "local" and uses_gpus(spec):
         _note(LOCAL_GPU_NOTE)
     if kind == "local" and any(r.cpu or r.memory for r in spec.replicas.values()):

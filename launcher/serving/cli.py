@@ -437,13 +437,17 @@ def predict_name(args) -> str:
     return name
 
 
-def predict(args, factory) -> int:
-    args.name = predict_name(args)
+def _gcloud_notes(args) -> None:
+    """gcloud predict's flags that do nothing here, said once the input has been checked."""
     if args.model_version is not None:
         predictions.stderr(f"note: --version {args.model_version} is ignored: a model here serves the one export "
                            f"`serve` loaded (serve {args.name} again with another --model-dir to change it)")
     if args.region is not None:
         predictions.stderr("note: --region is a Cloud ML setting with no equivalent here; ignored")
+
+
+def predict(args, factory) -> int:
+    args.name = predict_name(args)
     if args.batch_size < 1:
         raise SpecError("--batch-size", "must be at least 1")
     if args.input_paths:
@@ -451,6 +455,7 @@ def predict(args, factory) -> int:
             raise SpecError("--output-path", "missing; batch prediction (--input-paths) writes to a folder")
         files = predictions.input_files(args.input_paths)
         out = predictions.check_output(args.output_path)
+        _gcloud_notes(args)
         with _server(args) as server:
             written, failed = predictions.batch_predict(server, args.name, files, out, args.batch_size,
                                                         args.signature_name, predictions.stderr)
@@ -469,6 +474,7 @@ def predict(args, factory) -> int:
         chosen = chosen or named
     else:
         placed = predictions.read_placed(args.json_instances)
+    _gcloud_notes(args)
     with _server(args) as server:
         signature = predictions.signature_for(server, args.name, predictions.instances_of(placed),
                                               chosen, predictions.stderr)

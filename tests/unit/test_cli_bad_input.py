@@ -161,6 +161,17 @@ def test_submit_refuses_and_applies_nothing(cli, argv, field):
     assert backend.submitted == [] and backend.dry_runs == []
 
 
+def test_notes_on_ignored_flags_wait_until_the_input_passed_every_check(cli):
+    """gcloud's --region is noted as ignored, but not beside a refusal: bad input is one line."""
+    backend = FakeBackend(name="k8s")
+    result = cli("submit", "--backend", "k8s", "--name", "ok", "--region", "us-central1", "--", "--train-steps",
+                 "abc", backend=backend)
+    result.refused("trainer arguments (after --)")
+    assert backend.submitted == [] and backend.dry_runs == []
+    done = cli("submit", "--backend", "k8s", "--name", "ok", "--region", "us-central1", "--detach", backend=backend)
+    assert done.code == 0 and done.err.startswith("note: --region is a Cloud ML setting with no TFJob equivalent")
+
+
 @pytest.mark.parametrize("argv, line", [
     (["--job-dir", "gs://BUCKET/runs/x"],
      "error: --job-dir: 'BUCKET' in 'gs://BUCKET/runs/x' is not a Cloud Storage bucket name; bucket names are 3-63 "

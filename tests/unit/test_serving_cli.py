@@ -66,6 +66,8 @@ def request_file(tmp_path) -> Path:
     (["predict", "--model", "Mnist", "--json-instances", "{request}"], "NAME"),
     (["predict", "mnist", "--json-request", "{request}"], "--json-request"),  # JSON lines, not one body
     (["predict", "mnist", "--json-request", "{export}/missing.json"], "--json-request"),
+    (["predict", "--model", "mnist", "--version", "v1", "--region", "r", "--json-request", "{export}/missing.json"],
+     "--json-request"),  # the notes on gcloud's flags come only once the input passed
 ])
 def test_bad_input_is_one_line_exit_2_and_nothing_started(cli, runs, export, request_file, argv, field):
     argv = [a.format(export=export, request=request_file) for a in argv]
