@@ -137,8 +137,9 @@ def test_logs_and_status_after_the_end_name_the_replicas_whose_pods_were_deleted
     assert run.ended_logs.stderr.splitlines() == ([f"note: {', '.join(gone)}: no log: {why}"] if gone else [])
     assert run.ended_status.returncode == 0, run.ended_status.stderr
     rows = run.ended_status.stdout.splitlines()
-    assert [row.split()[0] for row in rows[rows.index(next(r for r in rows if r.startswith("REPLICA"))) + 1:]] == [
-        replica for replica in REPLICAS if replica in run.pods_left]
+    header = next(index for index, row in enumerate(rows) if row.startswith("REPLICA"))
+    listed = [row.split()[0] for row in rows[header + 1:]]
+    assert listed == [replica for replica in REPLICAS if replica in run.pods_left]
     assert run.ended_status.stderr.splitlines() == ([f"note: {', '.join(gone)}: not listed: {why}"] if gone else [])
 
 
