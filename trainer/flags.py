@@ -168,26 +168,26 @@ def parser() -> Parser:
           help="local dir or gs:// URL for checkpoints, TensorBoard events (train/, eval/) and "
                "export/<version>/; a restart resumes from its latest checkpoint (env JOB_DIR; the "
                "Cloud ML samples' spellings are accepted)")
-    p.add_argument("--data-dir", "--data_dir", dest="data_dir", default=None, type=location,
-                   help="dir or gs:// URL with the model's train-* and test-* (taxi: eval-*) .tfrecord (or "
-                        ".tfrecord.gz) files written by `python -m trainer.data [--dataset taxi] --out DIR` "
-                        "(default: env MNIST_DATA_DIR or data/mnist; taxi: env TAXI_DATA_DIR or data/taxi)")
+    _flag(p, "--data-dir", aliases=("--data_dir",), dest="data_dir", default=None, type=location,
+          help="dir or gs:// URL with the model's train-* and test-* (taxi: eval-*) .tfrecord (or "
+          ".tfrecord.gz) files written by `python -m trainer.data [--dataset taxi] --out DIR` "
+          "(default: env MNIST_DATA_DIR or data/mnist; taxi: env TAXI_DATA_DIR or data/taxi)")
     _flag(p, "--train_data_paths", "--train-data-paths", aliases=("--train-files",), dest="train_data_paths",
           nargs="+", metavar="PATTERN", help="training TFRecord files or patterns (local or gs://; .gz/.gzip "
           "files read as GZIP) instead of --data-dir's train-* shards; commas also separate")
     _flag(p, "--eval_data_paths", "--eval-data-paths", aliases=("--eval-files",), dest="eval_data_paths",
           nargs="+", metavar="PATTERN", help="test TFRecord files or patterns for evaluation, as --train_data_paths")
-    p.add_argument("--image-feature", "--image_feature", dest="image_feature", default="image",
-                   help="name of the tf.train.Example bytes feature with the 784 uint8 pixels; `image_raw` "
-                        "reads the train.tfrecords of the TensorFlow MNIST tutorials (labels: `label`)")
+    _flag(p, "--image-feature", aliases=("--image_feature",), dest="image_feature", default="image",
+          help="name of the tf.train.Example bytes feature with the 784 uint8 pixels; `image_raw` "
+          "reads the train.tfrecords of the TensorFlow MNIST tutorials (labels: `label`)")
     p.add_argument("--prepare-data", action="store_true",
                    help="when --data-dir has no records, write the model's dataset there first (each replica that reads "
                         "data does it: for a pod's own disk, e.g. on kind, where no bucket is shared; replicas sharing a "
                         "data dir leave one whole copy)")
     p.add_argument("--model", default="mnist", choices=sorted(MODELS), help="model to train")
-    p.add_argument("--train-steps", "--train_steps", "--max_steps", "--max-steps", dest="train_steps",
-                   type=positive_int, default=None, help="global training steps in total (default: the model's: "
-                   + ", ".join(f"{name} {steps}" for name, steps in TRAIN_STEPS.items()) + ")")
+    _flag(p, "--train-steps", aliases=("--train_steps", "--max_steps", "--max-steps"), dest="train_steps",
+          type=positive_int, default=None, help="global training steps in total (default: the model's: "
+          + ", ".join(f"{name} {steps}" for name, steps in TRAIN_STEPS.items()) + ")")
     _flag(p, "--batch-size", aliases=("--batch_size", "--train_batch_size", "--train-batch-size"), dest="batch_size",
           type=positive_int, default=100, help="examples per worker per step")
     _flag(p, "--learning-rate", aliases=("--learning_rate",), dest="learning_rate", type=_positive_float,

@@ -154,7 +154,7 @@ def test_conflicting_or_bad_flags_are_refused(cli, flags, field):
 
 
 @pytest.mark.parametrize("backend_name, extra, trainer_args, message", [
-    ("local", [], ["--train-steps", "abc"], "argument --train-steps/--train_steps/--max_steps/--max-steps: "
+    ("local", [], ["--train-steps", "abc"], "argument --train-steps: "
                                             "'abc' is not an integer > 0"),
     ("local", ["--dry-run"], ["--modle", "taxi"], "unrecognized arguments: --modle taxi (did you mean --model?)"),
     ("k8s", [], ["--batch-size", "0"], "argument --batch-size: must be > 0, got 0"),  # the default image's trainer
@@ -186,7 +186,7 @@ def test_trainer_arguments_from_a_config_file_are_blamed_on_it(cli, tmp_path):
     result = submit(cli, backend, "--config", str(config))
     assert (result.code, result.out, backend.submitted) == (2, "", [])
     assert result.err == (f"error: --config {config}: trainer arguments from the file: argument "
-                          "--train-steps/--train_steps/--max_steps/--max-steps: must be > 0, got -5; "
+                          "--train-steps: must be > 0, got -5; "
                           "see `python -m trainer.task --help`\n"), result.err
 
 

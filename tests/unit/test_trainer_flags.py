@@ -50,7 +50,9 @@ def test_an_empty_job_dir_from_the_environment_is_refused(monkeypatch, capsys):
 
 
 @pytest.mark.parametrize("argv, expected", [
-    (["--train-steps", "0"], "--train-steps/--train_steps/--max_steps/--max-steps: must be > 0"),
+    (["--train-steps", "0"], "argument --train-steps: must be > 0"),
+    (["--max_steps", "0"], "argument --train-steps: must be > 0"),  # one name, not every spelling
+    (["--data_dir", " "], "argument --data-dir: is empty"),
     (["--model", "resnet"], "invalid choice: 'resnet'"),
     (["--eval-every-steps", "-1"], "must be >= 0"),
     (["--learning-rate", "0"], "--learning-rate: must be > 0"),
