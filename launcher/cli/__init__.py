@@ -115,8 +115,32 @@ class Parser(argparse.ArgumentParser):
 
 def _primary(names: list[str]) -> str:
     """The name an error gives a flag: its first long name (--namespace of -n/--namespace,
-    --workers of --workers/--worker-count, whose second name is gcloud's)."""
+    --workers of --workers/--worker-count, whose second name is gcloud's); main() then
+    names it as typed (_as_typed)."""
     return next((name for name in names if name.startswith("--")), names[-1])
+
+
+def _as_typed(exc: SpecError, parser: argparse.ArgumentParser | None, flags: list[str]) -> str:
+    """`exc`'s line naming its flag as the user typed it: `--worker-count: ...` for gcloud's
+    name of --workers (the spelling of the flag's last use, whose value counts)."""
+    text = str(exc)
+    for action in _actions(parser) if exc.field.startswith("--") else ():
+        longs = [name for name in action.option_strings if name.startswith("--")]
+        if longs[:1] != [exc.field]:
+            continue
+        used = [name for token in flags for name in longs if token == name or token.startswith(name + "=")]
+        if used and used[-1] != exc.field:
+            return used[-1] + text[len(exc.field):]
+    return text
+
+
+def _actions(parser: argparse.ArgumentParser | None):
+    """Every action of `parser` and of its subcommands' parsers."""
+    for action in parser._actions if parser is not None else ():
+        yield action
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                yield from _actions(sub)
 
 
 def _innermost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
@@ -363,6 +387,7 @@ def main(argv: list[str] | None = None, backend_factory: BackendFactory | None =
 
     argv = list(sys.argv[1:] if argv is None else argv)
     flags, trainer_args = split_trainer_args(argv)
+    parser = None
     try:
         parser = build_parser()
         args, extra = parser.parse_known_args(flags)
@@ -381,7 +406,7 @@ def main(argv: list[str] | None = None, backend_factory: BackendFactory | None =
             args.backend = "k8s"
         return _dispatch(args, trainer_args, backend_factory or _default_factory(args))
     except SpecError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_as_typed(exc, parser, flags)}", file=sys.stderr)
         return EXIT_USAGE
     except BackendError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -129,7 +129,13 @@ REFUSED = [
     (["--cpu", "1.2.3"], "--cpu"),
     (["--cpu", "."], "--cpu"),
     # gcloud ai-platform jobs submit training's flags
-    (["--worker-count", "abc"], "--workers"),  # named by its first name, as in --help
+    (["--worker-count", "abc"], "--worker-count"),  # named as typed, though --help lists it under --workers
+    (["--worker-count", "-1"], "--worker-count"),  # the JobSpec's check too
+    (["--worker-count=-1"], "--worker-count"),
+    (["--parameter-server-count", "-2"], "--parameter-server-count"),
+    (["--master-image-uri", "UPPER/img:1"], "--master-image-uri"),
+    (["--worker-count", "2", "--workers", "-1"], "--workers"),  # the last use's value counts
+    (["--workers", "2", "--worker-count", "-1"], "--worker-count"),
     (["--worker-image-uri", "gcr.io/p/w:1"], "--worker-image-uri"),
     (["--parameter-server-accelerator", "type=nvidia-tesla-t4,count=1"], "--parameter-server-accelerator"),
     (["--use-chief-in-tf-config", "maybe"], "--use-chief-in-tf-config"),
