@@ -148,16 +148,12 @@ def _local_namespace_note(args) -> None:
 
 
 def job_export(tfjob: dict) -> str | None:
-    """JOB_DIR/export of a TFJob manifest (the --job-dir its replicas were given)."""
-    for replica in (tfjob.get("spec", {}).get("tfReplicaSpecs") or {}).values():
-        for container in replica.get("template", {}).get("spec", {}).get("containers", []):
-            args = [str(a) for a in container.get("args") or []]
-            for index, arg in enumerate(args):
-                if arg == "--job-dir" and index + 1 < len(args):
-                    return args[index + 1].rstrip("/") + "/export"
-                if arg.startswith("--job-dir="):
-                    return arg.split("=", 1)[1].rstrip("/") + "/export"
-    return None
+    """JOB_DIR/export of a TFJob manifest: the job dir its replicas were given, by --job-dir
+    or the trainer's other spellings of it (--model_dir, ...), as `tensorboard` reads it."""
+    from ..cli.jobs import job_dir_of
+
+    job_dir = job_dir_of(tfjob)
+    return None if job_dir is None else job_dir.rstrip("/") + "/export"
 
 
 def _no_export(job: str, namespace: str, export: str) -> str:

@@ -227,6 +227,9 @@ def test_from_job_finds_the_job_dir_export_in_the_manifest():
     assert job_export(tfjob) == "gs://bucket/runs/one/export"
     tfjob["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]["containers"][0]["args"] = ["--job-dir=/tmp/j"]
     assert job_export(tfjob) == "/tmp/j/export"
+    for spelling in ("--model_dir", "--output_path", "--job_dir"):  # the Cloud ML samples', after --
+        tfjob["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]["containers"][0]["args"] = [spelling, "/tmp/m/"]
+        assert job_export(tfjob) == "/tmp/m/export"
     assert job_export({"spec": {"tfReplicaSpecs": {}}}) is None
 
 
