@@ -280,10 +280,11 @@ def submit(args, trainer_args, factory) -> int:
     if kind == "local" and any(r.cpu or r.memory for r in spec.replicas.values()):
         _note(LOCAL_RESOURCES_NOTE)
     cluster_only = [flag for flag, value in (("--queue-name", spec.queue_name), ("--priority-class", spec.priority_class),
-                                             ("--gang", spec.gang), ("--success-policy", spec.success_policy)) if value]
+                                             ("--gang", spec.gang), ("--success-policy", spec.success_policy),
+                                             ("--istio-sidecar", spec.istio_sidecar)) if value]
     if kind == "local" and cluster_only:
         _note(f"note: {', '.join(cluster_only)} {'is' if len(cluster_only) == 1 else 'are'} ignored by the local "
-              "backend (it starts every replica at once; the chief decides success)")
+              "backend (it starts every replica at once, as processes without Istio; the chief decides success)")
     if kind == "local":
         _local_notes(spec)
     tfjob = rendered(spec, backend)
