@@ -29,7 +29,8 @@ names (legacy ones like complex_model_m) are reported and get no requests. The s
 name no machine types (AI Platform never fixed them), so they set counts only. `useChiefInTfConfig`
 is accepted: TFJob always calls the coordinator `chief` in TF_CONFIG (what the flag
 selects on Cloud ML and what TF 2 needs), so `false` is reported and ignored.
-Also mapped: `masterConfig.imageUri` -> --image, `containerCommand` / `containerArgs`,
+Also mapped: `masterConfig.imageUri` -> --image, `containerCommand` / `containerArgs` (the
+same in every *Config that gives them; `containerArgs` beside `args` refused, as Cloud ML does),
 `jobDir` -> --job-dir, `pythonModule` -> --module-name, `args` -> trainer arguments,
 `scheduling.maxRunningTime` ->
 --active-deadline-seconds, top-level `labels` -> --label.
@@ -98,6 +99,7 @@ class CloudMLConfig:
     notes: list[str] = field(default_factory=list)
     machine_types: dict[str, str] = field(default_factory=dict)  # role -> Compute Engine type (masterType, ...)
     name: str | None = None  # a Job resource's jobId, as a TFJob name
+    container_fields: set[str] = field(default_factory=set)  # containerCommand/containerArgs given by a *Config
 
 
 def _where(*keys: str) -> str:
@@ -205,10 +207,14 @@ def _apply_container(config: CloudMLConfig, prefix: str, role_config: dict) -> N
         if not isinstance(image, str) or (config.image not in (None, image)):
             raise SpecError(_where(key, "imageUri"), "images differ or are not strings; use one image for all replicas")
         config.image = image
-    if "containerCommand" in role_config:
-        config.command = _string_list(role_config["containerCommand"], key, "containerCommand")
-    if "containerArgs" in role_config:
-        config.trainer_args = _string_list(role_config["containerArgs"], key, "containerArgs")
+    for field_name, attribute in (("containerCommand", "command"), ("containerArgs", "trainer_args")):
+        if field_name in role_config:
+            value = _string_list(role_config[field_name], key, field_name)
+            if field_name in config.container_fields and getattr(config, attribute) != value:
+                raise SpecError(_where(key, field_name), "differs from another replica's; a TFJob here runs one "
+                                f"{field_name} for all replicas: give the same one, or only in masterConfig")
+            setattr(config, attribute, value)
+            config.container_fields.add(field_name)
 
 
 def _custom_replicas(training: dict) -> dict[str, int]:
@@ -280,6 +286,9 @@ def from_training_input(training: dict, labels: dict | None = None) -> CloudMLCo
 
 def _apply_job_fields(config: CloudMLConfig, training: dict) -> None:
     if "args" in training:
+        if "containerArgs" in config.container_fields:
+            raise SpecError(_where("args"), "is set beside a replica's containerArgs, which Cloud ML refuses too; "
+                            "keep one of them")
         config.trainer_args = _string_list(training["args"], "args")
     if "jobDir" in training:
         config.job_dir = str(training["jobDir"])

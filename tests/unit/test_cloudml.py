@@ -46,6 +46,13 @@ def test_custom_counts_accelerators_and_job_fields():
     assert config.labels == {"team": "ml"}
 
 
+def test_the_same_container_fields_in_every_replica_config_are_taken():
+    same = {"containerCommand": ["python", "-m", "trainer.task"], "containerArgs": ["--train-steps", "5"]}
+    config = cloudml.from_training_input({"scaleTier": "CUSTOM", "masterType": "n1-standard-4", "workerCount": 2,
+                                          "masterConfig": dict(same), "workerConfig": dict(same)})
+    assert config.command == ("python", "-m", "trainer.task") and config.trainer_args == ("--train-steps", "5")
+
+
 def test_legacy_gpu_machine_types():
     config = cloudml.from_training_input({"scaleTier": "CUSTOM", "masterType": "complex_model_m_gpu",
                                           "workerType": "complex_model_m_gpu", "workerCount": 1})
@@ -88,6 +95,16 @@ def test_use_chief_false_and_cloud_only_fields_are_reported():
     ({"scaleTier": "CUSTOM", "masterType": "n1-standard-4", "masterConfig": {"containerArgs": ["--a", False]}},
      "masterConfig.containerArgs"),
     ({"scaleTier": "CUSTOM", "masterType": "n1-standard-4", "masterConfig": {"diskSize": 1}}, "masterConfig.diskSize"),
+    # Cloud ML's own rule: containerArgs and args are mutually exclusive
+    ({"scaleTier": "CUSTOM", "masterType": "n1-standard-4", "masterConfig": {"containerArgs": ["--a"]},
+      "args": ["--b"]}, "args"),
+    # a TFJob here runs one command and one argument list for every replica
+    ({"scaleTier": "CUSTOM", "masterType": "n1-standard-4", "workerCount": 1,
+      "masterConfig": {"containerArgs": ["--a"]}, "workerConfig": {"containerArgs": ["--b"]}},
+     "workerConfig.containerArgs"),
+    ({"scaleTier": "CUSTOM", "masterType": "n1-standard-4", "workerCount": 1,
+      "masterConfig": {"containerCommand": ["python", "a.py"]}, "workerConfig": {"containerCommand": ["b"]}},
+     "workerConfig.containerCommand"),
 ])
 def test_bad_training_input_names_the_key(training, field):
     with pytest.raises(SpecError) as caught:
