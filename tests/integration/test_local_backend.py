@@ -196,6 +196,21 @@ def test_onfailure_restarts_a_killed_worker_and_follow_spans_the_restart(backend
     assert ("Pending", 1, 137) in worker and worker[-1][1] == 1
 
 
+def test_a_restart_without_delay_is_still_recorded(backend, state, monkeypatch):
+    """With no backoff the replica is restarted a poll after its exit, not in the same poll,
+    so its Pending state and the job's Restarting condition are written (status, events)."""
+    monkeypatch.setenv("TFJOB_LOCAL_BACKOFF_SECONDS", "0")
+    backend.submit(make_job("nodelay", state, {"chief-0": ["wait-finish"], "worker-1": ["exit3", "serve"]}))
+    wait_ready(state, "worker-1")  # its second process
+    (state / "finish").touch()
+    events = list(backend.events("nodelay", NS))
+    conditions = [e.type for e in events if isinstance(e, JobCondition) and e.status == "True"]
+    assert conditions == ["Created", "Running", "Restarting", "Running", "Succeeded"]
+    worker = [(e.phase, e.restarts, e.exit_code) for e in events
+              if isinstance(e, ReplicaPhase) and e.replica == "worker-1"]
+    assert ("Pending", 1, 3) in worker
+
+
 def test_never_fails_the_job_on_the_first_failure(backend, state):
     backend.submit(make_job("never", state, {"chief-0": ["wait-finish"], "worker-1": ["exit1"]},
                             restart="Never"))

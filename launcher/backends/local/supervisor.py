@@ -148,14 +148,16 @@ class Supervisor:
         if owner and not alive(*owner):
             return self.fail("Stopped", f"the launcher (pid {owner[0]}) that ran this job in the "
                              "foreground exited; use --detach to keep a local job running")
+        exited = set()
         for replica in self.replicas:
             code = replica.proc.poll() if replica.proc else None
             if code is not None:
                 self.on_exit(replica, code)
+                exited.add(replica.id)
                 if self.outcome:
                     return
-        for replica in self.replicas:
-            if replica.restart_at is not None and time.monotonic() >= replica.restart_at:
+        for replica in self.replicas:  # not in the tick of its exit: its Restarting state is written first
+            if replica.restart_at is not None and time.monotonic() >= replica.restart_at and replica.id not in exited:
                 self.start(replica)
         deadline = self.run_policy.get("activeDeadlineSeconds")
         if deadline is not None and time.monotonic() - self.t0 >= float(deadline):
