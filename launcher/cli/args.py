@@ -311,6 +311,32 @@ def _pick(flag_value, config_value, default=None):
     return config_value if config_value is not None else default
 
 
+def override_notes(args: argparse.Namespace, config: cloudml.CloudMLConfig, trainer_args: tuple[str, ...]) -> list[str]:
+    """A note for each value given both by a flag and by the config file, differently: the
+    flag wins (as gcloud's flags win over its --config), and the file's value is named so
+    that nothing of the file is dropped unseen (its args: a --model in them, say)."""
+    source = f"--config {args.config}" if args.config else f"--scale-tier {args.scale_tier}"
+    tier = f"--scale-tier {args.scale_tier}" if args.scale_tier else source  # it sets the counts
+    given = [(f"--{COUNT_FLAGS[role]}", getattr(args, COUNT_FLAGS[role]), config.replicas.get(role), tier)
+             for role in ("Chief", "PS", "Worker", "Evaluator")]
+    given += [(flag, flag_value, file_value, source) for flag, flag_value, file_value in (
+        ("--name", args.name, config.name), ("--image", args.image, config.image),
+        ("--job-dir", args.job_dir, config.job_dir),
+        ("--module-name", args.module_name, config.module_name),
+        ("--active-deadline-seconds", args.active_deadline_seconds, config.active_deadline_seconds))]
+    notes = [f"note: {flag} {flag_value} is used instead of {file_value} from {where} (the flag wins)"
+             for flag, flag_value, file_value, where in given
+             if flag_value is not None and file_value is not None and flag_value != file_value]
+    labels = {**key_values([item for given in args.labels for item in given.split(",") if item], "--labels"),
+              **key_values(args.label, "--label")}
+    notes += [f"note: --label {key}={labels[key]} is used instead of {key}={value} from {source} (the flag wins)"
+              for key, value in config.labels.items() if key in labels and labels[key] != value]
+    if trainer_args and config.trainer_args and trainer_args != config.trainer_args:
+        notes.append(f"note: the trainer arguments after -- are used instead of those from {source} "
+                     f"({' '.join(config.trainer_args)}); repeat after -- what you keep of them")
+    return notes
+
+
 def merge_settings(args: argparse.Namespace, trainer_args: tuple[str, ...]) -> Settings:
     config = None
     if args.config or args.scale_tier:
@@ -361,7 +387,7 @@ def merge_settings(args: argparse.Namespace, trainer_args: tuple[str, ...]) -> S
         labels={**(config.labels if config else {}),
                 **key_values([item for given in args.labels for item in given.split(",") if item], "--labels"),
                 **key_values(args.label, "--label")},
-        notes=(config.notes if config else []) + gcloud_notes(args),
+        notes=(config.notes + override_notes(args, config, trainer_args) if config else []) + gcloud_notes(args),
         module_name=config.module_name if config else None,
         machine_types=config.machine_types if config else None,
         name=config.name if config else None,

@@ -86,6 +86,34 @@ def test_config_sets_defaults_and_flags_override(tmp_path):
                                                                              ("--train-steps", "7"))
 
 
+def test_each_flag_that_replaces_a_config_files_value_says_so(tmp_path):
+    """Flags win over the file, as gcloud's do, in one note each: the file's trainer args
+    (a --model in them) are not dropped unseen."""
+    config = tmp_path / "config.yaml"
+    config.write_text("trainingInput:\n  scaleTier: STANDARD_1\n  jobDir: gs://bkt/from-config\n"
+                      "  args: [--train-steps, '50', --model, taxi]\n  masterConfig: {imageUri: 'gcr.io/p/cfg:1'}\n"
+                      "  scheduling: {maxRunningTime: 7200s}\nlabels: {team: cfg, owner: al}\n")
+    args = build_parser().parse_args(["render", "--name", "a", "--config", str(config), "--workers", "8",
+                                      "--job-dir", "/tmp/out", "--image", "gcr.io/p/flag:2", "--label", "team=b",
+                                      "--label", "owner=al", "--active-deadline-seconds", "60"])
+    spec, notes = build_spec(args, ("--train-steps", "7"))
+    source = f"--config {config}"
+    assert [note for note in notes if "instead of" in note] == [
+        f"note: --workers 8 is used instead of 4 from {source} (the flag wins)",
+        f"note: --image gcr.io/p/flag:2 is used instead of gcr.io/p/cfg:1 from {source} (the flag wins)",
+        f"note: --job-dir /tmp/out is used instead of gs://bkt/from-config from {source} (the flag wins)",
+        f"note: --active-deadline-seconds 60 is used instead of 7200 from {source} (the flag wins)",
+        f"note: --label team=b is used instead of team=cfg from {source} (the flag wins)",
+        f"note: the trainer arguments after -- are used instead of those from {source} (--train-steps 50 --model "
+        "taxi); repeat after -- what you keep of them"]
+    same = build_parser().parse_args(["render", "--name", "a", "--config", str(config), "--workers", "4",
+                                      "--image", "gcr.io/p/cfg:1"])
+    assert not [note for note in build_spec(same, ("--train-steps", "50", "--model", "taxi"))[1]
+                if "instead of" in note]  # the same values: nothing to say
+    tier = build_parser().parse_args(["render", "--name", "a", "--scale-tier", "STANDARD_1", "--ps", "1"])
+    assert "note: --ps 1 is used instead of 3 from --scale-tier STANDARD_1 (the flag wins)" in build_spec(tier)[1]
+
+
 def test_split_trainer_args_at_first_double_dash():
     assert split_trainer_args(["submit", "--workers", "2", "--", "--train-steps", "1", "--", "x"]) == (
         ["submit", "--workers", "2"], ("--train-steps", "1", "--", "x"))
