@@ -278,12 +278,14 @@ def default_name(trainer_args: tuple[str, ...] = (), now: _dt.datetime | None = 
 
 
 def _model_arg(args: tuple[str, ...]) -> str:
+    """The trainer's --model: its last value, as the trainer's argparse takes it."""
+    model = ""
     for index, arg in enumerate(args):
         if arg.startswith("--model="):
-            return arg.split("=", 1)[1]
-        if arg == "--model" and index + 1 < len(args):
-            return args[index + 1]
-    return ""
+            model = arg.split("=", 1)[1]
+        elif arg == "--model" and index + 1 < len(args):
+            model = args[index + 1]
+    return model
 
 
 @dataclass

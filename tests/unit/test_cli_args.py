@@ -126,6 +126,7 @@ def test_default_name_is_dns_and_uses_the_model():
     assert default_name(("--model", "MNIST_cnn"), now, "b2x9") == "mnist-cnn-20250102-030405-b2x9"
     assert default_name(("--model=9lives",), now, "b2x9") == "lives-20250102-030405-b2x9"
     assert default_name(("--model", "___"), now, "b2x9") == "tfjob-20250102-030405-b2x9"
+    assert default_name(("--model", "mnist", "--model=taxi"), now, "b2x9") == "taxi-20250102-030405-b2x9"  # the last
 
 
 def test_two_default_names_of_the_same_second_differ():
