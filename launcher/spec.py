@@ -243,6 +243,12 @@ def replica_count_flag(role: str) -> str:
     return "--workers" if role == "Worker" else f"--{role.lower()}"
 
 
+def absent_role(field_name: str, role: str) -> SpecError:
+    """`field_name` gives a value to replica type `role`, which the job does not have."""
+    add = {"Worker": "--workers N", "Chief": "--chief 1", "Evaluator": "--evaluator 1", "PS": "--ps N"}[role]
+    return SpecError(field_name, f"the job has no {role.lower()}; add {add} or drop the flag")
+
+
 @dataclass(frozen=True)
 class ReplicaSpec:
     """One TFJob replica type: how many, and what each pod gets."""
@@ -277,8 +283,7 @@ class ReplicaSpec:
         if self.gpus and role not in GPU_ROLES:
             raise SpecError(f"--gpus-per-{flag}", "GPUs are only for chief, worker and evaluator; ps run on CPU nodes")
         if self.gpus and not self.count:
-            count_flag = {"Worker": "--workers N", "Chief": "--chief 1", "Evaluator": "--evaluator 1"}[role]
-            raise SpecError(f"--gpus-per-{flag}", f"the job has no {flag}; add {count_flag} or drop the flag")
+            raise absent_role(f"--gpus-per-{flag}", role)
         check_quantity(self.cpu, f"--cpu {flag}=")
         check_quantity(self.memory, f"--memory {flag}=")
 

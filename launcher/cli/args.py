@@ -22,7 +22,7 @@ from .. import cloudml
 from ..cloudml import IGNORED_NOTE, PACKAGES_INSTEAD, USE_CHIEF_NOTE, accelerator_label, job_name
 from ..spec import (CLEAN_POD_POLICIES, DEFAULT_IMAGE, END_OF_LIFE_ACCELERATORS, RESTART_POLICIES, ROLES,
                    JobSpec, ReplicaSpec, RunPolicy, SecretEnv, SpecError, Volume, check_accelerator, check_job_dir,
-                   check_quantity)
+                   absent_role, check_quantity)
 
 ROLE_FLAGS = {"chief": "Chief", "ps": "PS", "worker": "Worker", "evaluator": "Evaluator"}
 COUNT_FLAGS = {"Chief": "chief", "PS": "ps", "Worker": "workers", "Evaluator": "evaluator"}
@@ -430,6 +430,7 @@ def build_spec(args: argparse.Namespace, trainer_args: tuple[str, ...] = ()) -> 
     replicas = {role: ReplicaSpec(count=settings.counts[role], gpus=settings.gpus.get(role, 0),
                                   cpu=cpu.get(role), memory=memory.get(role))
                 for role in ROLES if settings.counts[role] or settings.gpus.get(role)}
+    check_roles_present(args, settings.counts)
     try:
         spec = _job_spec(args, settings, replicas, every_selector, role_selectors)
     except SpecError as exc:
@@ -470,6 +471,20 @@ def check_job_dir_once(spec: JobSpec, args: argparse.Namespace) -> None:
 
 CONFIG_MACHINE_KEYS = {"Chief": "masterType", "Worker": "workerType", "PS": "parameterServerType",
                        "Evaluator": "evaluatorType"}
+
+
+def check_roles_present(args: argparse.Namespace, counts: dict[str, int]) -> None:
+    """A flag's value for a replica type the job does not have (`--cpu ps=4` without ps) is
+    refused, as --gpus-per-* is, instead of being dropped."""
+    for flag, items, sep in (("--cpu", args.cpu, "="), ("--memory", args.memory, "="),
+                             ("--node-selector", args.node_selector, ":")):
+        for item in items:
+            role, found, _ = item.partition(sep)
+            if found and "=" not in role and role.lower() in ROLE_FLAGS and not counts.get(ROLE_FLAGS[role.lower()]):
+                raise absent_role(f"{flag} {role.lower()}{sep}", ROLE_FLAGS[role.lower()])
+    for flag, role in MACHINE_TYPE_FLAGS.items():
+        if getattr(args, flag.replace("-", "_")) and not counts.get(role):
+            raise absent_role(f"--{flag}", role)
 
 
 def apply_machine_types(args: argparse.Namespace, cpu: dict, memory: dict, role_selectors: dict,

@@ -143,6 +143,11 @@ REFUSED = [
     (["--labels", "team=a\nkind: Pod"], "--label"),
     (["--service-account", "sa@p.iam.gserviceaccount.com"], "--service-account"),
     (["--cpu", "worker=1.2.3"], "--cpu worker="),
+    # a value for a replica type the job does not have: refused, not dropped
+    (["--ps", "0", "--cpu", "ps=4"], "--cpu ps="),
+    (["--memory", "evaluator=8Gi"], "--memory evaluator="),
+    (["--node-selector", "evaluator:pool=a"], "--node-selector evaluator:"),
+    (["--ps", "0", "--parameter-server-machine-type", "n1-highmem-8"], "--parameter-server-machine-type"),
     (["--memory", "ps=4Gi.5"], "--memory ps="),
 ]
 
