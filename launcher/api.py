@@ -75,12 +75,17 @@ class TrainingClient:
         return tfjob
 
     def create_job(self, spec: JobSpec, replace: bool = False) -> dict:
-        """Render, validate and submit; returns the TFJob sent. On the local backend, what
-        every replica would fail on at its start (a data dir without records, a module
-        this Python cannot find) is a SpecError first, as with the CLI's submit."""
+        """Render, validate and submit; returns the TFJob sent. On a cluster, with the job's
+        NetworkPolicy (unless `spec.network_policy` is False), as the CLI's submit. On the
+        local backend, what every replica would fail on at its start (a data dir without
+        records, a module this Python cannot find) is a SpecError first, as with the CLI's
+        submit."""
+        from .render import render_network_policy
+
         tfjob = self.render(spec)
         check_local_inputs(spec, self.backend.name, os.environ)
-        self.backend.submit(tfjob, replace=replace)
+        policy = render_network_policy(spec) if self.backend.name == "k8s" else None  # as the CLI's submit
+        self.backend.submit(tfjob, replace=replace, network_policy=policy)
         return tfjob
 
     def _with_default_job_dir(self, spec: JobSpec) -> JobSpec:

@@ -2,7 +2,8 @@
 scheduler; KWOK nodes run the pods and serve k8s/kwok/replica.log as every replica's log):
 create_job validated with the cluster's CRD, the Kubeflow SDK's wait_for_job_conditions
 (Running, then Succeeded; RuntimeError for a Failed job), get_job_logs(follow=True) until
-the job ends, the typed events of the run, get_job, list_jobs, delete_job. The same calls on
+the job ends, the typed events of the run, get_job, list_jobs, delete_job; the job's
+NetworkPolicy, created with it as by the CLI's submit. The same calls on
 the local backend: tests/integration/test_api.py."""
 from __future__ import annotations
 
@@ -42,8 +43,11 @@ def spec(name: str, namespace: str, **fields) -> JobSpec:
 def test_create_wait_follow_logs_events_and_delete(client, control_plane):
     training, namespace = client
     sent = training.create_job(spec("api", namespace, job_dir="gs://bucket-1/runs/api"))
-    assert control_plane.kubectl_json("get", "tfjob", "api", "-n", namespace)["spec"]["tfReplicaSpecs"].keys() == \
-        sent["spec"]["tfReplicaSpecs"].keys()
+    job = control_plane.kubectl_json("get", "tfjob", "api", "-n", namespace)
+    assert job["spec"]["tfReplicaSpecs"].keys() == sent["spec"]["tfReplicaSpecs"].keys()
+    (policy,) = control_plane.kubectl_json("get", "networkpolicy", "-n", namespace)["items"]  # as the CLI's submit
+    assert policy["metadata"]["name"] == "api-tf-port"
+    assert [(o["kind"], o["uid"]) for o in policy["metadata"]["ownerReferences"]] == [("TFJob", job["metadata"]["uid"])]
     seen = []
     running = training.wait_for_job_conditions("api", namespace, {"Running"}, wait_timeout=WAIT_S,
                                                callback=seen.append)
