@@ -426,7 +426,8 @@ def build_spec(args: argparse.Namespace, trainer_args: tuple[str, ...] = ()) -> 
     settings = merge_settings(args, tuple(trainer_args))
     cpu, memory = per_role(args.cpu, "--cpu"), per_role(args.memory, "--memory")
     every_selector, role_selectors = node_selectors(args.node_selector)
-    machine_notes = apply_machine_types(args, cpu, memory, role_selectors, settings.machine_types, settings.counts)
+    machine_notes = apply_machine_types(args, cpu, memory, role_selectors, settings.machine_types, settings.counts,
+                                        every_selector)
     replicas = {role: ReplicaSpec(count=settings.counts[role], gpus=settings.gpus.get(role, 0),
                                   cpu=cpu.get(role), memory=memory.get(role))
                 for role in ROLES if settings.counts[role] or settings.gpus.get(role)}
@@ -488,10 +489,13 @@ def check_roles_present(args: argparse.Namespace, counts: dict[str, int]) -> Non
 
 
 def apply_machine_types(args: argparse.Namespace, cpu: dict, memory: dict, role_selectors: dict,
-                        from_config: dict[str, str] | None = None, counts: dict[str, int] | None = None) -> list[str]:
+                        from_config: dict[str, str] | None = None, counts: dict[str, int] | None = None,
+                        every_selector: dict[str, str] | None = None) -> list[str]:
     """--master/worker/parameter-server-machine-type, or the config file's masterType,
     workerType, ... (a flag wins): requests that fill such a node and its instance-type
-    selector, unless --cpu ROLE=, --memory ROLE= or a selector say otherwise."""
+    selector, unless --cpu ROLE= or --memory ROLE= say otherwise; a --node-selector on the
+    instance type that names another machine is refused (the pods would wait for a node
+    their requests do not fit)."""
     from ..machine_types import INSTANCE_TYPE_LABEL, requests_for
 
     explicit = {flag: {item.partition("=")[0].lower() for item in items if "=" in item}
@@ -512,7 +516,12 @@ def apply_machine_types(args: argparse.Namespace, cpu: dict, memory: dict, role_
             cpu[role] = want_cpu
         if name not in explicit["memory"]:
             memory[role] = want_memory
-        role_selectors.setdefault(role, {}).setdefault(INSTANCE_TYPE_LABEL, machine)
+        chosen = {**(every_selector or {}), **role_selectors.get(role, {})}.get(INSTANCE_TYPE_LABEL, machine)
+        if chosen != machine:
+            what = machine if source == field else f"{source} {machine}"
+            raise SpecError(field, f"{what} differs from --node-selector {INSTANCE_TYPE_LABEL}={chosen} for the "
+                            f"{name} pods; drop that selector (the machine type sets it)")
+        role_selectors.setdefault(role, {})[INSTANCE_TYPE_LABEL] = machine
         notes.append(f"note: {source} {machine}: {name} pods request cpu {cpu[role]}, memory {memory[role]} "
                      f"(what a GKE {machine} node leaves to pods, less room for system pods) and run on "
                      f"{INSTANCE_TYPE_LABEL}={machine} nodes")

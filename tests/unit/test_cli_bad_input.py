@@ -148,6 +148,11 @@ REFUSED = [
     (["--memory", "evaluator=8Gi"], "--memory evaluator="),
     (["--node-selector", "evaluator:pool=a"], "--node-selector evaluator:"),
     (["--ps", "0", "--parameter-server-machine-type", "n1-highmem-8"], "--parameter-server-machine-type"),
+    # an instance-type selector for another machine than the machine type's: pods that never fit
+    (["--worker-machine-type", "n1-highmem-16", "--node-selector",
+      "worker:node.kubernetes.io/instance-type=n1-standard-4"], "--worker-machine-type"),
+    (["--worker-machine-type", "n1-highmem-16", "--node-selector", "node.kubernetes.io/instance-type=n1-standard-4"],
+     "--worker-machine-type"),
     (["--memory", "ps=4Gi.5"], "--memory ps="),
 ]
 
