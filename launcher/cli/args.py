@@ -313,7 +313,8 @@ def _pick(flag_value, config_value, default=None):
     return config_value if config_value is not None else default
 
 
-def override_notes(args: argparse.Namespace, config: cloudml.CloudMLConfig, trainer_args: tuple[str, ...]) -> list[str]:
+def override_notes(args: argparse.Namespace, config: cloudml.CloudMLConfig, trainer_args: tuple[str, ...],
+                   accelerators: dict[str, str]) -> list[str]:
     """A note for each value given both by a flag and by the config file, differently: the
     flag wins (as gcloud's flags win over its --config), and the file's value is named so
     that nothing of the file is dropped unseen (its args: a --model in them, say)."""
@@ -325,7 +326,8 @@ def override_notes(args: argparse.Namespace, config: cloudml.CloudMLConfig, trai
         ("--name", args.name, config.name), ("--image", args.image, config.image),
         ("--job-dir", args.job_dir, config.job_dir),
         ("--module-name", args.module_name, config.module_name),
-        ("--active-deadline-seconds", args.active_deadline_seconds, config.active_deadline_seconds))]
+        ("--active-deadline-seconds", args.active_deadline_seconds, config.active_deadline_seconds),
+        *((flag, kind, config.accelerator) for flag, kind in list(accelerators.items())[:1]))]
     notes = [f"note: {flag} {flag_value} is used instead of {file_value} from {where} (the flag wins)"
              for flag, flag_value, file_value, where in given
              if flag_value is not None and file_value is not None and flag_value != file_value]
@@ -389,7 +391,7 @@ def merge_settings(args: argparse.Namespace, trainer_args: tuple[str, ...]) -> S
         labels={**(config.labels if config else {}),
                 **key_values([item for given in args.labels for item in given.split(",") if item], "--labels"),
                 **key_values(args.label, "--label")},
-        notes=(config.notes + override_notes(args, config, trainer_args) if config else []) + gcloud_notes(args),
+        notes=(config.notes + override_notes(args, config, trainer_args, kinds) if config else []) + gcloud_notes(args),
         module_name=config.module_name if config else None,
         machine_types=config.machine_types if config else None,
         name=config.name if config else None,

@@ -112,6 +112,11 @@ def test_each_flag_that_replaces_a_config_files_value_says_so(tmp_path):
                 if "instead of" in note]  # the same values: nothing to say
     tier = build_parser().parse_args(["render", "--name", "a", "--scale-tier", "STANDARD_1", "--ps", "1"])
     assert "note: --ps 1 is used instead of 3 from --scale-tier STANDARD_1 (the flag wins)" in build_spec(tier)[1]
+    gpu = build_parser().parse_args(["render", "--name", "a", "--scale-tier", "BASIC_GPU", "--accelerator", "nvidia-l4"])
+    spec, notes = build_spec(gpu)
+    assert spec.accelerator == "nvidia-l4"  # one GPU type per job: the chief's GPU from the tier too
+    assert "note: --accelerator nvidia-l4 is used instead of nvidia-tesla-k80 from --scale-tier BASIC_GPU (the flag " \
+           "wins)" in notes
 
 
 def test_split_trainer_args_at_first_double_dash():
