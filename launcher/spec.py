@@ -454,6 +454,9 @@ class JobSpec:
             if not _ENV_NAME.fullmatch(key) or key == "TF_CONFIG":
                 raise SpecError("--env", f"{key!r} is not allowed as a variable name "
                                 "(letters, digits, '_', '-', '.'; TF_CONFIG is set by the operator)")
+        if "JOB_DIR" in self.env and not self.command and self.module_name in (None, TRAINER_MODULE):
+            raise SpecError("--env", "JOB_DIR is the trainer's job dir, which tensorboard, serve --from-job and a "
+                            "resubmit read from its arguments; give it as --job-dir")
         check_job_dir(self.job_dir)
         self._check_volumes()
         self._check_secret_env()

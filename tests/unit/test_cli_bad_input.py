@@ -143,6 +143,7 @@ REFUSED = [
     (["--labels", "team=a\nkind: Pod"], "--label"),
     (["--service-account", "sa@p.iam.gserviceaccount.com"], "--service-account"),
     (["--cpu", "worker=1.2.3"], "--cpu worker="),
+    (["--env", "JOB_DIR=gs://b/runs/x"], "--env"),  # the trainer's job dir, which the launcher reads from args
     # a value for a replica type the job does not have: refused, not dropped
     (["--ps", "0", "--cpu", "ps=4"], "--cpu ps="),
     (["--memory", "evaluator=8Gi"], "--memory evaluator="),

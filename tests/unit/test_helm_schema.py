@@ -119,6 +119,8 @@ BAD_VALUES = [
     ("pythonpath-with-package-path", {"moduleName": "trainer.task", "packagePath": "/mnt/code/trainer",
                                       "env": [{"name": "PYTHONPATH", "value": "/x"}]},
      "env[0].name: PYTHONPATH is set by packagePath"),
+    ("job-dir-as-env", {"env": [{"name": "JOB_DIR", "value": "gs://b/runs/x"}]},
+     "env[0].name: JOB_DIR is the trainer's job dir"),
     ("standard-label", {"labels": {"app.kubernetes.io/name": "mine"}},
      "labels: app.kubernetes.io/name is set by the chart and would be overwritten"),
     ("queue-label-with-queue-name", {"queueName": "team-a", "labels": {"kueue.x-k8s.io/queue-name": "team-b"}},
@@ -127,6 +129,7 @@ BAD_VALUES = [
 
 # Valid neighbours of the refused values above: the rules are no broader than the launcher's.
 GOOD_NEIGHBOURS = [
+    ("job-dir-env-of-own-module", {"moduleName": "my_trainer.task", "env": [{"name": "JOB_DIR", "value": "/x"}]}),
     ("listed-accelerator", {"accelerator": "nvidia-l4", "replicas": {"worker": {"gpus": 1}}}),
     ("unlisted-gpu-by-role-selector", {"replicas": {"worker": {"gpus": 1, "nodeSelector": {
         ACCELERATOR_LABEL: "nvidia-rtx-pro-6000"}}}}),

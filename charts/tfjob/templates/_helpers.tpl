@@ -297,6 +297,9 @@ hides an image directory. Each failure names the value and the fix.
 {{- if and $.Values.packagePath (eq $entry.name "PYTHONPATH") }}
 {{- fail (printf "env[%d].name: PYTHONPATH is set by packagePath (to the package's parent directory); drop one of them" $i) }}
 {{- end }}
+{{- if and (eq $entry.name "JOB_DIR") (not $.Values.command) (has $.Values.moduleName (list "" "trainer.task")) }}
+{{- fail (printf "env[%d].name: JOB_DIR is the trainer's job dir, which the launcher's tensorboard and serve --from-job read from its arguments; set jobDir instead" $i) }}
+{{- end }}
 {{- $_ := set $envNames $entry.name true }}
 {{- end }}
 {{- range $i, $entry := .Values.secretEnv }}
