@@ -281,10 +281,13 @@ def submit(args, trainer_args, factory) -> int:
         _note(LOCAL_RESOURCES_NOTE)
     cluster_only = [flag for flag, value in (("--queue-name", spec.queue_name), ("--priority-class", spec.priority_class),
                                              ("--gang", spec.gang), ("--success-policy", spec.success_policy),
-                                             ("--istio-sidecar", spec.istio_sidecar)) if value]
+                                             ("--istio-sidecar", spec.istio_sidecar),
+                                             ("--service-account", spec.service_account),
+                                             ("--node-selector", args.node_selector)) if value]
     if kind == "local" and cluster_only:
         _note(f"note: {', '.join(cluster_only)} {'is' if len(cluster_only) == 1 else 'are'} ignored by the local "
-              "backend (it starts every replica at once, as processes without Istio; the chief decides success)")
+              "backend (it starts every replica at once, as your processes on this machine, without Istio; the "
+              "chief decides success)")
     if kind == "local":
         _local_notes(spec)
     tfjob = rendered(spec, backend)

@@ -464,10 +464,12 @@ def test_output_formats_of_submit(cli):
 
 def test_local_backend_notes_cluster_only_scheduling_flags(cli):
     result = submit(cli, FakeBackend(name="local"), "--queue-name", "q", "--success-policy", "AllWorkers",
-                    "--gang", "--gang-min-available", "2", "--istio-sidecar")
+                    "--gang", "--gang-min-available", "2", "--istio-sidecar", "--service-account", "trainer",
+                    "--node-selector", "pool=a")
     assert result.code == 0, result.err
-    assert ("note: --queue-name, --gang, --success-policy, --istio-sidecar are ignored by the local backend (it starts "
-            "every replica at once, as processes without Istio; the chief decides success)") in result.err.splitlines()
+    assert ("note: --queue-name, --gang, --success-policy, --istio-sidecar, --service-account, --node-selector are "
+            "ignored by the local backend (it starts every replica at once, as your processes on this machine, "
+            "without Istio; the chief decides success)") in result.err.splitlines()
     alone = submit(cli, FakeBackend(name="local"), "--istio-sidecar")
     assert "note: --istio-sidecar is ignored by the local backend" in alone.err
 
