@@ -250,8 +250,8 @@ def dry_run_mode(args) -> str | None:
     if args.max_resubmits is not None and (args.detach or mode):
         raise SpecError("--max-resubmits", "only applies while submit follows the job; drop it or "
                         + ("--detach" if args.detach else "--dry-run"))
-    if mode and (args.detach or args.replace):
-        flag = "--detach" if args.detach else "--replace"
+    if mode and (args.detach or args.replace or args.stream_logs):
+        flag = "--detach" if args.detach else "--replace" if args.replace else "--stream-logs"
         raise SpecError(flag, f"a dry run submits nothing, so {flag} has no effect; drop one of them")
     return mode
 

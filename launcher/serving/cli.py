@@ -52,9 +52,9 @@ def add_parsers(commands, common) -> None:
                         "s3://)")
     origin.add_argument("--from-job", metavar="JOB", help="serve the latest export of this training job "
                         "(its --job-dir/export)")
-    serve.add_argument("--host", default="127.0.0.1", help="local: address to listen on (default 127.0.0.1; "
+    serve.add_argument("--host", help="local: address to listen on (default 127.0.0.1; "
                        "0.0.0.0 exposes it to the network)")
-    serve.add_argument("--port", type=int, default=DEFAULT_PORT,
+    serve.add_argument("--port", type=int,
                        help=f"local: HTTP port (default {DEFAULT_PORT}; 0: any free port, shown in the URL)")
     serve.add_argument("--timeout", type=float, default=READY_TIMEOUT,
                        help=f"seconds to wait until the model is ready (default {READY_TIMEOUT:g})")
@@ -113,7 +113,7 @@ def add_parsers(commands, common) -> None:
                          "prediction.results-00000-of-00001 (one JSON line per instance) and "
                          "prediction.errors_stats-00000-of-00001 (one line per failed batch); both are written "
                          "after the last batch, so a failed or interrupted run writes neither")
-    predict.add_argument("--batch-size", type=int, default=64, help="batch: instances per request (default 64)")
+    predict.add_argument("--batch-size", type=int, help="batch (--input-paths): instances per request (default 64)")
     predict.add_argument("--signature-name", help="SavedModel signature (default serving_default, or the one "
                          "whose inputs are the instances' fields); refused when the model's metadata does not "
                          "list it")
@@ -207,12 +207,15 @@ def serve(args, factory) -> int:
     check_model_name(args.name)
     if args.from_job:
         check_name(args.from_job, "--from-job")
-    check_listen_port(args.port)
+    if args.port is not None:
+        check_listen_port(args.port)
     if args.timeout <= 0:
         raise SpecError("--timeout", "must be positive seconds")
     kind = "k8s" if args.dry_run in ("client", "server") and args.backend == "auto" else resolve_kind(args.backend)
     if kind == "k8s":
         return serve_k8s(args)
+    args.host = "127.0.0.1" if args.host is None else args.host
+    args.port = DEFAULT_PORT if args.port is None else args.port
     for flag, value in (("--runtime-image", args.runtime_image), ("--runtime-version", args.runtime_version),
                         ("--service-account", args.service_account), ("--no-wait", args.no_wait),
                         ("--dry-run", args.dry_run not in (None, "none"))):
@@ -286,8 +289,10 @@ def serve_k8s(args) -> int:
     from ..cli import namespace_of
     from . import k8s
 
-    if args.foreground:
-        raise SpecError("--foreground", "only with --backend local")
+    for flag, value in (("--foreground", args.foreground), ("--host", args.host), ("--port", args.port)):
+        if value not in (None, False):
+            raise SpecError(flag, "only with --backend local (an InferenceService's server listens where KServe "
+                            "puts it; predict reaches it through the API server)")
     if args.runtime_image and args.runtime_version:
         raise SpecError("--runtime-version", "not with --runtime-image (it serves with its own TensorFlow)")
     namespace = namespace_of(args)
@@ -444,6 +449,10 @@ def _gcloud_notes(args) -> None:
 
 def predict(args, factory) -> int:
     args.name = predict_name(args)
+    if args.batch_size is not None and not args.input_paths:
+        raise SpecError("--batch-size", "only with --input-paths (batch prediction); online, the instances go "
+                        "in one request")
+    args.batch_size = 64 if args.batch_size is None else args.batch_size
     if args.batch_size < 1:
         raise SpecError("--batch-size", "must be at least 1")
     if args.input_paths:

@@ -139,6 +139,7 @@ def test_dry_run_client_is_the_bare_dry_run_and_none_submits(cli):
     (["--dry-run=sever"], "--dry-run"),
     (["--dry-run", "--detach"], "--detach"),
     (["--stream-logs", "--async"], "--stream-logs"),
+    (["--dry-run", "--stream-logs"], "--stream-logs"),  # a dry run follows nothing
     (["--server-dry-run", "--replace"], "--replace"),
     (["--backend", "local", "--kubeconfig", "/tmp/kubeconfig"], "--kubeconfig"),
     (["--backend", "local", "--context", "gke"], "--context"),

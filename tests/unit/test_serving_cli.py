@@ -60,6 +60,9 @@ def request_file(tmp_path) -> Path:
     (["predict", "mnist", "--input-paths", "{request}"], "--output-path"),
     (["predict", "mnist", "--input-paths", "{export}/*.none", "--output-path", "{export}/out"], "--input-paths"),
     (["predict", "mnist", "--json-instances", "{request}", "--batch-size", "0"], "--batch-size"),
+    (["predict", "mnist", "--json-instances", "{request}", "--batch-size", "8"], "--batch-size"),  # online: unused
+    (["predict", "mnist", "--input-paths", "{request}", "--output-path", "/tmp/o", "--batch-size", "0"],
+     "--batch-size"),
     (["predict", "mnist", "--json-instances", "{request}", "--url", "ftp://x"], "--url"),
     (["predict", "--json-instances", "{request}"], "NAME"),
     (["predict", "mnist", "--model", "other", "--json-instances", "{request}"], "--model"),
@@ -74,6 +77,15 @@ def test_bad_input_is_one_line_exit_2_and_nothing_started(cli, runs, export, req
     cli(*argv, "--backend", "local").refused(field)
     assert not (runs / "_models").exists() or not any((runs / "_models").iterdir())
     assert not (export / "out").exists()
+
+
+@pytest.mark.parametrize("flag, value", [("--port", "9000"), ("--host", "0.0.0.0"), ("--foreground", None)])
+def test_the_local_servers_flags_are_refused_for_an_inference_service(cli, flag, value):
+    """On a cluster KServe decides where the server listens: a --port that did nothing was taken silently."""
+    result = cli("serve", "mnist", "--model-dir", "gs://b/export", "--backend", "k8s", "--dry-run",
+                 flag, *([value] if value else []))
+    line = result.refused(flag)
+    assert "only with --backend local" in line
 
 
 def local_job(runs: Path, name: str, job_dir: Path, condition: str, reason: str) -> None:
