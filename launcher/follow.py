@@ -5,7 +5,8 @@ thread feeding one queue; the caller iterates `merged(...)`. Progress events are
 from the followed replica's log lines. The stream ends once a terminal JobCondition has
 been seen and the log stream has ended (or `drain_seconds` passed after it), so the
 last log lines still show. The phase that says the followed replica ended waits for its
-last lines (`_Hold`). A failure of the event stream raises BackendError; a failure of
+last lines (`_Hold`); the terminal condition waits for the side replicas' last lines
+(their streams end with the job), at most `drain_seconds`. A failure of the event stream raises BackendError; a failure of
 the log stream becomes one log line saying so (the job is still watched).
 """
 from __future__ import annotations
@@ -143,9 +144,17 @@ def merged(backend: Backend, name: str, namespace: str, replica: str | None,
         open_streams.add(other)
         _start(other, lambda other=other: backend.logs(name, namespace, other, follow=True), items, keep)
     drain_until = None
-    while open_streams or hold.items:
+    ending: list[Event] = []  # the terminal condition and the events after it, until the side logs ended
+    ending_due = 0.0
+    while open_streams or hold.items or ending:
         if drain_until is not None and time.monotonic() >= drain_until:
             return
+        if ending and (not open_streams & set(side or ()) or time.monotonic() >= ending_due):
+            shown, ending = ending, []
+            for event in shown:
+                yield event
+            drain_until = time.monotonic() + drain_seconds
+            continue
         if hold.items and ("logs" not in open_streams or hold.due()):
             shown = hold.release()
         else:
@@ -168,6 +177,11 @@ def merged(backend: Backend, name: str, namespace: str, replica: str | None,
             else:
                 shown = [item]
         for event in shown:
-            yield event
-            if isinstance(event, JobCondition) and event.terminal and drain_until is None:
-                drain_until = time.monotonic() + drain_seconds
+            if ending and isinstance(event, (JobCondition, ReplicaPhase)):
+                ending.append(event)  # after the terminal condition, as they came
+            elif isinstance(event, JobCondition) and event.terminal and drain_until is None and side:
+                ending, ending_due = [event], time.monotonic() + drain_seconds  # the side logs' last lines first
+            else:
+                yield event
+                if isinstance(event, JobCondition) and event.terminal and drain_until is None:
+                    drain_until = time.monotonic() + drain_seconds

@@ -158,3 +158,38 @@ def test_a_side_replicas_stream_shows_the_lines_it_keeps_and_its_own_failure():
     assert [event for event in out if event.replica == "evaluator-0"] == [
         LogLine("evaluator-0", "Eval step 10: loss 0.5000, accuracy 0.8000"),
         LogLine("evaluator-0", "(launcher: log stream failed: reset)")]
+
+
+class SideLate(FakeBackend):
+    """FAKE backend whose side replica's last line comes only after the event stream has
+    given the job's terminal condition to the consumer's queue (two streams, either first)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.terminal_sent = threading.Event()
+
+    def events(self, name, namespace, stop=None):
+        for event in self.script:
+            yield event
+            if isinstance(event, JobCondition) and event.terminal:
+                self.terminal_sent.set()  # runs once the pump has queued the event
+
+    def logs(self, name, namespace, replica=None, follow=False, options=None, ends=False):
+        if replica == "evaluator-0":
+            assert self.terminal_sent.wait(STREAM_TIMEOUT)
+            yield LogLine("evaluator-0", "Eval step 60: loss 0.0500, accuracy 0.9900")
+            return
+        yield from super().logs(name, namespace, replica, follow, options, ends)
+
+
+def test_the_jobs_end_waits_for_a_side_replicas_last_line():
+    """The side-car evaluator's last Eval line, written before the job ended, shows before
+    the job's end, though its stream delivers it after the terminal condition."""
+    backend = SideLate(name="k8s", events=EVENTS, existing=("mnist",), logs={"chief-0": ["bye"]})
+    out = [event for event in merged(backend, "mnist", "default", "chief-0", 60.0,
+                                     side={"evaluator-0": lambda line: line.startswith("Eval step ")})
+           if isinstance(event, (LogLine, JobCondition))]
+    assert out.index(LogLine("evaluator-0", "Eval step 60: loss 0.0500, accuracy 0.9900")) \
+        < out.index(JobCondition("Succeeded"))
+    assert out[-1] == JobCondition("Succeeded")
+
