@@ -207,6 +207,14 @@ hides an image directory. Each failure names the value and the fix.
 {{- fail (printf "replicas.%s.gpus: the job has no %s (replicas.%s.count is 0); set replicas.%s.count%s or replicas.%s.gpus: 0" $role $role $role $role (ternary " >= 1" ": 1" (eq $role "worker")) $role) }}
 {{- end }}
 {{- end }}
+{{- range $role := list "chief" "ps" "worker" "evaluator" }}
+{{- $replica := index $r $role }}
+{{- range $key := list "cpu" "memory" "nodeSelector" }}
+{{- if and (index $replica $key) (eq (int $replica.count) 0) }}
+{{- fail (printf "replicas.%s.%s: the job has no %s (replicas.%s.count is 0); set replicas.%s.count or drop replicas.%s.%s" $role $key $role $role $role $role $key) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- $chief := int $r.chief.count }}
 {{- $workers := int $r.worker.count }}
 {{- if and (eq $chief 0) (eq $workers 0) }}
