@@ -14,11 +14,13 @@ import pytest
 import yaml
 
 from tests.support.launcher_process import run_launcher
+from tests.support.polling import wait_for
 
 JOB = "dry-run-e2e"
 BAD_CPU = "1.2.3"  # not a Kubernetes quantity: the launcher refuses it before any request
 DENIED_LABEL = "e2e-admission=deny"
 DENIAL = "TFJobs labelled e2e-admission=deny are not admitted in this namespace"
+POLICY_ENFORCED_S = 60.0
 
 
 def submit_dry_run(cp, namespace: str, *flags: str, env=None):
@@ -49,8 +51,18 @@ def admission_policy(cp, namespace: str, tmp_path):
                             "kubernetes.io/metadata.name": namespace}}}}}
     path = tmp_path / "policy.yaml"
     path.write_text(yaml.safe_dump_all([policy, binding]))
+    probe = tmp_path / "probe.yaml"  # a labelled TFJob, to see the policy enforced
+    probe.write_text(yaml.safe_dump({
+        "apiVersion": "kubeflow.org/v1", "kind": "TFJob",
+        "metadata": {"name": "probe", "namespace": namespace, "labels": dict([DENIED_LABEL.split("=")])},
+        "spec": {"tfReplicaSpecs": {"Worker": {"replicas": 1, "template": {"spec": {"containers": [
+            {"name": "tensorflow", "image": "probe"}]}}}}}}))
     cp.kubectl("apply", "-f", str(path))
     try:
+        # the API server compiles admitted policies in a loop of its own (about 1 s): an applied
+        # policy is enforced a moment later, not when apply returns
+        wait_for(lambda: DENIAL in cp.kubectl("create", "--dry-run=server", "-f", str(probe), check=False).stderr,
+                 "the admission policy enforced", POLICY_ENFORCED_S)
         yield
     finally:
         cp.kubectl("delete", "-f", str(path), "--ignore-not-found", check=False)
