@@ -355,6 +355,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.out = args.out or default_data_dir(args.dataset)
     if args.dataset == "taxi":
+        given = [flag for flag, value in (("--train-limit", args.train_limit), ("--test-limit", args.test_limit),
+                                          ("--offline", args.offline)) if value]
+        if given:
+            parser.error(f"argument {given[0]}: MNIST only; --dataset taxi writes the whole taxi sample")
         from trainer.models.taxi import prepare
 
         try:

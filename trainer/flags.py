@@ -57,6 +57,25 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **{"allow_abbrev": False, **kwargs})
         self.label = label
 
+    def parse_known_args(self, args=None, namespace=None):
+        argv = list(sys.argv[1:] if args is None else args)
+        self._refuse_two_spellings(argv)
+        return super().parse_known_args(argv, namespace)
+
+    def _refuse_two_spellings(self, argv: list[str]) -> None:
+        """A flag given by two of its spellings (`--job-dir A --model_dir B`): argparse keeps
+        the last and drops the other silently, a job dir or training files lost."""
+        first: dict[str, str] = {}
+        for token in argv:
+            if token == "--":
+                break
+            flag = token.split("=", 1)[0]
+            action = self._option_string_actions.get(flag)
+            if action is None or len(action.option_strings) < 2 or isinstance(action, argparse._HelpAction):
+                continue
+            if first.setdefault(action.dest, flag) != flag:
+                self.error(f"argument {flag}: given twice, also as {first[action.dest]}; give it once")
+
     def error(self, message: str):
         for action in self._actions:  # named as before the aliases came (_flag())
             if (named := getattr(action, "error_name", None)) is not None:
@@ -164,10 +183,10 @@ def parser() -> Parser:
         formatter_class=HelpFormatter)  # as gcloud: `--steps 200` is refused, not read as --steps-per-execution
     _flag(p, JOB_DIR_FLAGS[0], aliases=JOB_DIR_FLAGS[1:], dest="job_dir",
           type=functools.partial(location, env="JOB_DIR"),
-          default=os.environ.get("JOB_DIR", os.path.join("runs", "mnist")),
+          default=os.environ.get("JOB_DIR"),
           help="local dir or gs:// URL for checkpoints, TensorBoard events (train/, eval/) and "
-               "export/<version>/; a restart resumes from its latest checkpoint (env JOB_DIR; the "
-               "Cloud ML samples' spellings are accepted)")
+               "export/<version>/; a restart resumes from its latest checkpoint (default: env JOB_DIR, "
+               "else runs/<model>; the Cloud ML samples' spellings are accepted)")
     _flag(p, "--data-dir", aliases=("--data_dir",), dest="data_dir", default=None, type=location,
           help="dir or gs:// URL with the model's train-* and test-* (taxi: eval-*) .tfrecord (or "
           ".tfrecord.gz) files written by `python -m trainer.data [--dataset taxi] --out DIR` "
@@ -241,12 +260,22 @@ def check(argv: list[str]) -> None:
     2), e.g. for a launcher about to run it; -h/--help are left out (not acted on here)."""
     p = parser()
     p.raising = True
-    p.parse_args([arg for arg in argv if arg not in ("-h", "--help")])
+    _conflicts(p, p.parse_args([arg for arg in argv if arg not in ("-h", "--help")]))
+
+
+def _conflicts(p: Parser, args: argparse.Namespace) -> None:
+    """Flags that parse one by one but not together."""
+    if args.prepare_data and args.train_data_paths and args.eval_data_paths:
+        p.error("argument --prepare-data: writes --data-dir's records, and both --train_data_paths and "
+                "--eval_data_paths are read instead; drop one of them")
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    args = parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
+    _conflicts(p, args)
     args.train_data_paths, args.eval_data_paths = _split(args.train_data_paths), _split(args.eval_data_paths)
     args.data_dir = args.data_dir or default_data_dir(args.model)
+    args.job_dir = args.job_dir or os.path.join("runs", args.model)
     args.train_steps = args.train_steps or TRAIN_STEPS[args.model]
     return args

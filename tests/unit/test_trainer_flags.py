@@ -23,6 +23,32 @@ def test_train_steps_default_to_the_models_own():
     assert flags.parse(["--model", "taxi", "--max_steps", "2000"]).train_steps == 2000  # a given value wins
 
 
+def test_the_default_job_dir_is_the_models(monkeypatch):
+    """A taxi job's checkpoints went to runs/mnist, where an MNIST job's are refused as another model's."""
+    monkeypatch.delenv("JOB_DIR", raising=False)
+    assert [flags.parse(argv).job_dir for argv in ([], ["--model", "taxi"])] == ["runs/mnist", "runs/taxi"]
+    monkeypatch.setenv("JOB_DIR", "gs://b/j")
+    assert flags.parse(["--model", "taxi"]).job_dir == "gs://b/j"
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["--job-dir", "a", "--model_dir", "b"], "argument --model_dir: given twice, also as --job-dir; give it once"),
+    (["--train-files", "a", "--train_data_paths", "b"],
+     "argument --train_data_paths: given twice, also as --train-files; give it once"),  # files dropped unseen
+    (["--train-steps=5", "--max_steps", "50"], "argument --max_steps: given twice, also as --train-steps"),
+    (["--prepare-data", "--train_data_paths", "a", "--eval_data_paths", "b"],
+     "argument --prepare-data: writes --data-dir's records, and both --train_data_paths and --eval_data_paths are "
+     "read instead; drop one of them"),
+])
+def test_a_flag_given_by_two_spellings_or_with_a_flag_it_cannot_go_with_is_refused(argv, line, capsys):
+    with pytest.raises(flags.FlagError, match=line.replace("(", r"\(")):
+        flags.check(argv)  # what the launcher asks before it runs the trainer
+    with pytest.raises(SystemExit) as exit_info:
+        flags.parse(argv)
+    assert exit_info.value.code == 2 and line in capsys.readouterr().err
+    assert flags.parse(["--train-steps", "5", "--train-steps", "6"]).train_steps == 6  # one spelling: the last, as argparse
+
+
 def test_environment_defaults(monkeypatch):
     monkeypatch.setenv("MNIST_DATA_DIR", "gs://bucket/mnist")
     monkeypatch.setenv("TRAINER_THREADS", "1")
