@@ -404,6 +404,11 @@ def main(argv: list[str] | None = None, backend_factory: BackendFactory | None =
                 flag = "--kubeconfig" if args.kubeconfig else "--context"
                 raise SpecError(flag, "selects a cluster, which --backend local does not use; drop one of them")
             args.backend = "k8s"
+        if getattr(args, "request_timeout", None) is not None and args.backend == "local":
+            raise SpecError("--request-timeout", "bounds the calls to a cluster's API server, which --backend local "
+                            "does not make; drop one of them")
+        if getattr(args, "all_namespaces", False) and args.namespace is not None:
+            raise SpecError("--namespace", "not with -A/--all-namespaces, which lists every namespace; drop one of them")
         return _dispatch(args, trainer_args, backend_factory or _default_factory(args))
     except SpecError as exc:
         print(f"error: {_as_typed(exc, parser, flags)}", file=sys.stderr)

@@ -54,12 +54,12 @@ def status_data(snapshot) -> dict:
 
 def status(args, factory) -> int:
     check_name(args.name)
+    if args.watch and args.output in ("json", "yaml", "name"):  # whatever the job's state: a script's line
+        raise SpecError("--output", f"-o {args.output} prints one snapshot; drop -w or -o")
     backend = _backend(args, factory)
     namespace = namespace_of(args)
     snapshot = backend.status(args.name, namespace)
     if args.watch and snapshot.phase not in TERMINAL:
-        if args.output in ("json", "yaml", "name"):
-            raise SpecError("--output", f"-o {args.output} prints one snapshot; drop -w or -o")
         return _watch(backend, snapshot, wide=args.output == "wide")
     code = EXIT_FAILED if snapshot.phase == "Failed" or (args.watch and snapshot.phase != "Succeeded") else EXIT_OK
     if args.output in ("json", "yaml"):

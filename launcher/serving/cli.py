@@ -91,7 +91,7 @@ def add_parsers(commands, common) -> None:
     delete.add_argument("name", metavar="NAME", help="model name given to `serve` (models list shows them)")
     delete.add_argument("--wait", action="store_true", help="k8s: return once the InferenceService and its "
                         "pods are gone (bounded by --timeout)")
-    delete.add_argument("--timeout", type=float, default=DELETE_TIMEOUT,
+    delete.add_argument("--timeout", type=float,
                         help=f"k8s: seconds --wait waits (default {DELETE_TIMEOUT:g})")
     common(delete)
     predict = commands.add_parser(
@@ -137,14 +137,16 @@ def _print(line: str = "") -> None:
     print(line, flush=True)
 
 
-LOCAL_NAMESPACE_NOTE = ("note: --namespace is not used by the local model server (its models have no namespace; "
-                        "with `serve --from-job` it names the job's)")
+LOCAL_NAMESPACE_NOTE = ("note: {flag} is not used by the local model server (its models have no namespace; "
+                        "with `serve --from-job` --namespace names the job's)")
 
 
 def _local_namespace_note(args) -> None:
-    """On the local backend, a --namespace that does nothing is said once."""
-    if args.namespace is not None and not (args.command == "serve" and args.from_job):
-        print(LOCAL_NAMESPACE_NOTE, file=sys.stderr)
+    """On the local backend, a --namespace (or -A) that does nothing is said once."""
+    if (args.namespace is not None or getattr(args, "all_namespaces", False)) \
+            and not (args.command == "serve" and args.from_job):
+        flag = "--namespace" if args.namespace is not None else "-A/--all-namespaces"
+        print(LOCAL_NAMESPACE_NOTE.format(flag=flag), file=sys.stderr)
 
 
 def job_export(tfjob: dict) -> str | None:
@@ -331,15 +333,19 @@ def _models_k8s(args) -> int:
     from ..cli import namespace_of
     from . import k8s
 
+    if args.models_command == "delete":
+        check_model_name(args.name)
+        if args.timeout is not None and not args.wait:
+            raise SpecError("--timeout", "bounds --wait; add --wait or drop it")
+        timeout = DELETE_TIMEOUT if args.timeout is None else args.timeout
+        if timeout <= 0:
+            raise SpecError("--timeout", "must be positive seconds")
     api = k8s.KServeApi(args.kubeconfig, args.context, args.request_timeout)
     try:
         if args.models_command == "delete":
-            check_model_name(args.name)
-            if args.timeout <= 0:
-                raise SpecError("--timeout", "must be positive seconds")
             api.delete(args.name, namespace_of(args))
             if args.wait:
-                api.wait_gone(args.name, namespace_of(args), args.timeout)
+                api.wait_gone(args.name, namespace_of(args), timeout)
             _print(f"inferenceservice {args.name} deleted")
             return EXIT_OK
         namespace = None if args.all_namespaces else namespace_of(args)
@@ -365,6 +371,9 @@ def models_command(args, factory) -> int:
     models = LocalModels()
     if args.models_command == "delete":
         check_model_name(args.name)
+        if args.timeout is not None:
+            raise SpecError("--timeout", "only with --backend k8s (a local model server has stopped when delete "
+                            "returns)")
         models.delete(args.name)
         _print(f"model {args.name} deleted")
         return EXIT_OK

@@ -32,6 +32,18 @@ def test_status_of_a_finished_job_with_watch_returns_at_once(cli):
     assert result.code == 1
 
 
+@pytest.mark.parametrize("output", ["json", "yaml", "name"])
+def test_status_w_with_a_one_snapshot_output_is_refused_whatever_the_jobs_state(cli, output):
+    """It was refused for a running job and taken for an ended one: a script's line passed or failed by timing."""
+    for outcome in ("Failed", "Succeeded"):
+        cli("status", "mnist", "-w", "-o", output, "--backend", "k8s",
+            backend=backend(events=lifecycle(outcome))).refused("--output")
+
+
+def test_list_all_namespaces_with_a_namespace_is_refused(cli):
+    cli("list", "-A", "-n", "team", "--backend", "k8s", backend=backend()).refused("--namespace")
+
+
 def test_status_of_a_missing_job_exits_1(cli):
     result = cli("status", "nope", "--backend", "k8s", backend=backend())
     assert result.code == 1 and result.out == ""

@@ -145,6 +145,7 @@ def test_dry_run_client_is_the_bare_dry_run_and_none_submits(cli):
     (["--backend", "local", "--context", "gke"], "--context"),
     (["--request-timeout", "0"], "--request-timeout"),
     (["--request-timeout", "soon"], "--request-timeout"),
+    (["--backend", "local", "--request-timeout", "5s"], "--request-timeout"),  # no API server to bound
 ])
 def test_conflicting_or_bad_flags_are_refused(cli, flags, field):
     backend = FakeBackend(name="k8s")

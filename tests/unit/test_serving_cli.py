@@ -203,7 +203,7 @@ def test_a_bad_namespace_is_refused_and_a_good_one_said_unused_by_local_models(c
         argv[-1] += "/missing"
     unused = cli(*argv, "--backend", "local", "-n", "team").err.splitlines()
     assert unused[0] == ("note: --namespace is not used by the local model server (its models have no namespace; "
-                         "with `serve --from-job` it names the job's)")
+                         "with `serve --from-job` --namespace names the job's)")
     assert "note: --namespace" not in cli("serve", "mnist", "--from-job", "nosuchjob", "--backend", "local", "-n",
                                           "team").err
 
@@ -341,3 +341,14 @@ def test_a_signature_name_the_model_does_not_have_is_refused_before_any_predicti
     assert signature_for(server, "m", ["ok"], "unkeyed", print) == "unkeyed"
     # a server without the metadata path gets the name as given, and says itself what it lacks
     assert signature_for(RefusingServer(), "m", ["ok"], "nosuch", print) == "nosuch"
+
+
+def test_models_flags_that_would_do_nothing_are_refused_or_said(cli, runs):
+    cli("models", "delete", "mnist", "--backend", "k8s", "--timeout", "60").refused("--timeout")  # without --wait
+    cli("models", "delete", "mnist", "--backend", "local", "--wait", "--timeout", "-3").refused("--timeout")
+    listed = cli("models", "list", "--backend", "local", "-A")
+    assert listed.code == 0 and listed.err.splitlines()[0] == (
+        "note: -A/--all-namespaces is not used by the local model server (its models have no namespace; "
+        "with `serve --from-job` --namespace names the job's)")
+    cli("models", "list", "--backend", "k8s", "-A", "-n", "team").refused("--namespace")
+
