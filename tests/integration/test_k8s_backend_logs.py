@@ -176,6 +176,23 @@ def crash_looping(k8s_backend, fake_operator) -> str:
     return container
 
 
+def test_previous_of_a_replica_that_never_restarted_is_one_error_as_on_the_local_backend(k8s_backend, fake_apiserver,
+                                                                                         fake_operator):
+    """The kubelet answers 400 for it, which was read as 'went back to waiting': nothing
+    printed, exit 0. One replica: the local backend's line; every replica: those with a
+    container before their current one (none here), no error."""
+    k8s_backend.submit(manifest(workers=1, ps=0, chief=0))
+    fake_operator.create_pods("mnist")
+    fake_operator.start("mnist-worker-0")
+    fake_operator.log("mnist-worker-0", "first run")
+    previous = LogOptions(previous=True)
+    with pytest.raises(BackendError, match=r"^replica worker-0 has no container before its current one \(restarts "
+                                           r"0\)$"):
+        list(k8s_backend.logs("mnist", "default", replica="worker-0", options=previous))
+    assert list(k8s_backend.logs("mnist", "default", replica="all", options=previous)) == []
+    assert lines_of(list(k8s_backend.logs("mnist", "default", replica="worker-0")), "worker-0") == ["first run"]
+
+
 def test_a_log_the_kubelet_answers_for_a_removed_container_is_asked_again(k8s_backend, fake_apiserver, fake_operator,
                                                                           monkeypatch):
     """The kubelet's status still names a container its garbage collection removed after a

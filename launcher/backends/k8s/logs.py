@@ -119,6 +119,11 @@ def read_logs(api: KubeApi, tfjob: dict, replica: tuple[str, int] | None = None,
     check_pods(tfjob, found, replica, note)
     started = [(phase, row) for row in found if (phase := table.replica_phase(row, name))
                and table.log_instance(row) is not None]
+    if api.log_options.get("previous"):  # a container before the current one: only after a restart
+        first = [phase.replica for phase, row in started if not row.restarts]
+        if replica is not None and first:
+            raise BackendError(f"replica {first[0]} has no container before its current one (restarts 0)")
+        started = [(phase, row) for phase, row in started if row.restarts]
     for phase, row in sorted(started, key=lambda found: replica_order(found[0])):
         yield from _read_one(api, row.name, namespace, phase.replica, tail_lines, note)
 
