@@ -134,8 +134,9 @@ REFUSED = [
     (["--worker-count=-1"], "--worker-count"),
     (["--parameter-server-count", "-2"], "--parameter-server-count"),
     (["--master-image-uri", "UPPER/img:1"], "--master-image-uri"),
-    (["--worker-count", "2", "--workers", "-1"], "--workers"),  # the last use's value counts
-    (["--workers", "2", "--worker-count", "-1"], "--worker-count"),
+    (["--worker-count", "2", "--workers", "3"], "--workers"),  # by two names: refused, not the last one kept
+    (["--image", "gcr.io/p/a:1", "--master-image-uri", "gcr.io/p/b:1"], "--master-image-uri"),
+    (["-n", "a", "--namespace", "b"], "--namespace"),
     (["--worker-image-uri", "gcr.io/p/w:1"], "--worker-image-uri"),
     (["--parameter-server-accelerator", "type=nvidia-tesla-t4,count=1"], "--parameter-server-accelerator"),
     (["--use-chief-in-tf-config", "maybe"], "--use-chief-in-tf-config"),
