@@ -9,7 +9,7 @@ import os
 import re
 import sys
 
-from trainer.models import MODELS, TRAIN_STEPS, default_data_dir
+from trainer.models import DATA_DIRS, MODELS, TRAIN_STEPS, default_data_dir
 
 
 JOB_DIR_FLAGS = ("--job-dir", "--job_dir", "--output_path", "--model_dir")  # the Cloud ML samples' spellings too
@@ -268,6 +268,11 @@ def _conflicts(p: Parser, args: argparse.Namespace) -> None:
     if args.prepare_data and args.train_data_paths and args.eval_data_paths:
         p.error("argument --prepare-data: writes --data-dir's records, and both --train_data_paths and "
                 "--eval_data_paths are read instead; drop one of them")
+    if args.model == "taxi" and (args.train_data_paths or args.eval_data_paths) and args.data_dir is None \
+            and not os.environ.get(DATA_DIRS["taxi"][0]):
+        p.error("argument --train_data_paths: the taxi model takes its vocabularies and statistics from "
+                "--data-dir's metadata.json, and none was given for these records; give --data-dir, the dir "
+                "that holds theirs")
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:

@@ -39,8 +39,12 @@ def test_the_default_job_dir_is_the_models(monkeypatch):
     (["--prepare-data", "--train_data_paths", "a", "--eval_data_paths", "b"],
      "argument --prepare-data: writes --data-dir's records, and both --train_data_paths and --eval_data_paths are "
      "read instead; drop one of them"),
+    (["--model", "taxi", "--train_data_paths", "gs://b/trips-*"],  # the default dir's metadata, not theirs
+     "argument --train_data_paths: the taxi model takes its vocabularies and statistics from --data-dir's "
+     "metadata.json, and none was given for these records; give --data-dir, the dir that holds theirs"),
 ])
-def test_a_flag_given_by_two_spellings_or_with_a_flag_it_cannot_go_with_is_refused(argv, line, capsys):
+def test_a_flag_given_by_two_spellings_or_with_a_flag_it_cannot_go_with_is_refused(argv, line, capsys, monkeypatch):
+    monkeypatch.delenv("TAXI_DATA_DIR", raising=False)
     with pytest.raises(flags.FlagError, match=line.replace("(", r"\(")):
         flags.check(argv)  # what the launcher asks before it runs the trainer
     with pytest.raises(SystemExit) as exit_info:
