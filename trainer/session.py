@@ -122,8 +122,9 @@ class Session:
 
     def _note_evaluator(self) -> None:
         if not self.evaluator_seen:
-            print(f"Side-car evaluator running ({evaluator.alive_path(self.args.job_dir)}); "
-                  "leaving the periodic evaluation to it")
+            print(f"Side-car evaluator running ({evaluator.alive_path(self.args.job_dir)}); leaving the periodic "
+                  f"evaluation to it: it evaluates each checkpoint (--checkpoint-every-steps "
+                  f"{self.args.checkpoint_every_steps}), not every --eval-every-steps {self.args.eval_every_steps}")
             self.evaluator_seen = True
 
     def save(self) -> None:
@@ -142,7 +143,7 @@ class Session:
         if crossed(before, after, args.histogram_every_steps) and self.cluster.is_chief:
             self.progress.train.histograms(after, {v.path: variables.read(v) for v in self.model.weights})
         if crossed(before, after, args.eval_every_steps) and after < args.train_steps and self.cluster.is_chief:
-            if evaluator.alive(args.job_dir):  # a side-car evaluator does it; dispatch goes on
+            if args.checkpoint_every_steps and evaluator.alive(args.job_dir):  # it evaluates the checkpoints
                 self._note_evaluator()
             else:
                 self._evaluate_at(after)

@@ -132,6 +132,7 @@ def test_a_stop_vote_saves_the_step_reached_and_stops_every_worker(state, local)
 
 
 def test_periodic_evaluation_is_left_to_a_live_side_car_evaluator(state, capsys):
+    state.args.checkpoint_every_steps = 50  # the evaluator evaluates checkpoints
     path = evaluator.alive_path(state.args.job_dir)
     tf.io.gfile.makedirs(path.rsplit("/", 1)[0])
     with tf.io.gfile.GFile(path, "w") as handle:
@@ -139,6 +140,13 @@ def test_periodic_evaluation_is_left_to_a_live_side_car_evaluator(state, capsys)
     state.at(40, 50)
     out = capsys.readouterr().out
     assert "Side-car evaluator running" in out and "Eval step" not in out
+
+    assert "it evaluates each checkpoint (--checkpoint-every-steps 50), not every --eval-every-steps 50" in out
+
+    state.args.checkpoint_every_steps = 0  # no checkpoints before the last: nothing for it to evaluate meanwhile
+    state.at(40, 50)
+    assert "Eval step 50: loss" in capsys.readouterr().out
+    state.args.checkpoint_every_steps = 50
 
     tf.io.gfile.remove(path)  # the evaluator is gone: the chief evaluates again
     state.at(40, 50)
