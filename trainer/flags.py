@@ -275,6 +275,16 @@ def _conflicts(p: Parser, args: argparse.Namespace) -> None:
                 "that holds theirs")
 
 
+def interval_notes(args: argparse.Namespace) -> list[str]:
+    """Intervals finer than --steps-per-execution: the loop acts between calls, so they come
+    every call instead (a checkpoint every 100 steps, not 20: more steps redone after a loss)."""
+    spe = args.steps_per_execution
+    return [f"note: --{name}-every-steps {value} is finer than --steps-per-execution {spe}: every {spe} steps "
+            f"instead (the loop acts between calls)"
+            for name in ("log", "eval", "histogram", "checkpoint")
+            if 0 < (value := getattr(args, f"{name}_every_steps")) < spe]
+
+
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = parser()
     args = p.parse_args(argv)

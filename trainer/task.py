@@ -206,6 +206,9 @@ def run_role(args: argparse.Namespace, cluster: Cluster) -> int:
     try:
         if cluster.role == "ps" or (cluster.role == "worker" and cluster.mode == "ps"):
             return serve(args, cluster)
+        if cluster.role != "evaluator":
+            for note in flags.interval_notes(args):
+                print(note)
         return compute(args, cluster)
     except Exception as error:
         from trainer import failures

@@ -169,3 +169,12 @@ def test_check_raises_what_the_trainer_would_refuse_and_prints_nothing(capsys):
         flags.check(["--job-dir", "/tmp/j", "--modle", "taxi"])
     flags.check(["--train_steps", "7", "--help"])  # accepted; --help is not acted on (no exit)
     assert capsys.readouterr() == ("", "")
+
+
+def test_intervals_finer_than_a_call_are_said_to_come_every_call():
+    assert flags.interval_notes(flags.parse([])) == []  # the defaults: 10 steps per call
+    args = flags.parse(["--steps-per-execution", "100", "--checkpoint-every-steps", "20", "--eval-every-steps", "0"])
+    assert flags.interval_notes(args) == [
+        "note: --checkpoint-every-steps 20 is finer than --steps-per-execution 100: every 100 steps instead (the "
+        "loop acts between calls)"]
+
