@@ -132,7 +132,7 @@ def _primary(names: list[str]) -> str:
 
 def _as_typed(exc: SpecError, parser: argparse.ArgumentParser | None, flags: list[str]) -> str:
     """`exc`'s line naming its flag as the user typed it: `--worker-count: ...` for gcloud's
-    name of --workers (the spelling of the flag's last use, whose value counts)."""
+    name of --workers (the spelling of its last use: the second of two, which Parser refuses)."""
     text = str(exc)
     for action in _actions(parser) if exc.field.startswith("--") else ():
         longs = [name for name in action.option_strings if name.startswith("--")]

@@ -314,7 +314,7 @@ def _pick(flag_value, config_value, default=None):
 
 
 def override_notes(args: argparse.Namespace, config: cloudml.CloudMLConfig, trainer_args: tuple[str, ...],
-                   accelerators: dict[str, str]) -> list[str]:
+                   accelerators: dict[str, str], labels: dict[str, str]) -> list[str]:
     """A note for each value given both by a flag and by the config file, differently: the
     flag wins (as gcloud's flags win over its --config), and the file's value is named so
     that nothing of the file is dropped unseen (its args: a --model in them, say)."""
@@ -331,8 +331,6 @@ def override_notes(args: argparse.Namespace, config: cloudml.CloudMLConfig, trai
     notes = [f"note: {flag} {flag_value} is used instead of {file_value} from {where} (the flag wins)"
              for flag, flag_value, file_value, where in given
              if flag_value is not None and file_value is not None and flag_value != file_value]
-    labels = {**key_values([item for given in args.labels for item in given.split(",") if item], "--labels"),
-              **key_values(args.label, "--label")}
     notes += [f"note: --label {key}={labels[key]} is used instead of {key}={value} from {source} (the flag wins)"
               for key, value in config.labels.items() if key in labels and labels[key] != value]
     if trainer_args and config.trainer_args and trainer_args != config.trainer_args:
@@ -379,6 +377,8 @@ def merge_settings(args: argparse.Namespace, trainer_args: tuple[str, ...]) -> S
         if given is not None and given != image:
             raise SpecError(f"--{flag}", f"{given!r} differs from the job's image {image!r}; a TFJob here runs one "
                             "image for all replicas: give it once, as --image (or --master-image-uri)")
+    labels = {**key_values([item for given in args.labels for item in given.split(",") if item], "--labels"),
+              **key_values(args.label, "--label")}  # the flags'
     return Settings(
         counts=counts, gpus=gpus,
         accelerator=accelerator,
@@ -388,10 +388,9 @@ def merge_settings(args: argparse.Namespace, trainer_args: tuple[str, ...]) -> S
         job_dir=_pick(args.job_dir, config.job_dir if config else None),
         active_deadline_seconds=_pick(args.active_deadline_seconds,
                                       config.active_deadline_seconds if config else None),
-        labels={**(config.labels if config else {}),
-                **key_values([item for given in args.labels for item in given.split(",") if item], "--labels"),
-                **key_values(args.label, "--label")},
-        notes=(config.notes + override_notes(args, config, trainer_args, kinds) if config else []) + gcloud_notes(args),
+        labels={**(config.labels if config else {}), **labels},
+        notes=(config.notes + override_notes(args, config, trainer_args, kinds, labels) if config else [])
+        + gcloud_notes(args),
         module_name=config.module_name if config else None,
         machine_types=config.machine_types if config else None,
         name=config.name if config else None,
