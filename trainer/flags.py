@@ -59,22 +59,9 @@ class Parser(argparse.ArgumentParser):
 
     def parse_known_args(self, args=None, namespace=None):
         argv = list(sys.argv[1:] if args is None else args)
-        self._refuse_two_spellings(argv)
+        if twice := given_twice(self, argv):
+            self.error(f"argument {twice[0]}: given twice, also as {twice[1]}; give it once")
         return super().parse_known_args(argv, namespace)
-
-    def _refuse_two_spellings(self, argv: list[str]) -> None:
-        """A flag given by two of its spellings (`--job-dir A --model_dir B`): argparse keeps
-        the last and drops the other silently, a job dir or training files lost."""
-        first: dict[str, str] = {}
-        for token in argv:
-            if token == "--":
-                break
-            flag = token.split("=", 1)[0]
-            action = self._option_string_actions.get(flag)
-            if action is None or len(action.option_strings) < 2 or isinstance(action, argparse._HelpAction):
-                continue
-            if first.setdefault(action.dest, flag) != flag:
-                self.error(f"argument {flag}: given twice, also as {first[action.dest]}; give it once")
 
     def error(self, message: str):
         for action in self._actions:  # named as before the aliases came (_flag())
@@ -89,6 +76,23 @@ class Parser(argparse.ArgumentParser):
                 else f"{self.prog}: error: {message}")
         print(f"{line} (see --help)", file=sys.stderr)
         sys.exit(2)
+
+
+def given_twice(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[str, str] | None:
+    """(a flag, the other of its names given before it) when ARGV gives one flag by two of
+    its names (`--job-dir A --model_dir B`, the launcher's `--workers 2 --worker-count 3`):
+    argparse would keep the last and drop the other unseen (a job dir, training files)."""
+    first: dict[str, str] = {}
+    for token in argv:
+        if token == "--":  # what follows is not this parser's
+            break
+        flag = token.split("=", 1)[0]
+        action = parser._option_string_actions.get(flag) if flag.startswith("-") else None
+        if action is None or len(action.option_strings) < 2 or isinstance(action, argparse._HelpAction):
+            continue
+        if first.setdefault(action.dest, flag) != flag:
+            return flag, first[action.dest]
+    return None
 
 
 def closest(flag: str, parser: argparse.ArgumentParser, most: int = 3) -> list[str]:

@@ -106,13 +106,11 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def parse_known_args(self, args=None, namespace=None):
+        from trainer.flags import given_twice  # the trainer's own rule (no TensorFlow)
+
         argv = list(sys.argv[1:] if args is None else args)
-        first: dict[str, str] = {}
-        for token in argv:  # a flag by two of its names: argparse keeps the last, the other dropped unseen
-            flag = token.split("=", 1)[0]
-            action = self._option_string_actions.get(flag) if flag.startswith("-") else None
-            if action is not None and len(action.option_strings) > 1 and first.setdefault(action.dest, flag) != flag:
-                raise UsageError(flag, f"given twice, also as {first[action.dest]}; give it once")
+        if twice := given_twice(self, argv):
+            raise UsageError(twice[0], f"given twice, also as {twice[1]}; give it once")
         return super().parse_known_args(argv, namespace)
 
     def error(self, message: str) -> NoReturn:
