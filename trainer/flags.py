@@ -274,7 +274,8 @@ def _conflicts(p: Parser, args: argparse.Namespace) -> None:
                 "--eval_data_paths are read instead; drop one of them")
     if args.model == "taxi" and (args.train_data_paths or args.eval_data_paths) and args.data_dir is None \
             and not os.environ.get(DATA_DIRS["taxi"][0]):
-        p.error("argument --train_data_paths: the taxi model takes its vocabularies and statistics from "
+        flag = "--train_data_paths" if args.train_data_paths else "--eval_data_paths"
+        p.error(f"argument {flag}: the taxi model takes its vocabularies and statistics from "
                 "--data-dir's metadata.json, and none was given for these records; give --data-dir, the dir "
                 "that holds theirs")
 

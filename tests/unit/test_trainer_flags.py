@@ -39,6 +39,8 @@ def test_the_default_job_dir_is_the_models(monkeypatch):
     (["--prepare-data", "--train_data_paths", "a", "--eval_data_paths", "b"],
      "argument --prepare-data: writes --data-dir's records, and both --train_data_paths and --eval_data_paths are "
      "read instead; drop one of them"),
+    (["--model", "taxi", "--eval_data_paths", "gs://b/eval-*"],
+     "argument --eval_data_paths: the taxi model takes its vocabularies and statistics from --data-dir's"),
     (["--model", "taxi", "--train_data_paths", "gs://b/trips-*"],  # the default dir's metadata, not theirs
      "argument --train_data_paths: the taxi model takes its vocabularies and statistics from --data-dir's "
      "metadata.json, and none was given for these records; give --data-dir, the dir that holds theirs"),
