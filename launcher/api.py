@@ -25,7 +25,6 @@ when Failed was not expected and `ValueError` for a condition a TFJob does not h
 from __future__ import annotations
 
 import dataclasses
-import os
 import queue
 import threading
 import time
@@ -34,7 +33,7 @@ from typing import Callable, Iterable, Iterator
 from .backends import get_backend
 from .backends.base import Backend, BackendError, CRDUnavailable, JobStatus, JobSummary, LogOptions
 from .events import Event, JobCondition, LogLine, TERMINAL
-from .spec import JobSpec, check_local_inputs, check_trainer_args
+from .spec import JobSpec, check_trainer_args
 
 __all__ = ["TrainingClient", "JOB_CONDITIONS"]
 
@@ -76,14 +75,16 @@ class TrainingClient:
 
     def create_job(self, spec: JobSpec, replace: bool = False) -> dict:
         """Render, validate and submit; returns the TFJob sent. On a cluster, with the job's
-        NetworkPolicy (unless `spec.network_policy` is False), as the CLI's submit. On the
-        local backend, what every replica would fail on at its start (a data dir without
-        records, a module this Python cannot find) is a SpecError first, as with the CLI's
-        submit."""
+        NetworkPolicy (unless `spec.network_policy` is False). What the CLI's submit refuses
+        is a SpecError first: a --package-path the replicas cannot have, and on the local
+        backend a volume, a secret without a value, or what every replica would fail on at
+        its start (no TensorFlow, a data dir without records, a module this Python cannot
+        find)."""
+        from .checks import check_submission
         from .render import render_network_policy
 
         tfjob = self.render(spec)
-        check_local_inputs(spec, self.backend.name, os.environ)
+        check_submission(spec, self.backend.name)  # as the CLI's submit: claims on this machine, the package, ...
         policy = render_network_policy(spec) if self.backend.name == "k8s" else None  # as the CLI's submit
         self.backend.submit(tfjob, replace=replace, network_policy=policy)
         return tfjob
@@ -122,8 +123,9 @@ class TrainingClient:
     def wait_for_job(self, name: str, namespace: str = "default", timeout: float | None = None,
                      conditions: tuple[str, ...] = TERMINAL) -> JobStatus:
         """Block until the job has one of `conditions` (default: Succeeded or Failed); returns
-        its status then. TimeoutError after `timeout` seconds (the job keeps running)."""
-        return self._wait(name, namespace, timeout, tuple(conditions))
+        its status then. TimeoutError after `timeout` seconds (the job keeps running);
+        ValueError for a condition not in JOB_CONDITIONS or a timeout that is no seconds."""
+        return self._wait(name, namespace, _seconds(timeout, "timeout"), _conditions(conditions, "conditions"))
 
     def wait_for_job_conditions(self, name: str, namespace: str = "default",
                                 expected_conditions: Iterable[str] = frozenset({"Succeeded"}),
@@ -135,13 +137,11 @@ class TrainingClient:
         keeps running); ValueError for a condition not in JOB_CONDITIONS. `callback` gets the
         job's status first and after each condition transition (the SDK calls it per poll; the
         launcher watches instead of polling)."""
-        expected = tuple(sorted(set(expected_conditions)))
-        unknown = set(expected) - JOB_CONDITIONS
-        if not expected or unknown:
-            raise ValueError(f"expected_conditions: {sorted(unknown) or 'none given'}; use some of "
-                             f"{', '.join(sorted(JOB_CONDITIONS))}")
+        expected = _conditions(expected_conditions, "expected_conditions")
+        if callback is not None and not callable(callback):
+            raise ValueError(f"callback: {callback!r} is not callable; give a function of the job's status")
         stop = expected if "Failed" in expected else (*expected, "Failed")
-        status = self._wait(name, namespace, wait_timeout, stop, callback)
+        status = self._wait(name, namespace, _seconds(wait_timeout, "wait_timeout"), stop, callback)
         if not _reached(status, expected):
             failed = next(c for c in status.conditions if c.type == "Failed" and c.status == "True")
             detail = ": ".join(part for part in (failed.reason, failed.message) if part)
@@ -214,3 +214,24 @@ class TrainingClient:
 
 def _reached(status: JobStatus, conditions: tuple[str, ...]) -> bool:
     return any(c.type in conditions and c.status == "True" for c in status.conditions)
+
+
+def _conditions(given: Iterable[str], field_name: str) -> tuple[str, ...]:
+    """The condition names a wait stops at, checked: a bare string is one name, not letters."""
+    if isinstance(given, str):
+        raise ValueError(f"{field_name}: {given!r} is a string; give a set of condition names, e.g. {{{given!r}}}")
+    names = tuple(sorted(set(given)))
+    unknown = set(names) - JOB_CONDITIONS
+    if not names or unknown:
+        raise ValueError(f"{field_name}: {sorted(unknown) or 'none given'}; use some of "
+                         f"{', '.join(sorted(JOB_CONDITIONS))}")
+    return names
+
+
+def _seconds(timeout: float | None, field_name: str) -> float | None:
+    """A wait's bound: seconds >= 0, or None for none."""
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0):
+        raise ValueError(f"{field_name}: {timeout!r} is not a number of seconds; give seconds >= 0, or None to wait "
+                         "without a bound")
+    return timeout
+

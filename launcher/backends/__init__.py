@@ -53,7 +53,17 @@ def get_backend(kind: str = "auto", note: Callable[[str], None] = stderr_note,
                 kubeconfig: str | None = None, context: str | None = None,
                 request_timeout: float | None = None) -> Backend:
     """An instance of the chosen backend (imported lazily); `kubeconfig` / `context`
-    select the cluster for the k8s backend, `request_timeout` bounds each API call."""
+    select the cluster for the k8s backend (so `auto` with either is k8s, as the CLI's
+    --kubeconfig makes it), `request_timeout` bounds each API call; with `local` they are
+    refused, as the CLI refuses them."""
+    if kubeconfig or context:
+        if kind == "local":
+            raise SpecError("kubeconfig" if kubeconfig else "context", "selects a cluster, which the local backend "
+                            "does not use; drop one of them")
+        kind = "k8s"
+    if request_timeout is not None and (kind == "local" or not request_timeout > 0):
+        raise SpecError("request_timeout", "bounds the calls to a cluster's API server: positive seconds, and not "
+                        "with the local backend")
     kind = resolve_kind(kind, note)
     try:
         if kind == "k8s":

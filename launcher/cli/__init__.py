@@ -367,6 +367,8 @@ def _default_factory(args: argparse.Namespace) -> BackendFactory:
     def factory(kind: str):
         from ..backends import get_backend
 
+        if kind == "local":  # main() refused the cluster's flags with --backend local; `auto` chose this one
+            return get_backend(kind)
         return get_backend(kind, kubeconfig=args.kubeconfig, context=args.context,
                            request_timeout=args.request_timeout)
 

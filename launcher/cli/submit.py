@@ -12,9 +12,9 @@ from pathlib import Path
 from ..backends import resolve_kind
 from . import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from .args import build_spec, uses_gpus
+from ..checks import check_submission
 from ..events import JobCondition, evaluator_line
-from ..spec import (DEFAULT_NAMESPACE, JobSpec, SpecError, check_local_capacity, check_local_inputs,
-                    check_trainer_args)
+from ..spec import DEFAULT_NAMESPACE, JobSpec, SpecError, check_trainer_args
 from ..view import suspended_note
 
 DEFAULT_MAX_RESUBMITS = 3
@@ -32,71 +32,12 @@ def _out(text: str) -> None:
     sys.stdout.flush()
 
 
-TENSORFLOW_MISSING = ("the local backend runs the trainer on this machine and needs TensorFlow, which is not "
-                      "installed; pip install 'tfjob-launcher[local]', or submit to a cluster with --backend k8s")
-
-
-def require_tensorflow(spec: JobSpec) -> None:
-    """The local backend's replicas run `python -m trainer.task` with this interpreter: without
-    TensorFlow they would all crash, so stop before anything starts (checked without importing it).
-    A job with its own container command runs that instead and is not checked."""
-    import importlib.util
-
-    if not spec.command and importlib.util.find_spec("tensorflow") is None:
-        raise SpecError("--backend local", TENSORFLOW_MISSING)
-
-
-def require_local_secrets(spec: JobSpec) -> None:
-    """Every --secret-env has a value on this machine (see backends/local/secrets.py)."""
-    from ..backends.local.secrets import unresolved
-
-    refs = [{"name": s.name, "secret": s.secret, "key": s.key} for s in spec.secret_env]
-    problem = unresolved(refs, dict(os.environ))
-    if problem:
-        flag, _, message = problem.partition(": ")
-        raise SpecError(flag, message)
-
-
-def refuse_local_volumes(spec: JobSpec) -> None:
-    """A PersistentVolumeClaim exists only on a cluster: the local backend refuses --volume."""
-    if spec.volumes:
-        raise SpecError("--volume", "PersistentVolumeClaims exist only on a cluster and the local backend cannot "
-                        "mount them; drop --volume (local replicas already share this machine's files: "
-                        "use --job-dir PATH) or use --backend k8s")
-
-
 def check_arguments(spec: JobSpec, kind: str, args, trainer_args) -> None:
     """check_trainer_args, naming the config file when the arguments came from it (`args`, `containerArgs`)."""
     if trainer_args or not args.config:
         check_trainer_args(spec, kind)
     else:
         check_trainer_args(spec, kind, f"--config {args.config}", "trainer arguments from the file: ")
-
-
-def check_package(spec: JobSpec, kind: str) -> None:
-    """--package-path where the replicas run. Local: a directory on this machine holding
-    --module-name. k8s: a path the pods have, i.e. under a --volume mount; the launcher
-    cannot ship files to a cluster (gcloud uploads the package to GCS; we do not)."""
-    if spec.package_path is None:
-        return
-    if kind != "local":
-        if not any(spec.package_path == v.mount_path.rstrip("/") or
-                   spec.package_path.startswith(v.mount_path.rstrip("/") + "/") for v in spec.volumes):
-            raise SpecError("--package-path", f"{spec.package_path} is not in the pods: the launcher cannot upload a "
-                            "package to a cluster; bake it into --image and give --module-name alone, or put it on a "
-                            "claim and give its path under a --volume mount (e.g. --volume code:/mnt/code "
-                            "--package-path /mnt/code/trainer), or run it on this machine with --backend local")
-        return
-    package = Path(spec.package_path)
-    if not package.is_dir():
-        raise SpecError("--package-path", f"{spec.package_path} is not a directory on this machine; give your "
-                        "package's directory, e.g. --package-path ./trainer")
-    inner = spec.module_name.split(".")[1:]
-    target = package.joinpath(*inner)
-    if not ((inner and target.with_suffix(".py").is_file()) or (target / "__main__.py").is_file()):
-        expected = target.with_suffix(".py") if inner else target / "__main__.py"
-        raise SpecError("--module-name", f"{spec.module_name} is not in {spec.package_path} (no {expected}); "
-                        "give the module's dotted name inside the package, e.g. trainer.task for trainer/task.py")
 
 
 def _with_default_job_dir(spec: JobSpec, backend) -> JobSpec:
@@ -186,10 +127,10 @@ def _umask() -> int:
 
 def render_command(args, trainer_args, factory) -> int:
     spec, notes = build_spec(args, trainer_args)
-    check_package(spec, "local" if args.backend == "local" else "k8s")
-    check_arguments(spec, "local" if args.backend == "local" else "k8s", args, trainer_args)
-    if args.backend == "local":  # show what the local backend would run
-        refuse_local_volumes(spec)
+    kind = "local" if args.backend == "local" else "k8s"
+    check_arguments(spec, kind, args, trainer_args)
+    check_submission(spec, kind, dry_run="client")  # what it would run, whose inputs may come later
+    if kind == "local":  # show what the local backend would run
         spec = _with_default_job_dir(spec, factory("local"))
     tfjob = rendered(spec)
     if args.values_out is not None:
@@ -260,16 +201,8 @@ def submit(args, trainer_args, factory) -> int:
     dry_run = dry_run_mode(args)
     spec, notes = build_spec(args, trainer_args)
     kind = resolve_kind(args.backend)
-    check_package(spec, kind)
     check_arguments(spec, kind, args, trainer_args)
-    if kind == "local":
-        refuse_local_volumes(spec)
-        if not dry_run:  # what would start: render and dry runs show a job whose inputs may come later
-            require_tensorflow(spec)
-            require_local_secrets(spec)
-            check_local_inputs(spec, kind, os.environ)
-        elif dry_run == "server":  # the plan it prints reserves a port per replica
-            check_local_capacity(spec, kind)
+    check_submission(spec, kind, dry_run)
     backend = factory(kind) if (kind == "local" or dry_run != "client") else None
     if backend is not None:
         spec = _with_default_job_dir(spec, backend)
