@@ -53,8 +53,10 @@ def resolve(model_dir: str) -> str:
     """The SavedModel dir: `model_dir` itself, or its newest numbered subdir."""
     if tf.io.gfile.exists(f"{model_dir.rstrip('/')}/saved_model.pb"):
         return model_dir
+    root = model_dir.rstrip("/")  # versions without a saved_model.pb (an export being written or cut off) skipped, as serve does
     stamps = sorted((int(name.strip("/")) for name in tf.io.gfile.listdir(model_dir)
-                     if name.strip("/").isdigit()), reverse=True) if tf.io.gfile.isdir(model_dir) else []
+                     if name.strip("/").isdigit() and tf.io.gfile.exists(f"{root}/{name.strip('/')}/saved_model.pb")),
+                    reverse=True) if tf.io.gfile.isdir(model_dir) else []
     if not stamps:
         base = f"{model_dir.rstrip('/')}/export"
         if tf.io.gfile.isdir(base):  # the job dir itself
@@ -62,7 +64,7 @@ def resolve(model_dir: str) -> str:
                                "version is used)")
         raise RequestError(f"--model-dir: no SavedModel at {model_dir}; pass JOB_DIR/export (its newest version "
                            "is used) or JOB_DIR/export/<version>")
-    return f"{model_dir.rstrip('/')}/{stamps[0]}"
+    return f"{root}/{stamps[0]}"
 
 
 def check_instances_file(path: str) -> None:

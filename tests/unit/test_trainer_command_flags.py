@@ -49,3 +49,16 @@ def test_serve_refuses_bad_flags_in_one_line_without_listening(capsys, monkeypat
 def test_serve_takes_port_zero_and_the_top_port():
     assert serve.parser().parse_args(["--model-dir", "m", "--port", "0"]).port == 0  # a free port the system picks
     assert serve.parser().parse_args(["--model-dir", "m", "--port", "65535"]).port == 65535
+
+
+def test_predict_skips_a_version_dir_without_its_saved_model(tmp_path):
+    """An export being written, or cut off, is a numbered dir without saved_model.pb: predict
+    took it as the newest version and failed with a traceback; it serves the one before, as
+    trainer.serve does."""
+    for version in ("1700000000", "1700000300"):
+        (tmp_path / version).mkdir()
+    (tmp_path / "1700000000" / "saved_model.pb").write_bytes(b"")
+    assert predict.resolve(str(tmp_path)) == f"{tmp_path}/1700000000"
+    (tmp_path / "1700000000" / "saved_model.pb").unlink()
+    with pytest.raises(predict.RequestError, match=r"^--model-dir: no SavedModel at "):
+        predict.resolve(str(tmp_path))

@@ -132,3 +132,18 @@ def test_a_wheel_whose_sha256_is_not_the_pinned_one_is_refused_and_nothing_writt
         "PIP_INDEX_URL, PIP_FIND_LINKS)"], done.stderr[-2000:]
     assert not out.exists() and not [path for path in cache.rglob("*") if not path.is_dir()]
     assert "Wrote" not in done.stdout
+
+
+def test_request_instances_read_gzip_eval_records_as_the_data_dir_does(taxi_dir, tmp_path):  # noqa: F811
+    """make_request --model taxi read the eval shards with a plain TFRecordDataset: GZIP
+    `.tfrecord.gz` shards, which training reads, failed with a DataLossError traceback."""
+    from trainer.models import taxi
+
+    gz = tmp_path / "gz"
+    gz.mkdir()
+    (gz / "metadata.json").write_bytes((Path(taxi_dir) / "metadata.json").read_bytes())
+    for path in sorted(Path(taxi_dir).glob("eval-*.tfrecord")):
+        with tf.io.TFRecordWriter(str(gz / f"{path.name}.gz"), options="GZIP") as out:
+            for record in tf.data.TFRecordDataset(str(path)):
+                out.write(record.numpy())
+    assert taxi.request_instances(str(gz), 5) == taxi.request_instances(taxi_dir, 5)

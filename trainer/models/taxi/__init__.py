@@ -113,7 +113,7 @@ def request_instances(data_dir: str, count: int, keys: bool = False) -> tuple[li
     from trainer import data
 
     paths = data.files(data.Source(data_dir, dataset=DATASET, prepare="--dataset taxi "), EVAL_SPLIT)
-    records = next(iter(tf.data.TFRecordDataset(paths).batch(count)))
+    records = next(iter(tf.data.Dataset.from_tensor_slices(paths).flat_map(data.records).batch(count)))  # .gz too
     parsed = tf.io.parse_example(records, features.record_spec())
     labels = [int(v) for v in parsed.pop(features.LABEL).numpy()]
     rows = []
