@@ -234,4 +234,3 @@ def _seconds(timeout: float | None, field_name: str) -> float | None:
         raise ValueError(f"{field_name}: {timeout!r} is not a number of seconds; give seconds >= 0, or None to wait "
                          "without a bound")
     return timeout
-

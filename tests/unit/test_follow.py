@@ -192,4 +192,3 @@ def test_the_jobs_end_waits_for_a_side_replicas_last_line():
     assert out.index(LogLine("evaluator-0", "Eval step 60: loss 0.0500, accuracy 0.9900")) \
         < out.index(JobCondition("Succeeded"))
     assert out[-1] == JobCondition("Succeeded")
-

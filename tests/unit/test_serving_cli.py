@@ -351,4 +351,3 @@ def test_models_flags_that_would_do_nothing_are_refused_or_said(cli, runs):
         "note: -A/--all-namespaces is not used by the local model server (its models have no namespace; "
         "with `serve --from-job` --namespace names the job's)")
     cli("models", "list", "--backend", "k8s", "-A", "-n", "team").refused("--namespace")
-

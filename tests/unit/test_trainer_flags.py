@@ -179,4 +179,3 @@ def test_intervals_finer_than_a_call_are_said_to_come_every_call():
     assert flags.interval_notes(args) == [
         "note: --checkpoint-every-steps 20 is finer than --steps-per-execution 100: every 100 steps instead (the "
         "loop acts between calls)"]
-
