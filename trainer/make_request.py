@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import sys
 
 from trainer import data, lazy, models
@@ -37,6 +38,18 @@ def label_text(labels: list[int]) -> str:
     return " ".join(map(str, labels[:LABELS_CUT])) + f" ... of {len(labels)}"
 
 
+def _unwritable(out: str) -> str | None:
+    """Why a local --out cannot be written, or None (stdout and gs:// are left to the write)."""
+    if out == "-" or "://" in out:
+        return None
+    if os.path.isdir(out):
+        return f"{out} is a directory; give a file in it, e.g. {os.path.join(out, 'request.json')}"
+    folder = os.path.dirname(out) or "."
+    if not os.path.isdir(folder):
+        return f"its folder {folder} does not exist; create it or give another path"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     lazy.quiet_tensorflow()
     parser = Parser(prog="python -m trainer.make_request", description=__doc__, label="trainer.make_request",
@@ -52,10 +65,19 @@ def main(argv: list[str] | None = None) -> int:
                         "lines go to the `unkeyed` signature)")
     args = parser.parse_args(argv)
     args.data_dir = args.data_dir or default_data_dir(args.model)
+    if problem := _unwritable(args.out):  # before any reading: a traceback after the work, it was
+        print(f"trainer.make_request: --out: {problem}", file=sys.stderr)
+        return 2
     try:
         rows, labels = instances(args.data_dir, args.count, args.keys, args.model)
     except data.DataError as error:
         print(f"trainer.make_request: {error}", file=sys.stderr)
+        return 2
+    except (tf.errors.OpError, StopIteration) as error:  # not TFRecords, none readable, or another layout
+        why = f" ({error.message.splitlines()[0]})" if isinstance(error, tf.errors.OpError) else ""
+        print(f"trainer.make_request: --data-dir: cannot read the {models.get(args.model).EVAL_SPLIT} records in "
+              f"{args.data_dir} as {args.model} records{why}; give the dir `python -m trainer.data` wrote for "
+              f"--model {args.model}", file=sys.stderr)
         return 2
     short = "" if len(rows) == args.count else (f", not the {args.count} asked: only {len(rows)} "
                                                 f"{models.get(args.model).EVAL_SPLIT} examples in {args.data_dir}")

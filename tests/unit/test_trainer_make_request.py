@@ -49,6 +49,23 @@ def test_an_empty_path_is_refused_in_one_line(data_dir, tmp_path, capsys, monkey
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_out_it_cannot_write_and_records_it_cannot_read_are_one_line_before_any_work(data_dir, tmp_path, capsys):
+    """They were tracebacks (exit 1), the first after the records had been read."""
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "test-00000-of-00001.tfrecord").write_text("not a TFRecord\n")
+    for argv, line in (
+            (["--out", str(tmp_path / "nodir" / "r.json")],
+             f"--out: its folder {tmp_path / 'nodir'} does not exist; create it or give another path"),
+            (["--out", str(tmp_path)], f"--out: {tmp_path} is a directory; give a file in it, e.g. "
+                                       f"{tmp_path / 'request.json'}"),
+            (["--data-dir", str(tmp_path / "bad"), "--out", "-"],
+             f"--data-dir: cannot read the test records in {tmp_path / 'bad'} as mnist records")):
+        assert make_request.main(["--data-dir", data_dir, *argv]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.startswith(f"trainer.make_request: {line}") and err.count("\n") == 1, err
+    assert not (tmp_path / "nodir").exists()
+
+
 def test_asking_more_than_there_are_says_how_many_were_written(data_dir, tmp_path, capsys):
     out = tmp_path / "request.json"
     assert make_request.main(["--data-dir", data_dir, "--count", "20", "--out", str(out)]) == 0
