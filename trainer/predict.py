@@ -49,14 +49,24 @@ class RequestError(ValueError):
     pass
 
 
+def saved_versions(model_dir: str) -> list[int]:
+    """The numeric version dirs of an export base that hold a SavedModel, newest first: one
+    without saved_model.pb (an export being written, or cut off) is no version yet. The rule
+    of predict and of trainer.serve."""
+    root = model_dir.rstrip("/")
+    if not tf.io.gfile.isdir(root):
+        return []
+    return sorted((int(name.strip("/")) for name in tf.io.gfile.listdir(root)
+                   if name.strip("/").isdigit() and tf.io.gfile.exists(f"{root}/{name.strip('/')}/saved_model.pb")),
+                  reverse=True)
+
+
 def resolve(model_dir: str) -> str:
     """The SavedModel dir: `model_dir` itself, or its newest numbered subdir."""
     if tf.io.gfile.exists(f"{model_dir.rstrip('/')}/saved_model.pb"):
         return model_dir
-    root = model_dir.rstrip("/")  # versions without a saved_model.pb (an export being written or cut off) skipped, as serve does
-    stamps = sorted((int(name.strip("/")) for name in tf.io.gfile.listdir(model_dir)
-                     if name.strip("/").isdigit() and tf.io.gfile.exists(f"{root}/{name.strip('/')}/saved_model.pb")),
-                    reverse=True) if tf.io.gfile.isdir(model_dir) else []
+    root = model_dir.rstrip("/")
+    stamps = saved_versions(root)
     if not stamps:
         base = f"{model_dir.rstrip('/')}/export"
         if tf.io.gfile.isdir(base):  # the job dir itself

@@ -32,7 +32,7 @@ from kserve.errors import InvalidInput, ModelNotFound, ModelNotReady
 from kserve.protocol.rest.v1_endpoints import V1Endpoints
 from tensorflow.core.framework import types_pb2
 
-from trainer.predict import instance_defaults
+from trainer.predict import instance_defaults, saved_versions
 from trainer.serve import v2
 from trainer.serve.codec import DEFAULT_SIGNATURE, InputSpec, RequestError, parse_body, to_arrays, to_response
 
@@ -49,12 +49,7 @@ def resolve(model_dir: str) -> tuple[str, str]:
         if tf.io.gfile.exists(f"{model_dir}/saved_model.pb"):
             name = model_dir.rsplit("/", 1)[-1]
             return model_dir, (name if name.isdigit() else "1")
-        versions = []
-        if tf.io.gfile.isdir(model_dir):
-            versions = sorted((int(entry.strip("/")) for entry in tf.io.gfile.listdir(model_dir)
-                               if entry.strip("/").isdigit()
-                               and tf.io.gfile.exists(f"{model_dir}/{entry.strip('/')}/saved_model.pb")),
-                              reverse=True)
+        versions = saved_versions(model_dir)
     except tf.errors.OpError as error:  # permission denied, a bucket that is not there, ...
         raise ModelDirError(f"--model-dir: cannot read {model_dir} ({error.message.splitlines()[0]}); "
                             "give the server read access to the export") from None
