@@ -49,21 +49,38 @@ def resolve_kind(kind: str, note: Callable[[str], None] = stderr_note, **probe) 
     return "local"
 
 
+API_NAMES = {"kubeconfig": "kubeconfig", "context": "context", "request_timeout": "request_timeout"}
+
+
+def check_cluster_args(kind: str, kubeconfig: str | None = None, context: str | None = None,
+                       request_timeout: float | None = None, names: Mapping[str, str] = API_NAMES) -> str:
+    """The one rule for the cluster's settings, shared by the CLI and `get_backend` (`names`:
+    how the caller spells them): a kubeconfig or context selects the cluster, so `auto` becomes
+    k8s and `local` is refused; a request timeout bounds the API server's calls, so it is
+    positive seconds and refused with `local`. Returns the kind to use."""
+    if kubeconfig or context:
+        if kind == "local":
+            raise SpecError(names["kubeconfig" if kubeconfig else "context"],
+                            "selects a cluster, which the local backend does not use; drop one of them")
+        kind = "k8s"
+    if request_timeout is not None:
+        if kind == "local":
+            raise SpecError(names["request_timeout"], "bounds the calls to a cluster's API server, which the "
+                            "local backend does not make; drop one of them")
+        if isinstance(request_timeout, bool) or not isinstance(request_timeout, (int, float)) \
+                or not request_timeout > 0:
+            raise SpecError(names["request_timeout"], f"{request_timeout!r} is not a timeout; give positive seconds")
+    return kind
+
+
 def get_backend(kind: str = "auto", note: Callable[[str], None] = stderr_note,
                 kubeconfig: str | None = None, context: str | None = None,
                 request_timeout: float | None = None) -> Backend:
     """An instance of the chosen backend (imported lazily); `kubeconfig` / `context`
     select the cluster for the k8s backend (so `auto` with either is k8s, as the CLI's
     --kubeconfig makes it), `request_timeout` bounds each API call; with `local` they are
-    refused, as the CLI refuses them."""
-    if kubeconfig or context:
-        if kind == "local":
-            raise SpecError("kubeconfig" if kubeconfig else "context", "selects a cluster, which the local backend "
-                            "does not use; drop one of them")
-        kind = "k8s"
-    if request_timeout is not None and (kind == "local" or not request_timeout > 0):
-        raise SpecError("request_timeout", "bounds the calls to a cluster's API server: positive seconds, and not "
-                        "with the local backend")
+    refused, as the CLI refuses them (one rule: `check_cluster_args`)."""
+    kind = check_cluster_args(kind, kubeconfig, context, request_timeout)
     kind = resolve_kind(kind, note)
     try:
         if kind == "k8s":

@@ -21,7 +21,8 @@ import sys
 from pathlib import Path
 from typing import Callable, NoReturn
 
-from ..backends import KINDS
+from ..backends import KINDS, check_cluster_args
+from ..backends.base import stderr_note
 from ..spec import _DNS1035, _DNS1123_LABEL, DEFAULT_NAMESPACE, SpecError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -363,11 +364,18 @@ def check_replica(replica: str | None) -> None:
 BackendFactory = Callable[[str], object]
 
 
+# How the CLI spells the cluster's settings, for check_cluster_args's errors
+CLI_NAMES = {"kubeconfig": "--kubeconfig", "context": "--context", "request_timeout": "--request-timeout"}
+
+
 def _default_factory(args: argparse.Namespace) -> BackendFactory:
     def factory(kind: str):
         from ..backends import get_backend
 
         if kind == "local":  # main() refused the cluster's flags with --backend local; `auto` chose this one
+            if getattr(args, "request_timeout", None) is not None:
+                stderr_note("note: --request-timeout is not used: no cluster is configured, so this runs on this "
+                            "machine (the local backend)")
             return get_backend(kind)
         return get_backend(kind, kubeconfig=args.kubeconfig, context=args.context,
                            request_timeout=args.request_timeout)
@@ -409,14 +417,8 @@ def main(argv: list[str] | None = None, backend_factory: BackendFactory | None =
         if args.command is None:
             build_parser().print_help(sys.stderr)
             return EXIT_USAGE
-        if args.kubeconfig or args.context:
-            if args.backend == "local":
-                flag = "--kubeconfig" if args.kubeconfig else "--context"
-                raise SpecError(flag, "selects a cluster, which --backend local does not use; drop one of them")
-            args.backend = "k8s"
-        if getattr(args, "request_timeout", None) is not None and args.backend == "local":
-            raise SpecError("--request-timeout", "bounds the calls to a cluster's API server, which --backend local "
-                            "does not make; drop one of them")
+        args.backend = check_cluster_args(args.backend, args.kubeconfig, args.context,
+                                          getattr(args, "request_timeout", None), CLI_NAMES)
         if getattr(args, "all_namespaces", False) and args.namespace is not None:
             raise SpecError("--namespace", "not with -A/--all-namespaces, which lists every namespace; drop one of them")
         return _dispatch(args, trainer_args, backend_factory or _default_factory(args))

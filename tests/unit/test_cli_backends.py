@@ -215,3 +215,34 @@ def test_render_checks_a_given_kubeconfig_and_context_too(cli, tmp_path, monkeyp
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "config"))
     result = cli("render", "--name", "a", *flags)
     assert (result.code, result.out, result.err) == (2, "", line.replace("CONFIG", str(tmp_path / "config")))
+
+
+def test_request_timeout_is_said_unused_when_auto_picks_this_machine(cli, tmp_path, monkeypatch):
+    """auto found no cluster: the flag bounds nothing, and the user hears it (--backend local refuses it)."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing.yaml"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    result = cli("list", "--request-timeout", "5s")
+    assert result.code == 0, result
+    assert ("note: --request-timeout is not used: no cluster is configured, so this runs on this machine "
+            "(the local backend)\n") in result.err
+    assert "--request-timeout" not in cli("list").err
+    assert cli("list", "--backend", "local", "--request-timeout", "5s").refused("--request-timeout").endswith(
+        "bounds the calls to a cluster's API server, which the local backend does not make; drop one of them")
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"kubeconfig": "/k"}, "--kubeconfig"), ({"context": "gke"}, "--context"), ({"request_timeout": 5}, "--request-timeout")])
+def test_one_rule_for_the_cluster_settings_in_each_callers_spelling(kwargs, field):
+    """The CLI and get_backend share check_cluster_args; each names the setting as its caller spells it."""
+    from launcher.cli import CLI_NAMES
+
+    with pytest.raises(SpecError) as cli_error:
+        backends.check_cluster_args("local", names=CLI_NAMES, **kwargs)
+    with pytest.raises(SpecError) as api_error:
+        backends.get_backend("local", **kwargs)
+    assert cli_error.value.field == field and api_error.value.field == next(iter(kwargs))
+    assert str(cli_error.value).split(": ", 1)[1] == str(api_error.value).split(": ", 1)[1]
+    assert backends.check_cluster_args("auto", names=CLI_NAMES, **kwargs) == (
+        "auto" if "request_timeout" in kwargs else "k8s")
