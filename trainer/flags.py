@@ -264,14 +264,18 @@ def check(argv: list[str]) -> None:
     2), e.g. for a launcher about to run it; -h/--help are left out (not acted on here)."""
     p = parser()
     p.raising = True
-    _conflicts(p, p.parse_args([arg for arg in argv if arg not in ("-h", "--help")]))
+    argv = [arg for arg in argv if arg not in ("-h", "--help")]
+    _conflicts(p, p.parse_args(argv), argv)
 
 
-def _conflicts(p: Parser, args: argparse.Namespace) -> None:
+def _conflicts(p: Parser, args: argparse.Namespace, argv: list[str]) -> None:
     """Flags that parse one by one but not together."""
     if args.prepare_data and args.train_data_paths and args.eval_data_paths:
         p.error("argument --prepare-data: writes --data-dir's records, and both --train_data_paths and "
                 "--eval_data_paths are read instead; drop one of them")
+    if args.model == "taxi" and "image_feature" in given(argv):
+        p.error("argument --image-feature: names the MNIST records' image feature, and --model taxi reads trips "
+                "(no image); drop it")
     if args.model == "taxi" and (args.train_data_paths or args.eval_data_paths) and args.data_dir is None \
             and not os.environ.get(DATA_DIRS["taxi"][0]):
         flag = "--train_data_paths" if args.train_data_paths else "--eval_data_paths"
@@ -280,20 +284,50 @@ def _conflicts(p: Parser, args: argparse.Namespace) -> None:
                 "that holds theirs")
 
 
-def interval_notes(args: argparse.Namespace) -> list[str]:
-    """Intervals finer than --steps-per-execution: the loop acts between calls, so they come
-    every call instead (a checkpoint every 100 steps, not 20: more steps redone after a loss)."""
+def given(argv: list[str]) -> frozenset[str]:
+    """The flags (dests) ARGV sets itself, not a default or an environment variable: notes on
+    a flag that does nothing in this process name only what was typed."""
+    p = parser()
+    for action in p._actions:
+        action.default = argparse.SUPPRESS
+    return frozenset(vars(p.parse_known_args(argv)[0]))
+
+
+def warmup_steps(args: argparse.Namespace) -> int:
+    """--warmup-steps, at most a quarter of --train-steps."""
+    return min(args.warmup_steps, args.train_steps // 4)
+
+
+def notes(args: argparse.Namespace, mode: str) -> list[str]:
+    """What a training process (chief, worker, single; `mode` as cluster.Cluster's) says of its
+    flags before it trains: intervals finer than --steps-per-execution (the loop acts between
+    calls, so they come every call instead: a checkpoint every 100 steps, not 20, means more
+    steps redone after a loss), flags typed that act in another mode only, a capped warm-up."""
     spe = args.steps_per_execution
-    return [f"note: --{name}-every-steps {value} is finer than --steps-per-execution {spe}: every {spe} steps "
-            f"instead (the loop acts between calls)"
-            for name in ("log", "eval", "histogram", "checkpoint")
-            if 0 < (value := getattr(args, f"{name}_every_steps")) < spe]
+    lines = [f"note: --{name}-every-steps {value} is finer than --steps-per-execution {spe}: every {spe} steps "
+             f"instead (the loop acts between calls)"
+             for name in ("log", "eval", "histogram", "checkpoint")
+             if 0 < (value := getattr(args, f"{name}_every_steps")) < spe]
+    typed = getattr(args, "given", frozenset())
+    if "ps_min_shard_bytes" in typed and mode != "ps":
+        lines.append("note: --ps-min-shard-bytes is not used: it splits variables over the ps tasks, and this job "
+                     "has none")
+    if mode == "single":
+        lines += [f"note: --{name.replace('_', '-')} is not used: it paces the ps, workers and evaluator of a "
+                  "job with a chief, and this process trains alone"
+                  for name in ("poll_seconds", "orphan_seconds") if name in typed]
+    if "warmup_steps" in typed and warmup_steps(args) < args.warmup_steps:
+        lines.append(f"note: --warmup-steps {args.warmup_steps} is more than a quarter of --train-steps "
+                     f"{args.train_steps}: {warmup_steps(args)} warm-up steps instead")
+    return lines
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = p.parse_args(argv)
-    _conflicts(p, args)
+    _conflicts(p, args, argv)
+    args.given = given(argv)
     args.train_data_paths, args.eval_data_paths = _split(args.train_data_paths), _split(args.eval_data_paths)
     args.data_dir = args.data_dir or default_data_dir(args.model)
     args.job_dir = args.job_dir or os.path.join("runs", args.model)

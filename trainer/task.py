@@ -207,7 +207,7 @@ def run_role(args: argparse.Namespace, cluster: Cluster) -> int:
         if cluster.role == "ps" or (cluster.role == "worker" and cluster.mode == "ps"):
             return serve(args, cluster)
         if cluster.role != "evaluator":
-            for note in flags.interval_notes(args):
+            for note in flags.notes(args, cluster.mode):
                 print(note)
         return compute(args, cluster)
     except Exception as error:

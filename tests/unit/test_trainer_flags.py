@@ -1,6 +1,8 @@
 """trainer.flags: defaults, environment defaults, one-line errors."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from trainer import flags
@@ -44,10 +46,13 @@ def test_the_default_job_dir_is_the_models(monkeypatch):
     (["--model", "taxi", "--train_data_paths", "gs://b/trips-*"],  # the default dir's metadata, not theirs
      "argument --train_data_paths: the taxi model takes its vocabularies and statistics from --data-dir's "
      "metadata.json, and none was given for these records; give --data-dir, the dir that holds theirs"),
+    (["--model", "taxi", "--image_feature", "image_raw"],  # the taxi model reads no image: dropped unseen before
+     "argument --image-feature: names the MNIST records' image feature, and --model taxi reads trips (no image); "
+     "drop it"),
 ])
 def test_a_flag_given_by_two_spellings_or_with_a_flag_it_cannot_go_with_is_refused(argv, line, capsys, monkeypatch):
     monkeypatch.delenv("TAXI_DATA_DIR", raising=False)
-    with pytest.raises(flags.FlagError, match=line.replace("(", r"\(")):
+    with pytest.raises(flags.FlagError, match=re.escape(line)):
         flags.check(argv)  # what the launcher asks before it runs the trainer
     with pytest.raises(SystemExit) as exit_info:
         flags.parse(argv)
@@ -174,8 +179,28 @@ def test_check_raises_what_the_trainer_would_refuse_and_prints_nothing(capsys):
 
 
 def test_intervals_finer_than_a_call_are_said_to_come_every_call():
-    assert flags.interval_notes(flags.parse([])) == []  # the defaults: 10 steps per call
+    assert flags.notes(flags.parse([]), "ps") == []  # the defaults: 10 steps per call
     args = flags.parse(["--steps-per-execution", "100", "--checkpoint-every-steps", "20", "--eval-every-steps", "0"])
-    assert flags.interval_notes(args) == [
+    assert flags.notes(args, "ps") == [
         "note: --checkpoint-every-steps 20 is finer than --steps-per-execution 100: every 100 steps instead (the "
         "loop acts between calls)"]
+
+
+def test_flags_typed_for_another_mode_and_a_capped_warm_up_are_said(monkeypatch):
+    """Only what was typed: the defaults (300 steps cap the default warm-up of 100 at 75) and
+    the environment's values say nothing."""
+    monkeypatch.setenv("TRAINER_POLL_SECONDS", "1")
+    assert flags.notes(flags.parse(["--train-steps", "300"]), "single") == []
+    args = flags.parse(["--ps-min-shard-bytes", "256", "--poll-seconds", "2", "--orphan-seconds", "60",
+                        "--train-steps", "300", "--warmup-steps", "100"])
+    assert flags.notes(args, "single") == [
+        "note: --ps-min-shard-bytes is not used: it splits variables over the ps tasks, and this job has none",
+        "note: --poll-seconds is not used: it paces the ps, workers and evaluator of a job with a chief, and this "
+        "process trains alone",
+        "note: --orphan-seconds is not used: it paces the ps, workers and evaluator of a job with a chief, and this "
+        "process trains alone",
+        "note: --warmup-steps 100 is more than a quarter of --train-steps 300: 75 warm-up steps instead"]
+    assert flags.notes(args, "ps") == [args_note for args_note in flags.notes(args, "single")
+                                       if args_note.startswith("note: --warmup-steps")]
+    assert flags.notes(args, "sync")[0].startswith("note: --ps-min-shard-bytes is not used")
+    assert flags.notes(flags.parse(["--train-steps", "400", "--warmup-steps", "100"]), "single") == []

@@ -26,7 +26,7 @@ def test_constant_after_warm_up():
 
 def test_warm_up_is_capped_at_a_quarter_of_training():
     args = flags.parse(["--train-steps", "40", "--warmup-steps", "100"])
-    assert train_step.warmup_steps(args) == 10
+    assert flags.warmup_steps(args) == 10
     assert rates(["--train-steps", "40", "--warmup-steps", "100"], [5, 10]) == [0.0015, 0.003]
 
 

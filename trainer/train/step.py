@@ -12,15 +12,10 @@ import sys
 import keras
 import tensorflow as tf
 
-from trainer import models, variables
+from trainer import flags, models, variables
 
 
 COSINE_FLOOR = 0.01  # cosine decay ends at this fraction of --learning-rate
-
-
-def warmup_steps(args) -> int:
-    """--warmup-steps, at most a quarter of --train-steps."""
-    return min(args.warmup_steps, args.train_steps // 4)
 
 
 def learning_rate(args) -> float | keras.optimizers.schedules.LearningRateSchedule:
@@ -28,7 +23,7 @@ def learning_rate(args) -> float | keras.optimizers.schedules.LearningRateSchedu
     decayed over the remaining --train-steps (--learning-rate-decay). Warm-up keeps Adam's
     large first steps from throwing asynchronous (parameter-server) training off course.
     The schedule follows the optimizer's own step count, which lives with the variables."""
-    warmup = warmup_steps(args)
+    warmup = flags.warmup_steps(args)
     decay = args.train_steps - warmup
     alpha = COSINE_FLOOR if args.learning_rate_decay == "cosine" else 1.0  # 1.0: no decay
     if not warmup:
