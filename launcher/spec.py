@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import difflib
 import ipaddress
+import os
 import re
 import shlex
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 # TFJob replica types, in the order training-operator v1.9 documents them.
 ROLES = ("Chief", "PS", "Worker", "Evaluator")
@@ -114,9 +115,119 @@ def _type_name(value: Any) -> str:
     return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
 
 
+def _given(value: Any) -> str:
+    """A refused value and its type, as a message starts: `5 is an int`, `None`."""
+    return "None" if value is None else f"{value!r} is {_type_name(value)}"
+
+
+def _or_none(optional: bool) -> str:
+    return ", or None" if optional else ""
+
+
+def _number_as_text(value: Any) -> str | None:
+    """A number given where a string is wanted, as that string ('300' for 300)."""
+    return repr(str(value)) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+# A URL given as a pathlib.Path, which turned its '//' into '/' (gs://b/x -> gs:/b/x)
+_COLLAPSED_URL = re.compile(r"[A-Za-z][-+.A-Za-z0-9]*:/(?!/)")
+
+
+def check_text(value: Any, field_name: str, example: str, optional: bool = False) -> None:
+    """A str field (or None, when `optional`); `example`: a value to suggest."""
+    if not (isinstance(value, str) or (optional and value is None)):
+        raise SpecError(field_name, f"{_given(value)}; use a string, e.g. {example!r}{_or_none(optional)}")
+
+
+def _fspath(value: Any, field_name: str) -> Any:
+    """An os.PathLike (pathlib.Path) as its str (os.fspath), anything else as given. A URL in a
+    Path is refused: the Path has already made gs://bucket of it gs:/bucket."""
+    if not isinstance(value, os.PathLike):
+        return value
+    path = os.fspath(value)
+    if isinstance(path, str) and _COLLAPSED_URL.match(path):
+        raise SpecError(field_name, f"{value!r} is a URL whose '//' the Path made '/'; give the URL as a string, "
+                        f"e.g. {_COLLAPSED_URL.sub(lambda m: m[0] + '/', path, 1)!r}")
+    return path
+
+
+def path_text(value: Any, field_name: str, example: str, optional: bool = False) -> Any:
+    """A path field as a str: a str, or a pathlib.Path (see _fspath)."""
+    value = _fspath(value, field_name)
+    check_text(value, field_name, example, optional)
+    return value
+
+
+def check_bool(value: Any, field_name: str) -> None:
+    """A bool field: True or False, not a value Python would take as true or false ('false' is true)."""
+    if not isinstance(value, bool):
+        raise SpecError(field_name, f"{_given(value)}; use True or False")
+
+
+def check_int(value: Any, field_name: str, example: str, optional: bool = False) -> None:
+    """An int field (bool refused; or None, when `optional`); the rules of its range follow."""
+    if not ((isinstance(value, int) and not isinstance(value, bool)) or (optional and value is None)):
+        raise SpecError(field_name, f"{_given(value)}; use an int, e.g. {example}{_or_none(optional)}")
+
+
+def _constructed(cls: type, value: Any) -> str | None:
+    """`value`, a tuple or dict given for a `cls`, as the `cls(...)` call to give instead."""
+    if isinstance(value, (tuple, list)):
+        return f"{cls.__name__}({', '.join(map(repr, value))})"
+    if isinstance(value, Mapping) and all(isinstance(key, str) and key.isidentifier() for key in value):
+        return f"{cls.__name__}({', '.join(f'{key}={item!r}' for key, item in value.items())})"
+    return None
+
+
+def check_instance(value: Any, field_name: str, cls: type, example: str) -> None:
+    """A field of one of the spec's own classes (RunPolicy, an item of volumes)."""
+    if not isinstance(value, cls):
+        raise SpecError(field_name, f"{_given(value)}; use a {cls.__name__}, "
+                        f"e.g. {_constructed(cls, value) or example}")
+
+
+def instances(value: Any, field_name: str, cls: type, example: str) -> tuple:
+    """A list of `cls` (Volume, SecretEnv) as a tuple; one `cls` alone, a str or a mapping is refused."""
+    if isinstance(value, cls):
+        raise SpecError(field_name, f"{value!r} is one {cls.__name__}, not a list; use a list, e.g. [{value!r}]")
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise SpecError(field_name, f"{_given(value)}, not a list; use a list of {cls.__name__}, e.g. [{example}]")
+    items = tuple(value)
+    for index, item in enumerate(items):
+        check_instance(item, f"{field_name}[{index}]", cls, example)
+    return items
+
+
+def _dict_example(value: Any) -> str | None:
+    """A str `K=V,...`, a list of such strings or of pairs given for a mapping, as the dict to give instead."""
+    items = value.split(",") if isinstance(value, str) else value if isinstance(value, (tuple, list)) else None
+    try:
+        return repr(dict(item.split("=", 1) if isinstance(item, str) else item for item in items))
+    except (TypeError, ValueError):
+        return None
+
+
+def string_map(value: Any, field_name: str, example: str) -> Mapping[str, str]:
+    """A mapping of str to str (env, labels, a node selector), frozen; None: empty. A str or a
+    list of pairs, keys and values of another type are refused."""
+    if value is None:
+        return _frozen(value)
+    if not isinstance(value, Mapping):
+        raise SpecError(field_name, f"{_given(value)}, not a mapping; use a dict of strings, e.g. "
+                        f"{_dict_example(value) or example}")
+    for key, item in value.items():
+        if not isinstance(key, str):
+            raise SpecError(field_name, f"key {key!r} is {_type_name(key)}; use a dict of strings, e.g. {example}")
+        if not isinstance(item, str):
+            raise SpecError(field_name, f"the value of {key!r}, {item!r}, is {_type_name(item)}; use a string, "
+                            f"e.g. {{{key!r}: {_number_as_text(item) or repr('...')}}}")
+    return _frozen(value)
+
+
 def string_list(value: Any, field_name: str) -> tuple[str, ...]:
-    """A JobSpec argument list (trainer_args, command) as a tuple of str; a bare str, which
-    tuple() would split into characters, and items of another type are refused."""
+    """A JobSpec argument list (trainer_args, command) as a tuple of str, a path (os.PathLike)
+    as its str; a bare str, which tuple() would split into characters, and items of another
+    type are refused."""
     if isinstance(value, (str, bytes)):
         text = value.decode(errors="replace") if isinstance(value, bytes) else value
         try:
@@ -126,13 +237,13 @@ def string_list(value: Any, field_name: str) -> tuple[str, ...]:
         raise SpecError(field_name, f"{value!r} is {_type_name(value)}, which would be split into characters; "
                         f"use a list of strings, e.g. {example}")
     try:
-        items = tuple(value)
+        items = tuple(_fspath(item, field_name) for item in value)
     except TypeError:
-        raise SpecError(field_name, f"{value!r} is {_type_name(value)}, not a list; use a list of strings, "
+        raise SpecError(field_name, f"{_given(value)}, not a list; use a list of strings, "
                         "e.g. ['--train-steps', '300']") from None
     for index, item in enumerate(items):
         if not isinstance(item, str):
-            example = f", e.g. {str(item)!r}" if isinstance(item, (int, float)) and not isinstance(item, bool) else ""
+            example = f", e.g. {_number_as_text(item)}" if _number_as_text(item) else ""
             raise SpecError(field_name, f"item {index}, {item!r}, is {_type_name(item)}; "
                             f"use a list of strings{example}")
     return items
@@ -141,7 +252,7 @@ def string_list(value: Any, field_name: str) -> tuple[str, ...]:
 def check_image(image: Any) -> None:
     """A container image reference by the distribution/reference grammar (what kubelet parses)."""
     if not isinstance(image, str):
-        raise SpecError("image", f"{image!r} is {_type_name(image)}; use a string, e.g. {IMAGE_EXAMPLE!r}")
+        raise SpecError("image", f"{_given(image)}; use a string, e.g. {IMAGE_EXAMPLE!r}")
     generic = SpecError("--image", f"{image!r} is not an image reference; use [HOST[:PORT]/]PATH[:TAG][@sha256:HEX] "
                         f"with a lowercase PATH, e.g. {IMAGE_EXAMPLE}")
     rest, at, digest = image.partition("@")
@@ -249,6 +360,24 @@ def absent_role(field_name: str, role: str) -> SpecError:
     return SpecError(field_name, f"the job has no {role.lower()}; add {add} or drop the flag")
 
 
+def unknown_role(field_name: str, role: Any) -> SpecError:
+    """`role` is not one of TFJob's replica types (as TFJob spells them); a near miss gets a suggestion."""
+    spelled = role.strip().lower() if isinstance(role, str) else ""
+    near = ["Chief"] if spelled == "master" else \
+        [r for r in ROLES if r.lower() in (spelled, spelled[:-1] if spelled.endswith("s") else "")] \
+        or difflib.get_close_matches(str(role), ROLES, 1, 0.6)
+    hint = f"did you mean {near[0]!r}? " if near else ""
+    return SpecError(field_name, f"unknown replica type {role!r}; {hint}use {', '.join(ROLES[:-1])} or {ROLES[-1]} "
+                     "(TFJob's names, case-sensitive)")
+
+
+def check_namespace(namespace: Any, field_name: str = "--namespace") -> None:
+    """A Kubernetes namespace name (a DNS-1123 label), as `field_name` gives it."""
+    check_text(namespace, field_name, DEFAULT_NAMESPACE)
+    if not _DNS1123_LABEL.fullmatch(namespace) or len(namespace) > 63:
+        raise SpecError(field_name, f"{namespace!r} is not a valid namespace; use lowercase letters, digits, '-'")
+
+
 @dataclass(frozen=True)
 class ReplicaSpec:
     """One TFJob replica type: how many, and what each pod gets."""
@@ -260,25 +389,20 @@ class ReplicaSpec:
 
     def __post_init__(self) -> None:
         """Types, at construction (the Python API's fields); values are checked by JobSpec, per role."""
-        for attr, example in (("count", "ReplicaSpec(2)"), ("gpus", "ReplicaSpec(2, gpus=1)")):
+        check_int(self.count, "ReplicaSpec.count", "ReplicaSpec(2)")
+        check_int(self.gpus, "ReplicaSpec.gpus", "ReplicaSpec(2, gpus=1)")
+        for attr, example in (("cpu", "500m"), ("memory", "4Gi")):  # Kubernetes quantities: 2 as '2'
             value = getattr(self, attr)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise SpecError(f"ReplicaSpec.{attr}", f"{value!r} is {_type_name(value)}; use an int >= 0, "
-                                f"e.g. {example}")
-        for attr, example in (("cpu", 'cpu="2" or cpu="500m"'), ("memory", 'memory="4Gi"')):
-            value = getattr(self, attr)
-            if value is not None and not isinstance(value, str):
-                raise SpecError(f"ReplicaSpec.{attr}", f"{value!r} is {_type_name(value)}; use a Kubernetes "
-                                f"quantity as a string, e.g. {example}")
+            check_text(value, f"ReplicaSpec.{attr}", str(value) if _number_as_text(value) else example, optional=True)
 
     def check(self, role: str) -> None:
         flag = role.lower()
         count_flag = replica_count_flag(role)
-        if not isinstance(self.count, int) or self.count < 0:
+        if self.count < 0:
             raise SpecError(count_flag, f"replica count {self.count!r} is invalid; use an integer >= 0")
         if self.count > INT32_MAX:
             raise SpecError(count_flag, f"replica count {self.count} is too large; use at most {INT32_MAX}")
-        if not isinstance(self.gpus, int) or self.gpus < 0:
+        if self.gpus < 0:
             raise SpecError(f"--gpus-per-{flag}", f"{self.gpus!r} is invalid; use an integer >= 0")
         if self.gpus and role not in GPU_ROLES:
             raise SpecError(f"--gpus-per-{flag}", "GPUs are only for chief, worker and evaluator; ps run on CPU nodes")
@@ -296,6 +420,11 @@ class SecretEnv:
     name: str
     secret: str
     key: str
+
+    def __post_init__(self) -> None:
+        """Types, at construction (the Python API's fields); values are checked by JobSpec."""
+        for attr, example in (("name", "HF_TOKEN"), ("secret", "hf-token"), ("key", "token")):
+            check_text(getattr(self, attr), f"SecretEnv.{attr}", example)
 
     def check(self) -> None:
         flag = "--secret-env"
@@ -320,6 +449,13 @@ class Volume:
     claim: str
     mount_path: str
     read_only: bool = False
+
+    def __post_init__(self) -> None:
+        """Types, at construction (the Python API's fields; a pathlib.Path as mount_path is
+        taken as its str); values are checked by JobSpec."""
+        check_text(self.claim, "Volume.claim", "training-data")
+        object.__setattr__(self, "mount_path", path_text(self.mount_path, "Volume.mount_path", "/mnt/data"))
+        check_bool(self.read_only, "Volume.read_only")
 
     def check(self) -> None:
         if len(self.claim) > 253 or not _DNS_SUBDOMAIN.fullmatch(self.claim):
@@ -351,13 +487,20 @@ class RunPolicy:
     active_deadline_seconds: int | None = None
     backoff_limit: int | None = None
 
+    def __post_init__(self) -> None:
+        """Types, at construction (the Python API's fields); values are checked by JobSpec."""
+        check_text(self.clean_pod_policy, "RunPolicy.clean_pod_policy", "Running")
+        for attr, example in (("ttl_seconds_after_finished", "3600"), ("active_deadline_seconds", "7200"),
+                              ("backoff_limit", "3")):
+            check_int(getattr(self, attr), f"RunPolicy.{attr}", example, optional=True)
+
     def check(self) -> None:
         if self.clean_pod_policy not in CLEAN_POD_POLICIES:
             raise SpecError("--clean-pod-policy", f"{self.clean_pod_policy!r}; use one of {', '.join(CLEAN_POD_POLICIES)}")
         for flag, value, low, high in (("--ttl-seconds", self.ttl_seconds_after_finished, 0, INT32_MAX),
                                        ("--active-deadline-seconds", self.active_deadline_seconds, 1, INT64_MAX),
                                        ("--backoff-limit", self.backoff_limit, 0, INT32_MAX)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
+            if value is not None and value < low:
                 hint = " (the CRD wants a positive number; leave it out for no deadline)" if low else ""
                 raise SpecError(flag, f"{value!r} is invalid; use an integer >= {low}{hint}")
             if value is not None and value > high:
@@ -402,17 +545,53 @@ class JobSpec:
         self._check_replica_keys()
         object.__setattr__(self, "replicas", MappingProxyType(
             {role: self.replicas[role] for role in ROLES if role in self.replicas}))
-        for attr in ("node_selector", "env", "labels"):
-            object.__setattr__(self, attr, _frozen(getattr(self, attr)))
-        object.__setattr__(self, "role_node_selectors", MappingProxyType(
-            {role: _frozen(sel) for role, sel in self.role_node_selectors.items() if sel}))
-        object.__setattr__(self, "trainer_args", string_list(self.trainer_args, "trainer_args"))
-        object.__setattr__(self, "command", string_list(self.command, "command"))
-        object.__setattr__(self, "volumes", tuple(self.volumes))
-        object.__setattr__(self, "secret_env", tuple(self.secret_env))
+        self._check_types()
         self._check()
 
     # ---- validation -------------------------------------------------------------
+    def _check_types(self) -> None:
+        """Every field's type, named by its field, before a rule reads it (the CLI's parser
+        types its values; the Python API's come as given); the mappings and lists frozen,
+        a pathlib.Path as its str. The image: check_image."""
+        for attr, example in (("name", "mnist-ps"), ("namespace", DEFAULT_NAMESPACE), ("restart_policy", "OnFailure"),
+                              ("success_policy", "AllWorkers")):
+            check_text(getattr(self, attr), attr, example)
+        for attr, example in (("accelerator", "nvidia-l4"), ("service_account", "trainer"),
+                              ("queue_name", "team-queue"), ("priority_class", "high-priority"),
+                              ("gang_queue", "training"), ("module_name", TRAINER_MODULE)):
+            check_text(getattr(self, attr), attr, example, optional=True)
+        for attr in ("istio_sidecar", "gang", "network_policy"):
+            check_bool(getattr(self, attr), attr)
+        for attr, example in (("gang_timeout_seconds", "300"), ("gang_min_available", "2")):
+            check_int(getattr(self, attr), attr, example, optional=True)
+        check_instance(self.run_policy, "run_policy", RunPolicy, "RunPolicy(backoff_limit=3)")
+        for attr, example in (("job_dir", "gs://my-bucket/runs/mnist"), ("package_path", "/mnt/code/trainer")):
+            object.__setattr__(self, attr, path_text(getattr(self, attr), attr, example, optional=True))
+        for attr, example in (("node_selector", {"cloud.google.com/gke-nodepool": "training"}),
+                              ("env", {"TF_CPP_MIN_LOG_LEVEL": "1"}), ("labels", {"team": "ml"})):
+            object.__setattr__(self, attr, string_map(getattr(self, attr), attr, repr(example)))
+        object.__setattr__(self, "role_node_selectors", self._role_node_selectors())
+        for attr in ("trainer_args", "command"):
+            object.__setattr__(self, attr, string_list(getattr(self, attr), attr))
+        object.__setattr__(self, "volumes", instances(self.volumes, "volumes", Volume, "Volume('data', '/mnt/data')"))
+        object.__setattr__(self, "secret_env", instances(self.secret_env, "secret_env", SecretEnv,
+                                                         "SecretEnv('HF_TOKEN', 'hf-token', 'token')"))
+
+    def _role_node_selectors(self) -> Mapping[str, Mapping[str, str]]:
+        """role_node_selectors, frozen: TFJob's replica types to selectors (an empty one dropped)."""
+        selectors, example = self.role_node_selectors, {"Worker": {ACCELERATOR_LABEL: "nvidia-l4"}}
+        if selectors is None:
+            return _frozen(selectors)
+        if not isinstance(selectors, Mapping):
+            raise SpecError("role_node_selectors", f"{_given(selectors)}, not a mapping; use a dict of replica type "
+                            f"to node selector, e.g. {example!r}")
+        for role in selectors:
+            if role not in ROLES:
+                raise unknown_role("role_node_selectors", role)
+        frozen = {role: string_map(selector, f"role_node_selectors[{role!r}]", repr(example["Worker"]))
+                  for role, selector in selectors.items()}
+        return MappingProxyType({role: selector for role, selector in frozen.items() if selector})
+
     def _check_replica_keys(self) -> None:
         """`replicas` maps TFJob's replica types, spelled as TFJob spells them, to ReplicaSpecs:
         an unknown key (Workers, worker) is refused, not dropped."""
@@ -421,13 +600,7 @@ class JobSpec:
                             "use e.g. {'Chief': ReplicaSpec(1), 'Worker': ReplicaSpec(2)}")
         for role, spec in self.replicas.items():
             if role not in ROLES:
-                spelled = role.strip().lower() if isinstance(role, str) else ""
-                near = ["Chief"] if spelled == "master" else \
-                    [r for r in ROLES if r.lower() in (spelled, spelled[:-1] if spelled.endswith("s") else "")] \
-                    or difflib.get_close_matches(str(role), ROLES, 1, 0.6)
-                hint = f"did you mean {near[0]!r}? " if near else ""
-                raise SpecError("replicas", f"unknown replica type {role!r}; {hint}use {', '.join(ROLES[:-1])} or "
-                                f"{ROLES[-1]} (TFJob's names, case-sensitive)")
+                raise unknown_role("replicas", role)
             if not isinstance(spec, ReplicaSpec):
                 example = f"ReplicaSpec({spec})" if isinstance(spec, int) and not isinstance(spec, bool) \
                     else "ReplicaSpec(1)"
@@ -483,15 +656,14 @@ class JobSpec:
             if value is not None and not self.gang:
                 raise SpecError(flag, "only with --gang; add --gang or drop it")
         if self.gang_timeout_seconds is not None:
-            if not isinstance(self.gang_timeout_seconds, int) or not 1 <= self.gang_timeout_seconds < 2**31:
+            if not 1 <= self.gang_timeout_seconds < 2**31:
                 raise SpecError("--gang-timeout-seconds", f"{self.gang_timeout_seconds!r} is invalid; use seconds >= 1")
         if self.gang_queue is not None and (len(self.gang_queue) > 253 or not _DNS_SUBDOMAIN.fullmatch(self.gang_queue)):
             raise SpecError("--gang-queue", f"{self.gang_queue!r} is not a queue name; use a lowercase DNS name "
                             "(kubectl get queues.scheduling.volcano.sh)")
         total = self.total_replicas()
         if self.gang_min_available is not None:
-            if isinstance(self.gang_min_available, bool) or not isinstance(self.gang_min_available, int) \
-                    or not 1 <= self.gang_min_available <= min(total, INT32_MAX):
+            if not 1 <= self.gang_min_available <= min(total, INT32_MAX):
                 raise SpecError("--gang-min-available", f"{self.gang_min_available!r} is invalid; use 1 to "
                                 f"{min(total, INT32_MAX)} (the job's replicas), or leave it out for all {total}")
         elif self.gang and total > INT32_MAX:
@@ -499,11 +671,10 @@ class JobSpec:
                             f"give --gang-min-available N (at most {INT32_MAX}) or fewer replicas")
 
     def _check_names(self) -> None:
-        if not _DNS1035.fullmatch(self.name or ""):
+        if not _DNS1035.fullmatch(self.name):
             raise SpecError("--name", f"{self.name!r} is not a DNS-1035 label; use lowercase letters, digits "
                             "and '-', starting with a letter (e.g. mnist-ps)")
-        if not _DNS1123_LABEL.fullmatch(self.namespace or "") or len(self.namespace) > 63:
-            raise SpecError("--namespace", f"{self.namespace!r} is not a valid namespace; use lowercase letters, digits, '-'")
+        check_namespace(self.namespace)
         longest = max((len(replica_name(self.name, role, spec.count - 1))
                        for role, spec in self.replicas.items() if spec.count), default=len(self.name))
         if longest > MAX_NAME:
@@ -511,9 +682,7 @@ class JobSpec:
                             f"characters (max {MAX_NAME}); use a shorter name")
 
     def _check_node_selectors(self) -> None:
-        for role, selector in (("", self.node_selector), *self.role_node_selectors.items()):
-            if role and role not in ROLES:
-                raise SpecError("--node-selector", f"unknown replica type {role!r}; use chief, ps, worker or evaluator")
+        for selector in (self.node_selector, *self.role_node_selectors.values()):  # the roles: _check_types
             for key, value in selector.items():
                 check_label_key(key, "--node-selector")
                 check_label_value(key, value, "--node-selector")

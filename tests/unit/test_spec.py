@@ -1,8 +1,11 @@
-"""JobSpec rules: every bad value is refused with the field that names the flag."""
+"""JobSpec rules: every bad value is refused with the field that names the flag, and a value
+of the wrong type (the Python API's) with the field that names it."""
+from pathlib import Path, PurePosixPath
+
 import pytest
 
-from launcher.spec import (LOCAL_REPLICA_BYTES, JobSpec, ReplicaSpec, RunPolicy, SpecError, available_memory,
-                           check_local_capacity)
+from launcher.spec import (LOCAL_REPLICA_BYTES, JobSpec, ReplicaSpec, RunPolicy, SecretEnv, SpecError, Volume,
+                           available_memory, check_local_capacity)
 
 
 def ps_job(**kw):
@@ -57,7 +60,6 @@ def ps_job(**kw):
     ({"run_policy": RunPolicy(backoff_limit=2**31)}, "--backoff-limit"),
     ({"run_policy": RunPolicy(ttl_seconds_after_finished=2**31)}, "--ttl-seconds"),
     ({"run_policy": RunPolicy(active_deadline_seconds=2**63)}, "--active-deadline-seconds"),
-    ({"run_policy": RunPolicy(backoff_limit=True)}, "--backoff-limit"),
     # image references: the distribution/reference grammar
     ({"image": 'x"y'}, "--image"),
     ({"image": "a/b:c:d"}, "--image"),
@@ -189,6 +191,99 @@ def test_refusals_say_the_rule(kwargs, message):
     with pytest.raises(SpecError) as err:
         ps_job(**kwargs)
     assert str(err.value) == message
+
+
+# Each field of JobSpec and of its parts given a value of another type: one line naming the
+# field, the value and its type, and what to give. These failed deep inside (AttributeError,
+# TypeError), or passed: "false" as a bool is true, {"A": 1} rendered an int env value.
+@pytest.mark.parametrize("fields, message", [
+    (lambda: {"name": 5}, "name: 5 is an int; use a string, e.g. 'mnist-ps'"),
+    (lambda: {"namespace": None}, "namespace: None; use a string, e.g. 'default'"),
+    (lambda: {"restart_policy": 1}, "restart_policy: 1 is an int; use a string, e.g. 'OnFailure'"),
+    (lambda: {"success_policy": None}, "success_policy: None; use a string, e.g. 'AllWorkers'"),
+    (lambda: {"accelerator": 4}, "accelerator: 4 is an int; use a string, e.g. 'nvidia-l4', or None"),
+    (lambda: {"service_account": ["trainer"]},
+     "service_account: ['trainer'] is a list; use a string, e.g. 'trainer', or None"),
+    (lambda: {"queue_name": 1}, "queue_name: 1 is an int; use a string, e.g. 'team-queue', or None"),
+    (lambda: {"priority_class": 1}, "priority_class: 1 is an int; use a string, e.g. 'high-priority', or None"),
+    (lambda: {"gang": True, "gang_queue": 1}, "gang_queue: 1 is an int; use a string, e.g. 'training', or None"),
+    (lambda: {"module_name": b"trainer.task"},
+     "module_name: b'trainer.task' is a bytes; use a string, e.g. 'trainer.task', or None"),
+    (lambda: {"job_dir": 5}, "job_dir: 5 is an int; use a string, e.g. 'gs://my-bucket/runs/mnist', or None"),
+    (lambda: {"job_dir": Path("gs://my-bucket/runs/1")},
+     "job_dir: PosixPath('gs:/my-bucket/runs/1') is a URL whose '//' the Path made '/'; give the URL as a "
+     "string, e.g. 'gs://my-bucket/runs/1'"),
+    (lambda: {"gang": "false"}, "gang: 'false' is a str; use True or False"),
+    (lambda: {"istio_sidecar": "no"}, "istio_sidecar: 'no' is a str; use True or False"),
+    (lambda: {"network_policy": 0}, "network_policy: 0 is an int; use True or False"),
+    (lambda: {"gang": True, "gang_timeout_seconds": True},
+     "gang_timeout_seconds: True is a bool; use an int, e.g. 300, or None"),
+    (lambda: {"gang": True, "gang_min_available": "2"},
+     "gang_min_available: '2' is a str; use an int, e.g. 2, or None"),
+    (lambda: {"env": "A=1,B=2"}, "env: 'A=1,B=2' is a str, not a mapping; use a dict of strings, "
+                                 "e.g. {'A': '1', 'B': '2'}"),
+    (lambda: {"env": [("A", "1")]}, "env: [('A', '1')] is a list, not a mapping; use a dict of strings, "
+                                    "e.g. {'A': '1'}"),
+    (lambda: {"env": {"STEPS": 300}},
+     "env: the value of 'STEPS', 300, is an int; use a string, e.g. {'STEPS': '300'}"),
+    (lambda: {"labels": ("team", "ml")}, "labels: ('team', 'ml') is a tuple, not a mapping; use a dict of strings, "
+                                         "e.g. {'team': 'ml'}"),
+    (lambda: {"node_selector": {1: "a"}}, "node_selector: key 1 is an int; use a dict of strings, "
+                                          "e.g. {'cloud.google.com/gke-nodepool': 'training'}"),
+    (lambda: {"role_node_selectors": ["Worker"]},
+     "role_node_selectors: ['Worker'] is a list, not a mapping; use a dict of replica type to node selector, "
+     "e.g. {'Worker': {'cloud.google.com/gke-accelerator': 'nvidia-l4'}}"),
+    (lambda: {"role_node_selectors": {"Worker": "pool=gpu"}},
+     "role_node_selectors['Worker']: 'pool=gpu' is a str, not a mapping; use a dict of strings, "
+     "e.g. {'pool': 'gpu'}"),
+    (lambda: {"role_node_selectors": {"worker": {"pool": "gpu"}}},  # was: "use chief, ps, worker or evaluator"
+     "role_node_selectors: unknown replica type 'worker'; did you mean 'Worker'? use Chief, PS, Worker or "
+     "Evaluator (TFJob's names, case-sensitive)"),
+    (lambda: {"run_policy": {"backoff_limit": 3}},
+     "run_policy: {'backoff_limit': 3} is a dict; use a RunPolicy, e.g. RunPolicy(backoff_limit=3)"),
+    (lambda: {"volumes": (("data", "/mnt/data"),)},
+     "volumes[0]: ('data', '/mnt/data') is a tuple; use a Volume, e.g. Volume('data', '/mnt/data')"),
+    (lambda: {"volumes": Volume("data", "/mnt/data")},
+     "volumes: Volume(claim='data', mount_path='/mnt/data', read_only=False) is one Volume, not a list; use a "
+     "list, e.g. [Volume(claim='data', mount_path='/mnt/data', read_only=False)]"),
+    (lambda: {"secret_env": {"HF_TOKEN": "hf-token:token"}},
+     "secret_env: {'HF_TOKEN': 'hf-token:token'} is a dict, not a list; use a list of SecretEnv, "
+     "e.g. [SecretEnv('HF_TOKEN', 'hf-token', 'token')]"),
+    (lambda: {"trainer_args": None}, "trainer_args: None, not a list; use a list of strings, "
+                                     "e.g. ['--train-steps', '300']"),
+    (lambda: {"volumes": [Volume("data", "/mnt/data", read_only="false")]},
+     "Volume.read_only: 'false' is a str; use True or False"),
+    (lambda: {"volumes": [Volume(5, "/mnt/data")]}, "Volume.claim: 5 is an int; use a string, e.g. 'training-data'"),
+    (lambda: {"volumes": [Volume("data", None)]}, "Volume.mount_path: None; use a string, e.g. '/mnt/data'"),
+    (lambda: {"secret_env": [SecretEnv("HF_TOKEN", "hf-token", 0)]},
+     "SecretEnv.key: 0 is an int; use a string, e.g. 'token'"),
+    (lambda: {"run_policy": RunPolicy(clean_pod_policy=None)},
+     "RunPolicy.clean_pod_policy: None; use a string, e.g. 'Running'"),
+    (lambda: {"run_policy": RunPolicy(backoff_limit=True)},
+     "RunPolicy.backoff_limit: True is a bool; use an int, e.g. 3, or None"),
+    (lambda: {"run_policy": RunPolicy(ttl_seconds_after_finished="3600")},
+     "RunPolicy.ttl_seconds_after_finished: '3600' is a str; use an int, e.g. 3600, or None"),
+    (lambda: {"run_policy": RunPolicy(active_deadline_seconds=60.0)},
+     "RunPolicy.active_deadline_seconds: 60.0 is a float; use an int, e.g. 7200, or None"),
+    (lambda: {"replicas": {"Worker": ReplicaSpec(1, cpu=2)}},
+     "ReplicaSpec.cpu: 2 is an int; use a string, e.g. '2', or None"),
+])
+def test_a_value_of_another_type_is_refused_naming_the_field(fields, message):
+    with pytest.raises(SpecError) as err:
+        ps_job(**fields())
+    assert str(err.value) == message
+
+
+def test_a_path_is_taken_as_its_string_where_a_path_goes():
+    """job_dir, package_path, a Volume's mount_path and the argument lists take a pathlib.Path
+    (as subprocess does): the spec is the one given with strings."""
+    as_paths = ps_job(job_dir=Path("runs/mnist"), module_name="trainer.task",
+                      package_path=PurePosixPath("/mnt/trainer"), volumes=[Volume("data", PurePosixPath("/mnt/data"))],
+                      trainer_args=["--data-dir", Path("/mnt/data/mnist")])
+    assert as_paths == ps_job(job_dir="runs/mnist", module_name="trainer.task", package_path="/mnt/trainer",
+                              volumes=(Volume("data", "/mnt/data"),), trainer_args=("--data-dir", "/mnt/data/mnist"))
+    assert type(as_paths.job_dir) is str and type(as_paths.volumes[0].mount_path) is str
+    assert ps_job(command=[Path("/usr/bin/python3"), "train.py"]).command == ("/usr/bin/python3", "train.py")
 
 
 DIGEST = "sha256:" + "ab" * 32
