@@ -32,8 +32,9 @@ from typing import Callable, Iterable, Iterator
 
 from .backends import get_backend
 from .backends.base import Backend, BackendError, CRDUnavailable, JobStatus, JobSummary, LogOptions
+from .cli import check_name, check_replica, replica_alias
 from .events import Event, JobCondition, LogLine, TERMINAL
-from .spec import JobSpec, check_trainer_args
+from .spec import JobSpec, SpecError, check_bool, check_namespace, check_text, check_trainer_args
 
 __all__ = ["TrainingClient", "JOB_CONDITIONS"]
 
@@ -83,6 +84,7 @@ class TrainingClient:
         from .checks import check_submission
         from .render import render_network_policy
 
+        check_bool(replace, "replace")
         tfjob = self.render(spec)
         check_submission(spec, self.backend.name)  # as the CLI's submit: claims on this machine, the package, ...
         policy = render_network_policy(spec) if self.backend.name == "k8s" else None  # as the CLI's submit
@@ -98,23 +100,32 @@ class TrainingClient:
         return dataclasses.replace(spec, job_dir=job_dir) if job_dir else spec
 
     # ---- read ----------------------------------------------------------------------------
+    # A job's name, namespace and replica are checked as the CLI checks NAME, -n and --replica:
+    # a SpecError before the backend is asked.
     def get_job(self, name: str, namespace: str = "default") -> JobStatus:
+        _check_job(name, namespace)
         return self.backend.status(name, namespace)
 
     def list_jobs(self, namespace: str | None = "default") -> list[JobSummary]:
         """Jobs in `namespace` (None: every namespace)."""
+        if namespace is not None:
+            check_namespace(namespace, "namespace")
         return self.backend.list(namespace)
 
     def events(self, name: str, namespace: str = "default") -> Iterator[Event]:
         """JobCondition and ReplicaPhase transitions, each once, until the job is terminal."""
+        _check_job(name, namespace)
         return self.backend.events(name, namespace)
 
     def get_job_logs(self, name: str, namespace: str = "default", replica: str | None = None,
                      follow: bool = False, tail: int | None = None) -> Iterator[LogLine]:
-        """Log lines of one replica ("chief-0", "worker-1") or of all (None); `follow` waits for
-        Pending replicas and follows across restarts until the job ends. `tail`: only the last
-        N lines of each replica's log (with `follow`: of what is there, then every new line),
-        as `launcher logs --tail N`."""
+        """Log lines of one replica ("chief-0", gcloud's "master-0", "worker-1") or of all (None
+        or "all"); `follow` waits for Pending replicas and follows across restarts until the job
+        ends. `tail`: only the last N lines of each replica's log (with `follow`: of what is
+        there, then every new line), as `launcher logs --tail N`."""
+        _check_job(name, namespace)
+        replica = _replica(replica)
+        check_bool(follow, "follow")
         if tail is not None and (isinstance(tail, bool) or not isinstance(tail, int) or tail < 0):
             raise ValueError(f"tail: {tail!r} is not a line count; give an int >= 0, or None for every line")
         options = LogOptions(tail_lines=tail) if tail is not None else None
@@ -198,6 +209,8 @@ class TrainingClient:
     # ---- delete --------------------------------------------------------------------------
     def delete_job(self, name: str, namespace: str = "default", wait: bool = False):
         """Delete the job and its replicas (the local backend keeps the outputs; see the CLI)."""
+        _check_job(name, namespace)
+        check_bool(wait, "wait")
         return self.backend.delete(name, namespace, wait=wait)
 
     def close(self) -> None:
@@ -210,6 +223,24 @@ class TrainingClient:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _check_job(name: str, namespace: str) -> None:
+    """The CLI's checks of NAME and -n/--namespace, naming the arguments."""
+    check_text(name, "name", "mnist-ps")
+    check_name(name, "name")
+    check_namespace(namespace, "namespace")
+
+
+def _replica(replica: str | None) -> str | None:
+    """The CLI's --replica: gcloud's master-N as chief-N, checked; "all" (and None): every replica."""
+    check_text(replica, "replica", "chief-0", optional=True)
+    replica = replica_alias(replica)
+    try:
+        check_replica(replica)
+    except SpecError as exc:  # the CLI's check names its flag: name the argument
+        raise SpecError("replica", str(exc)[len(exc.field) + 2:]) from None
+    return None if replica == "all" else replica
 
 
 def _reached(status: JobStatus, conditions: tuple[str, ...]) -> bool:

@@ -1,14 +1,17 @@
 """launcher.api.TrainingClient refuses what the CLI refuses, before anything is submitted:
 the backend's cluster arguments with the local backend, the submit checks (claims on this
-machine, a package path that is not there), and a wait's conditions and bound that the
-wait would misread (a bare string read as its letters, a negative bound). Backends here
-are test doubles (FakeBackend) or the real local backend, which starts nothing."""
+machine, a package path that is not there), a job's name, namespace and replica as the
+CLI's NAME, -n and --replica (gcloud's master-N read as chief-N), and a wait's conditions
+and bound that the wait would misread (a bare string read as its letters, a negative
+bound). Backends here are test doubles (FakeBackend) or the real local backend, which
+starts nothing."""
 from __future__ import annotations
 
 import pytest
 
 from launcher.api import TrainingClient
 from launcher.backends import get_backend
+from launcher.events import LogLine
 from launcher.spec import JobSpec, ReplicaSpec, SpecError, Volume
 from tests.support.fakes.backend import FakeBackend, lifecycle
 
@@ -50,3 +53,69 @@ def test_a_wait_refuses_arguments_it_would_misread_before_reading_the_job(call, 
     backend = FakeBackend(events=lifecycle("Succeeded"), existing=("mnist",))
     with pytest.raises(ValueError, match=message):
         call(TrainingClient(backend=backend))
+
+
+class Unasked(FakeBackend):
+    """A FakeBackend that fails the test when a job is read, listed or deleted."""
+
+    def status(self, name, namespace):
+        raise AssertionError(f"status({name!r}, {namespace!r}) asked of the backend")
+
+    def list(self, namespace):
+        raise AssertionError(f"list({namespace!r}) asked of the backend")
+
+    def events(self, name, namespace, stop=None):
+        raise AssertionError(f"events({name!r}, {namespace!r}) asked of the backend")
+
+    def logs(self, name, namespace, replica=None, follow=False, options=None, ends=False):
+        raise AssertionError(f"logs({name!r}, {namespace!r}, {replica!r}) asked of the backend")
+
+    def delete(self, name, namespace, wait=False):
+        raise AssertionError(f"delete({name!r}, {namespace!r}) asked of the backend")
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda c: c.list_jobs(namespace="Bad_NS"), "namespace: 'Bad_NS' is not a valid namespace; use lowercase "
+                                                "letters, digits, '-'"),
+    (lambda c: c.get_job("mnist", namespace=""), "namespace: '' is not a valid namespace; use lowercase letters, "
+                                                 "digits, '-'"),
+    (lambda c: c.get_job("Mnist"), "name: 'Mnist' is not a TFJob name; use the name shown by "
+                                   "`python -m launcher list`"),
+    (lambda c: c.get_job("census_1"), "name: 'census_1' is a Cloud ML job id; its TFJob is named census-1 (submit "
+                                      "turns '_' into '-' and capitals into lower case)"),
+    (lambda c: c.get_job(None), "name: None; use a string, e.g. 'mnist-ps'"),
+    (lambda c: c.events("mnist", namespace=5), "namespace: 5 is an int; use a string, e.g. 'default'"),
+    (lambda c: c.wait_for_job("a" * 64), f"name: {'a' * 64!r} is not a TFJob name; use the name shown by "
+                                         "`python -m launcher list`"),
+    (lambda c: c.wait_for_job_conditions("mnist", namespace="Training"),
+     "namespace: 'Training' is not a valid namespace; use lowercase letters, digits, '-'"),
+    (lambda c: c.delete_job("mnist/x"), "name: 'mnist/x' is not a TFJob name; use the name shown by "
+                                        "`python -m launcher list`"),
+    (lambda c: c.get_job_logs("mnist", replica="chief"),
+     "replica: 'chief' is not a replica; use e.g. chief-0, ps-0, worker-1 or all"),
+    (lambda c: c.get_job_logs("mnist", replica="Worker-1"),
+     "replica: 'Worker-1' is not a replica; use e.g. chief-0, ps-0, worker-1 or all"),
+    (lambda c: c.get_job_logs("mnist", follow="false"), "follow: 'false' is a str; use True or False"),
+    (lambda c: c.delete_job("mnist", wait=1), "wait: 1 is an int; use True or False"),
+])
+def test_the_read_calls_check_a_job_as_the_cli_does_before_asking_the_backend(call, message):
+    with pytest.raises(SpecError) as refused:
+        call(TrainingClient(backend=Unasked(existing=("mnist",))))
+    assert str(refused.value) == message
+
+
+def test_logs_read_gcloud_master_as_the_chief_and_all_as_every_replica():
+    backend = FakeBackend(logs={"chief-0": ["step 1"], "worker-0": ["step 2"]}, existing=("mnist",))
+    client = TrainingClient(backend=backend)
+    assert list(client.get_job_logs("mnist", replica="master-0")) == [LogLine("chief-0", "step 1")]
+    assert list(client.get_job_logs("mnist", replica="all")) == [LogLine("chief-0", "step 1"),
+                                                                 LogLine("worker-0", "step 2")]
+    assert backend.log_requests == [("mnist", "chief-0", False), ("mnist", None, False)]
+
+
+def test_create_job_refuses_replace_that_is_not_a_bool_and_submits_nothing():
+    backend = FakeBackend(existing=("mnist",))
+    with pytest.raises(SpecError, match=r"^replace: 'false' is a str; use True or False$"):
+        TrainingClient(backend=backend).create_job(JobSpec(name="mnist", replicas={"Worker": ReplicaSpec(1)}),
+                                                   replace="false")
+    assert backend.submitted == []
