@@ -127,7 +127,7 @@ class TrainingClient:
         replica = _replica(replica)
         check_bool(follow, "follow")
         if tail is not None and (isinstance(tail, bool) or not isinstance(tail, int) or tail < 0):
-            raise ValueError(f"tail: {tail!r} is not a line count; give an int >= 0, or None for every line")
+            raise SpecError("tail", f"{tail!r} is not a line count; give an int >= 0, or None for every line")
         options = LogOptions(tail_lines=tail) if tail is not None else None
         return self.backend.logs(name, namespace, replica, follow=follow, options=options)
 
@@ -236,10 +236,7 @@ def _replica(replica: str | None) -> str | None:
     """The CLI's --replica: gcloud's master-N as chief-N, checked; "all" (and None): every replica."""
     check_text(replica, "replica", "chief-0", optional=True)
     replica = replica_alias(replica)
-    try:
-        check_replica(replica)
-    except SpecError as exc:  # the CLI's check names its flag: name the argument
-        raise SpecError("replica", str(exc)[len(exc.field) + 2:]) from None
+    check_replica(replica, "replica")
     return None if replica == "all" else replica
 
 

@@ -23,7 +23,7 @@ from typing import Callable, NoReturn
 
 from ..backends import KINDS, check_cluster_args
 from ..backends.base import stderr_note
-from ..spec import _DNS1035, _DNS1123_LABEL, DEFAULT_NAMESPACE, SpecError
+from ..spec import _DNS1035, DEFAULT_NAMESPACE, SpecError, check_namespace
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 _REPLICA = re.compile(r"(chief|ps|worker|evaluator)-\d+")
@@ -344,8 +344,7 @@ def namespace_of(args: argparse.Namespace) -> str:
         namespace = context_namespace(getattr(args, "kubeconfig", None), getattr(args, "context", None),
                                       in_cluster=in_cluster(os.environ))
     namespace = namespace if namespace is not None else DEFAULT_NAMESPACE
-    if not _DNS1123_LABEL.fullmatch(namespace) or len(namespace) > 63:
-        raise SpecError("--namespace", f"{namespace!r} is not a valid namespace; use lowercase letters, digits, '-'")
+    check_namespace(namespace)
     return namespace
 
 
@@ -356,9 +355,9 @@ def replica_alias(replica: str | None) -> str | None:
     return replica
 
 
-def check_replica(replica: str | None) -> None:
+def check_replica(replica: str | None, field_name: str = "--replica") -> None:
     if replica not in (None, "all") and not _REPLICA.fullmatch(replica):
-        raise SpecError("--replica", f"{replica!r} is not a replica; use e.g. chief-0, ps-0, worker-1 or all")
+        raise SpecError(field_name, f"{replica!r} is not a replica; use e.g. chief-0, ps-0, worker-1 or all")
 
 
 BackendFactory = Callable[[str], object]
