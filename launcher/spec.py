@@ -35,6 +35,9 @@ GKE_ACCELERATORS = ("nvidia-tesla-t4", "nvidia-l4", "nvidia-tesla-a100", "nvidia
 END_OF_LIFE_ACCELERATORS = ("nvidia-tesla-k80",)
 GPU_RESOURCE = "nvidia.com/gpu"
 RUN_AS_USER = 1000
+# The training-operator's label keys: it sets job-name, operator-name, replica-type and -index on
+# every pod, over the template's, and job-role on the master's only (so one on every pod misleads)
+OPERATOR_LABEL_PREFIX = "training.kubeflow.org/"
 STANDARD_LABEL_KEYS = ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component",
                        "app.kubernetes.io/managed-by")
 
@@ -623,6 +626,9 @@ class JobSpec:
             if key in STANDARD_LABEL_KEYS:
                 raise SpecError("--label", f"{key} is set by the launcher (to {self.standard_labels()[key]!r}) "
                                 "and would be overwritten; drop it or use another key")
+            if key.startswith(OPERATOR_LABEL_PREFIX):  # training-operator v1.9.4 pkg/controller.v1/common/pod.go
+                raise SpecError("--label", f"{key} is the training-operator's: it sets its own on each pod (job name, "
+                                "replica type and index, the master's role); use another key")
         for key in self.env:
             if not _ENV_NAME.fullmatch(key) or key == "TF_CONFIG":
                 raise SpecError("--env", f"{key!r} is not allowed as a variable name "

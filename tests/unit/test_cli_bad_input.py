@@ -93,6 +93,8 @@ REFUSED = [
     (["--active-deadline-seconds", "0"], "--active-deadline-seconds"),
     (["--label", "app.kubernetes.io/instance=other"], "--label"),
     (["--label", "app.kubernetes.io/managed-by=helm"], "--label"),
+    (["--label", "training.kubeflow.org/job-role=master"], "--label"),  # on every pod, not the master's alone
+    (["--labels", "training.kubeflow.org/replica-type=worker"], "--label"),  # the operator's own, per pod
     (["--cpu", "lots"], "--cpu"),
     (["--memory", "ps=1Gi", "--memory", "4 GB"], "--memory"),
     (["--volume", "Data:/mnt/data"], "--volume"),
@@ -203,6 +205,9 @@ def test_notes_on_ignored_flags_wait_until_the_input_passed_every_check(cli):
     (["--image", "img@sha256:short"],
      "error: --image: digest 'sha256:short' of 'img@sha256:short' is invalid; use sha256: and 64 lowercase hex "
      "digits, or drop the @ part to pull by tag"),
+    (["--label", "training.kubeflow.org/job-role=master"],
+     "error: --label: training.kubeflow.org/job-role is the training-operator's: it sets its own on each pod (job "
+     "name, replica type and index, the master's role); use another key"),
 ])
 def test_refusals_name_the_flag_and_the_rule(cli, argv, line):
     """Refused by the JobSpec, naming the flag, not by the CRD schema check with a manifest path."""

@@ -127,6 +127,8 @@ BAD_VALUES = [
      "env[0].name: JOB_DIR is the trainer's job dir"),
     ("standard-label", {"labels": {"app.kubernetes.io/name": "mine"}},
      "labels: app.kubernetes.io/name is set by the chart and would be overwritten"),
+    ("operator-label", {"labels": {"training.kubeflow.org/job-role": "master"}},  # on every pod, not the master's
+     "labels: training.kubeflow.org/job-role is the training-operator's: it sets its own on each pod"),
     ("queue-label-with-queue-name", {"queueName": "team-a", "labels": {"kueue.x-k8s.io/queue-name": "team-b"}},
      "labels: kueue.x-k8s.io/queue-name is set by queueName"),
 ]
@@ -147,7 +149,8 @@ GOOD_NEIGHBOURS = [
                                          "timeoutSeconds": 600}}),
     ("evaluator-with-gpus", {"replicas": {"evaluator": {"count": 1, "gpus": 1}}}),
     ("pythonpath-without-package-path", {"env": [{"name": "PYTHONPATH", "value": "/x"}],
-                                         "labels": {"kueue.x-k8s.io/queue-name": "team-b"}}),
+                                         "labels": {"kueue.x-k8s.io/queue-name": "team-b",
+                                                    "kubeflow.org/team": "a"}}),
 ]
 
 

@@ -324,6 +324,11 @@ hides an image directory. Each failure names the value and the fix.
 {{- fail (printf "labels: %s is set by the chart and would be overwritten; drop it or use another key" $key) }}
 {{- end }}
 {{- end }}
+{{- range $key, $_ := (.Values.labels | default dict) }}
+{{- if hasPrefix "training.kubeflow.org/" $key }}
+{{- fail (printf "labels: %s is the training-operator's: it sets its own on each pod (job name, replica type and index, the master's role); use another key" $key) }}
+{{- end }}
+{{- end }}
 {{- if and .Values.queueName (hasKey (.Values.labels | default dict) "kueue.x-k8s.io/queue-name") }}
 {{- fail "labels: kueue.x-k8s.io/queue-name is set by queueName; drop the label" }}
 {{- end }}
