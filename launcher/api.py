@@ -28,6 +28,7 @@ import dataclasses
 import queue
 import threading
 import time
+import warnings
 from typing import Callable, Iterable, Iterator
 
 from .backends import get_backend
@@ -46,7 +47,13 @@ class TrainingClient:
     """One backend, chosen as the CLI chooses it (`auto`: the kubeconfig's cluster if any)."""
 
     def __init__(self, backend: str | Backend = "auto", kubeconfig: str | None = None,
-                 context: str | None = None, request_timeout: float | None = None):
+                 context: str | None = None, request_timeout: float | None = None,
+                 note: Callable[[str], None] | None = None):
+        """`note`: where `create_job` says what the local backend ignores of a job (the CLI's
+        `note:` lines, naming JobSpec's fields); default: a UserWarning each (`warnings`)."""
+        if note is not None and not callable(note):
+            raise SpecError("note", f"{note!r} is not callable; give a function of one str, e.g. print, or None")
+        self.note = note or _warn
         if isinstance(backend, Backend):
             self.backend = backend
         else:
@@ -81,13 +88,16 @@ class TrainingClient:
         backend a volume, a secret without a value, or what every replica would fail on at
         its start (no TensorFlow, a data dir without records, a module this Python cannot
         find)."""
-        from .checks import check_submission
+        from .checks import check_submission, local_notes
         from .render import render_network_policy
 
         check_bool(replace, "replace")
         tfjob = self.render(spec)
         check_submission(spec, self.backend.name)  # as the CLI's submit: claims on this machine, the package, ...
         policy = render_network_policy(spec) if self.backend.name == "k8s" else None  # as the CLI's submit
+        if self.backend.name == "local":
+            for line in local_notes(spec, bool(spec.node_selector or spec.role_node_selectors), SPEC_FIELDS):
+                self.note(line)
         self.backend.submit(tfjob, replace=replace, network_policy=policy)
         return tfjob
 
@@ -223,6 +233,17 @@ class TrainingClient:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+# local_notes names JobSpec's fields, as a Python caller sets them
+SPEC_FIELDS = {"queue_name": "queue_name", "priority_class": "priority_class", "gang": "gang",
+               "success_policy": "success_policy", "istio_sidecar": "istio_sidecar",
+               "service_account": "service_account", "node_selector": "node_selector/role_node_selectors",
+               "image": "image", "ttl_seconds_after_finished": "run_policy.ttl_seconds_after_finished"}
+
+
+def _warn(line: str) -> None:
+    warnings.warn(line.removeprefix("note: "), UserWarning, stacklevel=3)
 
 
 def _check_job(name: str, namespace: str) -> None:

@@ -82,3 +82,41 @@ def check_package(spec: JobSpec, kind: str) -> None:
         expected = target.with_suffix(".py") if inner else target / "__main__.py"
         raise SpecError("--module-name", f"{spec.module_name} is not in {spec.package_path} (no {expected}); "
                         "give the module's dotted name inside the package, e.g. trainer.task for trainer/task.py")
+
+
+# How the CLI names the settings local_notes speaks of (the Python API passes JobSpec's fields)
+CLI_FLAGS = {"queue_name": "--queue-name", "priority_class": "--priority-class", "gang": "--gang",
+             "success_policy": "--success-policy", "istio_sidecar": "--istio-sidecar",
+             "service_account": "--service-account", "node_selector": "--node-selector", "image": "--image",
+             "ttl_seconds_after_finished": "--ttl-seconds"}
+
+
+def local_notes(spec: JobSpec, node_selector_given: bool, names: dict[str, str] = CLI_FLAGS) -> list[str]:
+    """What the local backend does not use of a job it will start, one `note:` line each: GPUs,
+    CPU and memory, the cluster's scheduling settings, the image, the TTL. `node_selector_given`:
+    the user gave one (a machine type's own is not theirs); `names`: the caller's names of them."""
+    from .spec import DEFAULT_IMAGE
+
+    notes = []
+    if spec.accelerator or any(r.gpus for r in spec.replicas.values()):
+        notes.append("note: GPU settings are ignored by the local backend (replicas run on this machine's CPU)")
+    if any(r.cpu or r.memory for r in spec.replicas.values()):
+        notes.append("note: CPU and memory requests are ignored by the local backend (replicas share this "
+                     "machine's cores and memory)")
+    cluster_only = [names[field] for field, value in (
+        ("queue_name", spec.queue_name), ("priority_class", spec.priority_class), ("gang", spec.gang),
+        ("success_policy", spec.success_policy), ("istio_sidecar", spec.istio_sidecar),
+        ("service_account", spec.service_account), ("node_selector", node_selector_given)) if value]
+    if cluster_only:
+        notes.append(f"note: {', '.join(cluster_only)} {'is' if len(cluster_only) == 1 else 'are'} ignored by the "
+                     "local backend (it starts every replica at once, as your processes on this machine, without "
+                     "Istio; the chief decides success)")
+    if spec.image != DEFAULT_IMAGE:
+        runs = ("the given command" if spec.command else f"python -m {spec.module_name}" if spec.module_name
+                else "this installation's trainer (python -m trainer.task)")
+        notes.append(f"note: {names['image']} {spec.image} is not used by the local backend: its replicas run "
+                     f"{runs} on this machine")
+    if spec.run_policy.ttl_seconds_after_finished is not None:
+        notes.append(f"note: {names['ttl_seconds_after_finished']} is ignored by the local backend (a finished "
+                     "job stays until `delete`)")
+    return notes

@@ -585,7 +585,3 @@ def _job_spec(args, settings: Settings, replicas, every_selector, role_selectors
         module_name=_pick(args.module_name, settings.module_name),
         package_path=os.path.abspath(args.package_path) if args.package_path else None,
     )
-
-
-def uses_gpus(spec: JobSpec) -> bool:
-    return bool(spec.accelerator) or any(r.gpus for r in spec.replicas.values())

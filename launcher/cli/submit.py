@@ -11,16 +11,13 @@ from pathlib import Path
 
 from ..backends import resolve_kind
 from . import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
-from .args import build_spec, uses_gpus
-from ..checks import check_submission
+from .args import build_spec
+from ..checks import check_submission, local_notes
 from ..events import JobCondition, evaluator_line
 from ..spec import DEFAULT_NAMESPACE, JobSpec, SpecError, check_trainer_args
 from ..view import suspended_note
 
 DEFAULT_MAX_RESUBMITS = 3
-LOCAL_GPU_NOTE = "note: GPU settings are ignored by the local backend (replicas run on this machine's CPU)"
-LOCAL_RESOURCES_NOTE = ("note: CPU and memory requests are ignored by the local backend "
-                        "(replicas share this machine's cores and memory)")
 
 
 def _note(line: str) -> None:
@@ -141,18 +138,6 @@ def render_command(args, trainer_args, factory) -> int:
     return EXIT_OK
 
 
-def _local_notes(spec: JobSpec) -> None:
-    """What the local backend does not use, said once, as for GPUs and CPU requests."""
-    from ..spec import DEFAULT_IMAGE
-
-    if spec.image != DEFAULT_IMAGE:
-        runs = ("the given command" if spec.command else f"python -m {spec.module_name}" if spec.module_name
-                else "this installation's trainer (python -m trainer.task)")
-        _note(f"note: --image {spec.image} is not used by the local backend: its replicas run {runs} on this machine")
-    if spec.run_policy.ttl_seconds_after_finished is not None:
-        _note("note: --ttl-seconds is ignored by the local backend (a finished job stays until `delete`)")
-
-
 _CHECKPOINT = re.compile(r"ckpt-(\d+)\.index")  # a checkpoint's index file, numbered by its step
 
 
@@ -208,21 +193,9 @@ def submit(args, trainer_args, factory) -> int:
         spec = _with_default_job_dir(spec, backend)
     for line in notes:  # once the input passed every check: bad input is one line alone
         _note(line)
-    if kind == "local" and uses_gpus(spec):
-        _note(LOCAL_GPU_NOTE)
-    if kind == "local" and any(r.cpu or r.memory for r in spec.replicas.values()):
-        _note(LOCAL_RESOURCES_NOTE)
-    cluster_only = [flag for flag, value in (("--queue-name", spec.queue_name), ("--priority-class", spec.priority_class),
-                                             ("--gang", spec.gang), ("--success-policy", spec.success_policy),
-                                             ("--istio-sidecar", spec.istio_sidecar),
-                                             ("--service-account", spec.service_account),
-                                             ("--node-selector", args.node_selector)) if value]
-    if kind == "local" and cluster_only:
-        _note(f"note: {', '.join(cluster_only)} {'is' if len(cluster_only) == 1 else 'are'} ignored by the local "
-              "backend (it starts every replica at once, as your processes on this machine, without Istio; the "
-              "chief decides success)")
     if kind == "local":
-        _local_notes(spec)
+        for line in local_notes(spec, bool(args.node_selector)):
+            _note(line)
     tfjob = rendered(spec, backend)
     policy = network_policy(spec) if kind == "k8s" else None
     output = args.output or "yaml"

@@ -119,3 +119,29 @@ def test_create_job_refuses_replace_that_is_not_a_bool_and_submits_nothing():
         TrainingClient(backend=backend).create_job(JobSpec(name="mnist", replicas={"Worker": ReplicaSpec(1)}),
                                                    replace="false")
     assert backend.submitted == []
+
+
+@pytest.mark.usefixtures("cli_env")  # data dirs holding a train-* file: the local checks pass
+def test_create_job_on_the_local_backend_says_what_it_ignores_naming_the_fields():
+    """submit's notes (one local_notes for both), in JobSpec's words; before, the API said nothing."""
+    from launcher.spec import RunPolicy
+
+    spec = JobSpec(name="mnist", replicas={"Chief": ReplicaSpec(1, cpu="2"), "Worker": ReplicaSpec(1)},
+                   queue_name="team-a", node_selector={"pool": "a"}, run_policy=RunPolicy(ttl_seconds_after_finished=60))
+    lines, backend = [], FakeBackend(name="local")
+    TrainingClient(backend=backend, note=lines.append).create_job(spec)
+    assert lines == [
+        "note: CPU and memory requests are ignored by the local backend (replicas share this machine's cores and "
+        "memory)",
+        "note: queue_name, node_selector/role_node_selectors are ignored by the local backend (it starts every "
+        "replica at once, as your processes on this machine, without Istio; the chief decides success)",
+        "note: run_policy.ttl_seconds_after_finished is ignored by the local backend (a finished job stays until "
+        "`delete`)"]
+    assert len(backend.submitted) == 1
+    with pytest.warns(UserWarning) as caught:
+        TrainingClient(backend=FakeBackend(name="local")).create_job(spec)  # the default: a warning each
+    assert [str(w.message) for w in caught] == [line.removeprefix("note: ") for line in lines]
+    assert {w.filename for w in caught} == {__file__}  # the caller's line
+    TrainingClient(backend=FakeBackend(name="k8s"), note=lambda line: pytest.fail(line)).create_job(spec)
+    with pytest.raises(SpecError, match=r"^note: 'quiet' is not callable"):
+        TrainingClient(backend=FakeBackend(name="local"), note="quiet")
