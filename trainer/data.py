@@ -21,7 +21,7 @@ from typing import Iterator
 
 import numpy as np
 
-from trainer import flags, lazy
+from trainer import flags, lazy, outputs
 from trainer.models import DATASETS, default_data_dir
 
 tf = lazy.module("tensorflow")  # --help and flag errors without TensorFlow's import
@@ -146,6 +146,41 @@ def complete(paths: list[str]) -> bool:
     return not missing(paths)
 
 
+def layout(dataset: str) -> tuple[dict[str, int], tuple[str, ...]]:
+    """(shards per split, other files) that `python -m trainer.data --dataset DATASET` writes."""
+    if dataset == "taxi":
+        from trainer.models.taxi import prepare
+
+        return prepare.SHARDS, (prepare.METADATA,)
+    return SHARDS, ()
+
+
+def foreign(out: str, dataset: str) -> tuple[str, str] | None:
+    """(another dataset, one of its files) when the dir `out` (local or gs://) holds a file
+    named as `trainer.data` names that dataset's (layout: MNIST's `train-00000-of-00008
+    .tfrecord`, the taxi's `metadata.json`, ...). A write of `dataset` would leave it beside
+    its own, and the train-* pattern of either model reads both datasets' shards."""
+    if not tf.io.gfile.isdir(out):
+        return None
+    names = sorted(tf.io.gfile.listdir(out))
+    for other in sorted(set(DATASETS.values()) - {dataset}):
+        shards, files = layout(other)
+        for name in names:
+            match = _SHARD.match(name)
+            if name in files or (match and shards.get(match[1]) == int(match[3])):
+                return other, name
+    return None
+
+
+def elsewhere(dataset: str, taken: str) -> str:
+    """A dir to write `dataset` to instead of `taken`, which holds another dataset: its
+    default data dir, unless that is `taken` or holds another dataset too, else `taken-DATASET`."""
+    default = default_data_dir(dataset)
+    if os.path.abspath(default) == os.path.abspath(taken) or foreign(default, dataset):  # gs:// URLs alike
+        return f"{taken.rstrip('/')}-{dataset}"
+    return default
+
+
 def write_split(out: str, split: str, images: np.ndarray, labels: np.ndarray) -> list[str]:
     shards = SHARDS[split]
     paths = []
@@ -188,6 +223,11 @@ class Source:
     dataset: str = "MNIST"  # in messages
     prepare: str = ""  # the `python -m trainer.data` flags that write this dataset, before --out
 
+    @property
+    def written_as(self) -> str:
+        """The `trainer.data --dataset` that writes this dataset (from `prepare`)."""
+        return self.prepare.split()[-1] if self.prepare else "mnist"
+
     def given(self, split: str) -> tuple[str, ...]:
         return self.train_paths if split == "train" else self.eval_paths
 
@@ -221,8 +261,12 @@ def files(data: str | Source, split: str) -> list[str]:
     found = ([path for pattern in src.patterns(split) for path in tf.io.gfile.glob(pattern)]
              if tf.io.gfile.exists(src.data_dir) else [])
     if not found:
-        raise DataError(f"--data-dir: no {src.dataset} {split} records at {src.data_dir}; "
-                        f"create them with: python -m trainer.data {src.prepare}--out {src.data_dir}")
+        none = f"--data-dir: no {src.dataset} {split} records at {src.data_dir}"
+        if held := foreign(src.data_dir, src.written_as):  # not a dir to write them into: both would be read
+            raise DataError(f"{none}: it holds {held[0]} records ({held[1]}); give the dir of {src.dataset} "
+                            f"records, or write them to another with: python -m trainer.data {src.prepare}--out "
+                            f"{elsewhere(src.written_as, src.data_dir)}")
+        raise DataError(f"{none}; create them with: python -m trainer.data {src.prepare}--out {src.data_dir}")
     return sorted(found)
 
 
@@ -359,6 +403,15 @@ def main(argv: list[str] | None = None) -> int:
                                           ("--offline", args.offline)) if value]
         if given:
             parser.error(f"argument {given[0]}: MNIST only; --dataset taxi writes the whole taxi sample")
+    if problem := outputs.unwritable_dir(args.out):  # before the download: a traceback at its end, it was
+        print(f"trainer.data: --out: {problem}", file=sys.stderr)
+        return 2
+    if held := foreign(args.out, args.dataset):  # one dir of both: each model would read the other's records too
+        print(f"trainer.data: --out: {args.out} holds {held[0]} records ({held[1]}); {args.dataset} written beside "
+              f"them would be read with them: give another dir, e.g. {elsewhere(args.dataset, args.out)}",
+              file=sys.stderr)
+        return 2
+    if args.dataset == "taxi":
         from trainer.models.taxi import prepare
 
         try:

@@ -13,10 +13,9 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import os
 import sys
 
-from trainer import data, lazy, models
+from trainer import data, lazy, models, outputs
 from trainer.flags import Parser, location, positive_int
 from trainer.models import MODELS, default_data_dir
 
@@ -38,18 +37,6 @@ def label_text(labels: list[int]) -> str:
     return " ".join(map(str, labels[:LABELS_CUT])) + f" ... of {len(labels)}"
 
 
-def _unwritable(out: str) -> str | None:
-    """Why a local --out cannot be written, or None (stdout and gs:// are left to the write)."""
-    if out == "-" or "://" in out:
-        return None
-    if os.path.isdir(out):
-        return f"{out} is a directory; give a file in it, e.g. {os.path.join(out, 'request.json')}"
-    folder = os.path.dirname(out) or "."
-    if not os.path.isdir(folder):
-        return f"its folder {folder} does not exist; create it or give another path"
-    return None
-
-
 def main(argv: list[str] | None = None) -> int:
     lazy.quiet_tensorflow()
     parser = Parser(prog="python -m trainer.make_request", description=__doc__, label="trainer.make_request",
@@ -61,11 +48,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="number of evaluation examples (test images), an integer > 0 (default: 3)")
     parser.add_argument("--out", default="request.json", help="file to write, local or gs:// (- for stdout)",
                         type=functools.partial(location, what="a local file, a gs:// URL or - for stdout"))
-    parser.add_argument("--no-keys", dest="keys", action="store_false", help="leave out the `key` field (MNIST; such "
-                        "lines go to the `unkeyed` signature)")
+    parser.add_argument("--no-keys", dest="keys", action="store_false", help="leave out the `key` field (MNIST's: such "
+                        "lines go to the `unkeyed` signature; taxi lines have none, its serving signature takes none)")
     args = parser.parse_args(argv)
     args.data_dir = args.data_dir or default_data_dir(args.model)
-    if problem := _unwritable(args.out):  # before any reading: a traceback after the work, it was
+    if problem := outputs.unwritable_file(args.out, "request.json"):  # before any reading: a traceback after it, it was
         print(f"trainer.make_request: --out: {problem}", file=sys.stderr)
         return 2
     try:

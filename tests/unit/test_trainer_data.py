@@ -287,3 +287,93 @@ def test_a_set_of_shards_not_all_there_is_written_again_with_prepare_data_else_n
                                        f"Reading train: 8 files in {data_dir}; test: 2 files in {data_dir}\n")
     task.ensure_data(flags.parse(["--data-dir", str(data_dir), "--prepare-data"]))  # whole now: read as it is
     assert prepared == [str(data_dir)] and capsys.readouterr().err == ""
+
+
+def no_work(monkeypatch) -> None:
+    """Either dataset's write (download included) fails the test."""
+    from trainer.models.taxi import prepare
+
+    for module in (data, prepare):
+        monkeypatch.setattr(module, "write", lambda *_, **__: pytest.fail("wrote despite a bad --out"))
+
+
+@pytest.mark.parametrize("dataset", ["mnist", "taxi"])
+@pytest.mark.parametrize("out", ["file/data", "file"])
+def test_an_out_it_cannot_write_is_one_line_before_any_download_and_nothing_is_written(tmp_path, monkeypatch, capsys,
+                                                                                       dataset, out):
+    """It was a FailedPreconditionError traceback after the download."""
+    no_work(monkeypatch)
+    (tmp_path / "file").write_text("a file\n")
+    assert data.main(["--dataset", dataset, "--out", str(tmp_path / out)]) == 2
+    assert capsys.readouterr() == ("", f"trainer.data: --out: {tmp_path / 'file'} is not a directory; give another "
+                                       "path\n")
+    assert names(tmp_path) == ["file"] and (tmp_path / "file").read_text() == "a file\n"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes in a read-only dir")
+def test_an_out_in_a_dir_it_cannot_write_in_is_one_line(tmp_path, monkeypatch, capsys):
+    no_work(monkeypatch)
+    (tmp_path / "ro").mkdir(mode=0o555)
+    assert data.main(["--out", str(tmp_path / "ro" / "data"), "--offline"]) == 2
+    assert capsys.readouterr() == ("", f"trainer.data: --out: cannot write in {tmp_path / 'ro'} (permission denied); "
+                                       "give a path you can write in\n")
+    assert names(tmp_path / "ro") == []
+
+
+def taxi_files(directory) -> None:
+    """The names `--dataset taxi` writes (their contents do not matter here)."""
+    directory.mkdir(exist_ok=True)
+    for name in ("eval-00000-of-00001.tfrecord", "metadata.json", "train-00000-of-00004.tfrecord"):
+        (directory / name).write_bytes(b"")
+
+
+def test_an_out_holding_the_other_datasets_records_is_refused_naming_a_dir_of_its_own(tmp_path, monkeypatch, capsys):
+    """Both were written into one dir: the taxi model read MNIST's train-*-of-00008 shards
+    with its own, MNIST the taxi's."""
+    no_work(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    for env in ("MNIST_DATA_DIR", "TAXI_DATA_DIR"):
+        monkeypatch.delenv(env, raising=False)
+    mnist, taxi = tmp_path / "mnist", tmp_path / "taxi"
+    mnist.mkdir()
+    data.write_split(str(mnist), "train", *synthetic(8))
+    taxi_files(taxi)
+    before = {path: sorted(path.iterdir()) for path in (mnist, taxi)}
+    assert data.main(["--dataset", "taxi", "--out", str(mnist)]) == 2
+    assert capsys.readouterr() == ("", f"trainer.data: --out: {mnist} holds mnist records (train-00000-of-00008"
+                                       ".tfrecord); taxi written beside them would be read with them: give another "
+                                       "dir, e.g. data/taxi\n")
+    assert data.main(["--out", str(taxi), "--offline"]) == 2
+    assert capsys.readouterr().err == (f"trainer.data: --out: {taxi} holds taxi records (eval-00000-of-00001"
+                                       ".tfrecord); mnist written beside them would be read with them: give another "
+                                       "dir, e.g. data/mnist\n")
+    # the default dir is the one refused, or holds the other dataset too: a dir beside the one given
+    monkeypatch.setenv("TAXI_DATA_DIR", str(mnist))
+    assert data.main(["--dataset", "taxi", "--out", f"{mnist}/"]) == 2
+    assert capsys.readouterr().err.endswith(f"give another dir, e.g. {mnist}-taxi\n")
+    (tmp_path / "mnist2").mkdir()
+    data.write_split(str(tmp_path / "mnist2"), "test", *synthetic(2))
+    assert data.main(["--dataset", "taxi", "--out", str(tmp_path / "mnist2")]) == 2
+    assert capsys.readouterr().err.endswith(f"give another dir, e.g. {tmp_path / 'mnist2'}-taxi\n")
+    assert {path: sorted(path.iterdir()) for path in (mnist, taxi)} == before
+
+
+def test_a_data_dir_of_the_other_dataset_is_not_offered_to_write_into(tmp_path, monkeypatch):
+    """`--model taxi --data-dir data/mnist` said: create them with: python -m trainer.data
+    --dataset taxi --out data/mnist, mixing the datasets."""
+    monkeypatch.chdir(tmp_path)
+    for env in ("MNIST_DATA_DIR", "TAXI_DATA_DIR"):
+        monkeypatch.delenv(env, raising=False)
+    mnist, taxi = tmp_path / "mnist", tmp_path / "taxi"
+    mnist.mkdir()
+    data.write_split(str(mnist), "test", *synthetic(2))
+    taxi_files(taxi)
+    with pytest.raises(data.DataError) as error:
+        data.files(data.Source(str(mnist), dataset="Chicago taxi trips", prepare="--dataset taxi "), "eval")
+    assert str(error.value) == (f"--data-dir: no Chicago taxi trips eval records at {mnist}: it holds mnist records "
+                                "(test-00000-of-00002.tfrecord); give the dir of Chicago taxi trips records, or write "
+                                "them to another with: python -m trainer.data --dataset taxi --out data/taxi")
+    with pytest.raises(data.DataError, match=r"at .*/taxi: it holds taxi records \(eval-00000-of-00001\.tfrecord\); "
+                                             r"give the dir of MNIST records, or write them to another with: "
+                                             r"python -m trainer\.data --out data/mnist$"):
+        data.files(str(taxi), "test")

@@ -53,9 +53,12 @@ def test_an_out_it_cannot_write_and_records_it_cannot_read_are_one_line_before_a
     """They were tracebacks (exit 1), the first after the records had been read."""
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "test-00000-of-00001.tfrecord").write_text("not a TFRecord\n")
+    (tmp_path / "file").write_text("a file\n")
     for argv, line in (
             (["--out", str(tmp_path / "nodir" / "r.json")],
              f"--out: its folder {tmp_path / 'nodir'} does not exist; create it or give another path"),
+            (["--out", str(tmp_path / "file" / "r.json")],  # was: its folder ... does not exist
+             f"--out: {tmp_path / 'file'} is not a directory; give another path"),
             (["--out", str(tmp_path)], f"--out: {tmp_path} is a directory; give a file in it, e.g. "
                                        f"{tmp_path / 'request.json'}"),
             (["--data-dir", str(tmp_path / "bad"), "--out", "-"],
@@ -63,7 +66,21 @@ def test_an_out_it_cannot_write_and_records_it_cannot_read_are_one_line_before_a
         assert make_request.main(["--data-dir", data_dir, *argv]) == 2
         out, err = capsys.readouterr()
         assert out == "" and err.startswith(f"trainer.make_request: {line}") and err.count("\n") == 1, err
-    assert not (tmp_path / "nodir").exists()
+    assert not (tmp_path / "nodir").exists() and (tmp_path / "file").read_text() == "a file\n"
+
+
+def test_a_taxi_request_on_an_mnist_dir_offers_a_dir_of_its_own_to_write_the_trips_into(data_dir, tmp_path, capsys,
+                                                                                         monkeypatch):
+    """It said: create them with: python -m trainer.data --dataset taxi --out DATA_DIR, into
+    the MNIST dir given, which both models would then read as theirs."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TAXI_DATA_DIR", raising=False)
+    assert make_request.main(["--model", "taxi", "--data-dir", data_dir, "--out", "trips.json"]) == 2
+    assert capsys.readouterr() == ("", f"trainer.make_request: --data-dir: no Chicago taxi trips eval records at "
+                                       f"{data_dir}: it holds mnist records (test-00000-of-00002.tfrecord); give the "
+                                       "dir of Chicago taxi trips records, or write them to another with: python -m "
+                                       "trainer.data --dataset taxi --out data/taxi\n")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_asking_more_than_there_are_says_how_many_were_written(data_dir, tmp_path, capsys):

@@ -147,3 +147,16 @@ def test_request_instances_read_gzip_eval_records_as_the_data_dir_does(taxi_dir,
             for record in tf.data.TFRecordDataset(str(path)):
                 out.write(record.numpy())
     assert taxi.request_instances(str(gz), 5) == taxi.request_instances(taxi_dir, 5)
+
+
+def test_a_taxi_request_has_no_keys_with_or_without_no_keys(taxi_dir, tmp_path, capsys):  # noqa: F811
+    """The taxi serving signature takes no `key` (trainer.predict refuses a keyed trip):
+    `--no-keys` asks for what its lines always are."""
+    from trainer import make_request
+
+    lines = []
+    for keys in ([], ["--no-keys"]):
+        assert make_request.main(["--model", "taxi", "--data-dir", taxi_dir, "--count", "2", "--out", "-", *keys]) == 0
+        lines.append(capsys.readouterr().out.splitlines())
+    assert lines[0] == lines[1] and len(lines[0]) == 2
+    assert all("key" not in json.loads(line) and "trip_miles" in json.loads(line) for line in lines[0])
