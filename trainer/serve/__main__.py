@@ -47,6 +47,20 @@ def port(text: str) -> int:
     return value
 
 
+MEANT = {"--model-name": "--name", "--model_name": "--name"}  # TF Serving's and KServe's spelling: the nearest
+# spelling, which an unknown flag's line offers, is --model-dir
+
+
+class _Meant(argparse.Action):
+    """A flag of another server (MEANT), refused naming the one meant here."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs="?", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.error(f"argument {option_string}: not a flag of {parser.prog}; did you mean {MEANT[option_string]}?")
+
+
 def parser() -> Parser:
     flags = Parser(prog="python -m trainer.serve", description=__doc__, label="error",  # one line, as fail()'s
                    formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -57,6 +71,8 @@ def parser() -> Parser:
     flags.add_argument("--port", type=port, default=8080,
                        help="HTTP port (default 8080, KServe's; 0: a free port the system picks, "
                             "named in the Serving line)")
+    for spelling in MEANT:
+        flags.add_argument(spelling, action=_Meant)
     return flags
 
 
