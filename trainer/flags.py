@@ -53,9 +53,10 @@ class Parser(argparse.ArgumentParser):
 
     raising = False
 
-    def __init__(self, *args, label: str | None = None, **kwargs):
+    def __init__(self, *args, label: str | None = None, meant: dict[str, str] | None = None, **kwargs):
         super().__init__(*args, **{"allow_abbrev": False, **kwargs})
         self.label = label
+        self.meant = meant or {}  # another program's flag -> ours, offered before the near spellings
 
     def parse_known_args(self, args=None, namespace=None):
         argv = list(sys.argv[1:] if args is None else args)
@@ -99,7 +100,8 @@ def closest(flag: str, parser: argparse.ArgumentParser, most: int = 3) -> list[s
     """The --flags of `parser` that an unknown `flag` may have meant, each by its first
     spelling: the near spellings (`--steps`: --train-steps), then those it is the start of
     (flags are taken whole: `--all` is not --all-namespaces, `--steps` not
-    --steps-per-execution); at most `most`."""
+    --steps-per-execution), after the flag the parser's `meant` names for it; at most `most`."""
+    meant = [getattr(parser, "meant", {}).get(flag)] if flag in getattr(parser, "meant", {}) else []
     primary = {}
     for action in parser._actions:
         if action.help == argparse.SUPPRESS:  # accepted, not offered (the launcher's ignored gcloud flags)
@@ -108,7 +110,7 @@ def closest(flag: str, parser: argparse.ArgumentParser, most: int = 3) -> list[s
         primary.update((option, spellings[0]) for option in spellings)
     near = difflib.get_close_matches(flag, list(primary), n=most, cutoff=0.69)
     starting = [option for option in primary if option.startswith(flag)]
-    return list(dict.fromkeys(primary[option] for option in near + starting))[:most]
+    return list(dict.fromkeys(meant + [primary[option] for option in near + starting]))[:most]
 
 
 def did_you_mean(flag: str, parser: argparse.ArgumentParser) -> str:

@@ -39,9 +39,9 @@ def test_predict_refuses_bad_flags_in_one_line(tmp_path, monkeypatch, capsys, ar
     (["--port", "8080"], "error: the following arguments are required: --model-dir (see --help)"),
     # TF Serving's and KServe's spelling of --name: `did you mean --model-dir?`, the nearest spelling, it was
     (["--model-dir", "export", "--model-name", "mnist"],
-     "error: --model-name: not a flag of python -m trainer.serve; did you mean --name? (see --help)"),
+     "error: unrecognized arguments: --model-name mnist (did you mean --name or --model-dir?) (see --help)"),
     (["--model_name=mnist", "--model-dir", "export"],
-     "error: --model_name: not a flag of python -m trainer.serve; did you mean --name? (see --help)"),
+     "error: unrecognized arguments: --model_name=mnist (did you mean --name?) (see --help)"),
 ])
 def test_serve_refuses_bad_flags_in_one_line_without_listening(capsys, monkeypatch, argv, expected):
     monkeypatch.setattr(serve, "listen", lambda *_: pytest.fail("listened despite a bad flag"))

@@ -47,22 +47,12 @@ def port(text: str) -> int:
     return value
 
 
-MEANT = {"--model-name": "--name", "--model_name": "--name"}  # TF Serving's and KServe's spelling: the nearest
-# spelling, which an unknown flag's line offers, is --model-dir
-
-
-class _Meant(argparse.Action):
-    """A flag of another server (MEANT), refused naming the one meant here."""
-
-    def __init__(self, option_strings, dest, **kwargs):
-        super().__init__(option_strings, dest, nargs="?", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        parser.error(f"argument {option_string}: not a flag of {parser.prog}; did you mean {MEANT[option_string]}?")
+# TF Serving's and KServe's spelling of --name: offered --name first, not the nearest, --model-dir
+MEANT = {"--model-name": "--name", "--model_name": "--name"}
 
 
 def parser() -> Parser:
-    flags = Parser(prog="python -m trainer.serve", description=__doc__, label="error",  # one line, as fail()'s
+    flags = Parser(prog="python -m trainer.serve", description=__doc__, label="error", meant=MEANT,  # one line, as fail()'s
                    formatter_class=argparse.RawDescriptionHelpFormatter)
     flags.add_argument("--model-dir", required=True, help="export base (numeric version dirs) or a SavedModel dir",
                        type=functools.partial(location, what="an export base or a SavedModel dir"))
@@ -71,8 +61,6 @@ def parser() -> Parser:
     flags.add_argument("--port", type=port, default=8080,
                        help="HTTP port (default 8080, KServe's; 0: a free port the system picks, "
                             "named in the Serving line)")
-    for spelling in MEANT:
-        flags.add_argument(spelling, action=_Meant)
     return flags
 
 
