@@ -19,7 +19,6 @@ said on stderr.
 """
 from __future__ import annotations
 
-import glob
 import json
 import os
 import sys
@@ -209,7 +208,7 @@ def input_files(patterns: str) -> list[str]:
             storage = storage or gcs.client("--input-paths")
             matched = gcs.expand(pattern, "--input-paths", storage)
         else:
-            matched = sorted(p for p in glob.glob(pattern) if Path(p).is_file())
+            matched = local_files(pattern)
             if not matched:
                 hint = (f"it is a folder, use {pattern.rstrip('/')}/*" if Path(pattern).is_dir()
                         else "pass files of JSON instances")
@@ -218,6 +217,24 @@ def input_files(patterns: str) -> list[str]:
     if not files:
         raise SpecError("--input-paths", "no pattern given; pass e.g. 'data/requests-*.json'")
     return files
+
+
+def local_files(pattern: str) -> list[str]:
+    """The files on this machine a --input-paths pattern matches, in gs://'s grammar (gcs.regex:
+    `**` crosses folders, also inside a name, as `a/**.json`), sorted. The walk starts at the
+    folder before the first wildcard and goes no deeper than the pattern's levels without `**`."""
+    if not any(c in pattern for c in gcs.WILDCARDS):
+        return [pattern] if Path(pattern).is_file() else []
+    root = gcs.prefix(pattern).rpartition("/")[0] + "/" if "/" in gcs.prefix(pattern) else ""
+    depth = None if "**" in pattern else pattern[len(root):].count("/")
+    names = []
+    for folder, dirs, files in os.walk(root or "."):
+        level = 0 if folder == (root or ".") else os.path.relpath(folder, root or ".").count(os.sep) + 1
+        if depth is not None and level >= depth:
+            dirs[:] = []  # the files here are the deepest the pattern reaches
+        rel = "" if level == 0 else os.path.relpath(folder, root or ".").replace(os.sep, "/") + "/"
+        names += [f"{root}{rel}{name}" for name in files]
+    return gcs.matching(pattern, names)
 
 
 def output_file(out: str, name: str) -> str:

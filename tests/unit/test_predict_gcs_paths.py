@@ -105,3 +105,19 @@ def test_malformed_gs_urls_are_refused_before_any_request(cli, tmp_path, request
     argv = [a.format(tmp=tmp_path, request=request_file) for a in argv]
     assert says in cli("predict", "mnist", *argv, "--url", "http://127.0.0.1:9").refused(field)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("pattern", ["requests/**.json", "requests/**/part-2.json", "requests/**/part-0.json",
+                                     "requests/**", "requests/*", "*/part-0.json"])
+def test_local_patterns_match_the_files_gs_patterns_match(tmp_path, monkeypatch, pattern):
+    """One grammar for --input-paths, local or gs://: `**` crosses folders here too (the local
+    glob matched one level, and files deeper down were skipped without a word)."""
+    from launcher.serving.predictions import input_files
+
+    files = [name for name in NAMES if not name.endswith("/")]
+    for name in files:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("{}\n")
+    monkeypatch.chdir(tmp_path)
+    assert input_files(pattern) == [name for name in matching(pattern, files)], pattern
+    assert input_files(f"{tmp_path}/{pattern}") == [f"{tmp_path}/{name}" for name in matching(pattern, files)]
