@@ -41,11 +41,13 @@ Render a TFJob from the flags (and a Cloud ML config.yaml), check it against the
 then run it: on the cluster (k8s backend, through training-operator) or on this machine (local
 backend: one process per replica, with the TF_CONFIG the operator would give each pod). Then
 follow it to its end: replicas coming up, training progress, the chief's log, the final metrics
-and the export. Exit 0 only when the job Succeeded, 1 when it Failed, 2 on bad input (nothing
-submitted).""",
+and the export. Exit 0 only when the job Succeeded (with --detach: once it is submitted; a dry
+run: once it is printed), 1 when it Failed, 2 on bad input (nothing submitted).""",
     "render": """\
-Print the TFJob that submit would send for the same flags; no request is made, no cluster is
-needed. --values-out also writes the values of the Helm chart (charts/tfjob) for the same job.""",
+Print the TFJob that submit would send to a cluster for the same flags (--backend local: what
+the local backend would run, with its default --job-dir and its checks; auto renders for a
+cluster); no request is made, no cluster is needed. --values-out also writes the values of the
+Helm chart (charts/tfjob) for the same job.""",
     "status": """\
 The job's conditions, as training-operator sets them, and a table of its replicas: phase, the
 reason of a replica that waits or ended, restarts, node, age. Exit 1 when the job Failed.""",
@@ -69,8 +71,8 @@ outputs kept in the job's default job dir.""",
 EXAMPLES = {
     "submit": """\
   python -m launcher submit --workers 2 --ps 1 -- --train-steps 300
-  python -m launcher submit --backend k8s -n training --image gcr.io/PROJECT/tfjob-trainer:0.1.0 \\
-      --job-dir gs://BUCKET/jobs/mnist --workers 4 --ps 1 -- --data-dir gs://BUCKET/data/mnist
+  python -m launcher submit --backend k8s -n training --image gcr.io/my-project/tfjob-trainer:0.1.0 \\
+      --job-dir gs://my-bucket/jobs/mnist --workers 4 --ps 1 -- --data-dir gs://my-bucket/data/mnist
   python -m launcher submit --config config.yaml --detach -- --model taxi""",
     "render": """\
   python -m launcher render --workers 4 --ps 2 -- --train-steps 1000 > tfjob.yaml
@@ -232,11 +234,15 @@ def build_parser() -> argparse.ArgumentParser:
                      usage=f"{PROG} submit [JOB] [flags] [-- TRAINER_ARGS ...]")
     add_job_flags(submit)
     submit.add_argument("--dry-run", nargs="?", const="client", choices=("client", "server", "none"),
-                        help="apply nothing: client (the default of a bare --dry-run) prints the TFJob; server has "
-                             "the API server validate it and prints its answer (kubectl's form)")
+                        help="apply nothing: client (the default of a bare --dry-run) prints the TFJob (on a "
+                             "cluster with its NetworkPolicy); server has the API server validate them and prints its "
+                             "answer; none: a real run (kubectl's form). A bare --dry-run takes the next word as its "
+                             "value: put JOB first or write --dry-run=client")
     submit.add_argument("--server-dry-run", action="store_true", help="the same as --dry-run=server")
     submit.add_argument("-o", "--output", choices=OUTPUTS,
-                        help="how to print the TFJob of a dry run (default yaml), or, when submitting, "
+                        help="how to print the TFJob of a dry run (default yaml; on a cluster the TFJob and its "
+                             "NetworkPolicy, two YAML documents or json's v1 List, unless --no-network-policy), "
+                             "or, when submitting, "
                              "name (tfjob.kubeflow.org/NAME created), yaml or json (the TFJob sent), or wide: "
                              "one table row of the job (NAME, NAMESPACE, BACKEND, REPLICAS, IMAGE, JOB DIR, QUEUE; "
                              "also for a dry run) and, while following, the replica table with each replica's "
@@ -261,8 +267,9 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("-w", "--watch", action="store_true", help="follow until the job ends")
     status.add_argument("-o", "--output", choices=OUTPUTS, help="yaml, json (the status as data), name, or wide "
                         "(the replica table with each replica's EXIT CODE and MESSAGE: why it waits or ended, e.g. "
-                        "Unschedulable: ..., ImagePullBackOff: ..., CrashLoopBackOff; also with -w); default: "
-                        "conditions and a replica table whose REASON column says why in a word")
+                        "Unschedulable: ..., ImagePullBackOff: ..., CrashLoopBackOff; also with -w, which refuses the "
+                        "others: they print one snapshot); default: conditions and a replica table whose REASON "
+                        "column says why in a word")
     logs = command("logs", "log lines of one replica or all")
     logs.add_argument("name", metavar="NAME", help=NAME_HELP)
     logs.add_argument("--replica", help="chief-0 (or gcloud's master-0), ps-0, worker-1, ... or all "

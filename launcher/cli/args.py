@@ -67,7 +67,11 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
     job.add_argument("--scale-tier", type=str.upper, choices=SCALE_TIERS, metavar="TIER",
                      help=f"Cloud ML scale tier ({', '.join(SCALE_TIERS)}; CUSTOM through --config); "
                           "replica flags override it")
-    job.add_argument("--job-dir", help="output directory: local path or gs://BUCKET/path")
+    job.add_argument("--job-dir", help="output directory: local path or gs://BUCKET/path (default: local "
+                     "backend: the job's own, NAMESPACE/NAME/output in $TFJOB_RUNS_DIR or ~/.local/share/tfjob-launcher/runs; "
+                     "k8s: none, "
+                     "so the trainer writes inside each pod, lost with it, and tensorboard and --max-resubmits "
+                     "cannot use the job)")
     job.add_argument("--service-account", help="Kubernetes service account of the pods (for gcloud's Google "
                      "service account: the one Workload Identity binds to it)")
     job.add_argument("--env", action="append", default=[], metavar="K=V", help="container env var (repeatable)")
@@ -100,7 +104,8 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
                       help="parameter servers (default 1; --parameter-server-count: gcloud's name)")
     reps.add_argument("--chief", type=non_negative_int, metavar="0|1", help="chief replicas (default 1 when ps > 0, else 0)")
     reps.add_argument("--evaluator", type=non_negative_int, metavar="0|1", help="evaluator replicas (default 0)")
-    reps.add_argument("--cpu", action="append", default=[], metavar="[ROLE=]Q", help="CPU request: Q for every replica type, ROLE=Q for one (it wins over Q), e.g. worker=2; repeatable")
+    reps.add_argument("--cpu", action="append", default=[], metavar="[ROLE=]Q", help="CPU request: Q for every replica type, ROLE=Q for one (it wins over Q and over a machine type's "
+                      "request, which wins over Q), e.g. worker=2; repeatable")
     reps.add_argument("--memory", action="append", default=[], metavar="[ROLE=]Q", help="memory request, as --cpu, e.g. ps=4Gi; repeatable")
     for flag in MACHINE_TYPE_FLAGS:
         reps.add_argument(f"--{flag}", metavar="TYPE",

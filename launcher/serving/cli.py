@@ -69,7 +69,7 @@ def add_parsers(commands, common) -> None:
                        "for gs://)")
     serve.add_argument("--dry-run", nargs="?", const="client", choices=("client", "server", "none"),
                        help="k8s: apply nothing; client prints the InferenceService, server has the API server "
-                       "check it too")
+                       "check it too; none: a real run (kubectl's form)")
     serve.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml",
                        help="format of a dry run's InferenceService (default yaml)")
     serve.add_argument("--no-wait", action="store_true", help="k8s: return once created, without waiting "
@@ -80,7 +80,8 @@ def add_parsers(commands, common) -> None:
                                              "stops one.")
     actions = models.add_subparsers(dest="models_command", metavar="ACTION", required=True,
                                     help="list or delete (models ACTION --help says more)")
-    listing = actions.add_parser("list", help="served models: name, URL, model dir, status, age",
+    listing = actions.add_parser("list", help="served models: name, URL, model dir, status, age (k8s: name, "
+                                 "namespace, URL, ready, age)",
                                  description="The models `serve` started: local model servers on this machine, "
                                              "or the KServe InferenceServices of the namespace (k8s backend).")
     listing.add_argument("-A", "--all-namespaces", action="store_true", help="k8s: the models of every namespace")
@@ -121,9 +122,9 @@ def add_parsers(commands, common) -> None:
                          help="gcloud's model version: accepted and ignored, with a note (a model here serves the "
                               "one export `serve` loaded)")
     predict.add_argument("--region", help=argparse.SUPPRESS)  # gcloud's; noted and ignored
-    predict.add_argument("--url", help="REST base of any TF Serving compatible server (http://HOST:PORT); "
-                         "skips the backend lookup (k8s: the InferenceService is reached through the API "
-                         "server's service proxy, with the kubeconfig's credentials)")
+    predict.add_argument("--url", help="REST base of any TF Serving compatible server (http://HOST:PORT), "
+                         "asked directly; without it, NAME is looked up on the backend (k8s: the InferenceService "
+                         "is reached through the API server's service proxy, with the kubeconfig's credentials)")
     common(predict)
 
 
