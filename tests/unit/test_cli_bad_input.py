@@ -363,6 +363,7 @@ def test_the_examples_in_help_are_commands_the_launcher_and_trainer_take():
     import shlex
 
     from launcher.cli import EXAMPLES, build_parser, split_trainer_args
+    from launcher.cli.args import build_spec
     from trainer import flags
 
     for command, text in EXAMPLES.items():
@@ -370,5 +371,7 @@ def test_the_examples_in_help_are_commands_the_launcher_and_trainer_take():
             argv = shlex.split(example.split(" > ")[0])  # less the shell's redirection
             assert argv[:4] == ["python", "-m", "launcher", command], example
             ours, trainer_args = split_trainer_args(argv[3:])
-            build_parser().parse_args(ours)  # a UsageError would name the flag
+            args = build_parser().parse_args(ours)  # a UsageError would name the flag
             flags.check(list(trainer_args))
+            if command in ("submit", "render") and args.config is None:  # the JobSpec takes its values too
+                build_spec(args, trainer_args)  # (placeholders in capitals were refused: gs://BUCKET)
