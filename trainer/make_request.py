@@ -41,12 +41,13 @@ def main(argv: list[str] | None = None) -> int:
     lazy.quiet_tensorflow()
     parser = Parser(prog="python -m trainer.make_request", description=__doc__, label="trainer.make_request",
                     formatter_class=argparse.RawDescriptionHelpFormatter)  # one-line errors, as those below
-    parser.add_argument("--model", default="mnist", choices=sorted(MODELS), help="model the request is for")
+    parser.add_argument("--model", default="mnist", choices=sorted(MODELS), help="model the request is for (default: mnist)")
     parser.add_argument("--data-dir", default=None, type=location, help="dir or gs:// URL with the evaluation "
                         "records (default: the model's, as trainer.task's --data-dir)")
     parser.add_argument("--count", default=3, type=positive_int, metavar="N",
                         help="number of evaluation examples (test images), an integer > 0 (default: 3)")
-    parser.add_argument("--out", default="request.json", help="file to write, local or gs:// (- for stdout)",
+    parser.add_argument("--out", default="request.json", help="file to write, local or gs:// (- for stdout; default: "
+                        "request.json)",
                         type=functools.partial(location, what="a local file, a gs:// URL or - for stdout"))
     parser.add_argument("--no-keys", dest="keys", action="store_false", help="leave out the `key` field (MNIST's: such "
                         "lines go to the `unkeyed` signature; taxi lines have none, its serving signature takes none)")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 
 import numpy as np
@@ -310,14 +311,38 @@ def test_an_out_it_cannot_write_is_one_line_before_any_download_and_nothing_is_w
     assert names(tmp_path) == ["file"] and (tmp_path / "file").read_text() == "a file\n"
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes in a read-only dir")
-def test_an_out_in_a_dir_it_cannot_write_in_is_one_line(tmp_path, monkeypatch, capsys):
+def test_an_out_in_a_dir_it_cannot_write_in_is_one_line(monkeypatch):
+    """As a user who may not write there (root may write anywhere: the check runs in a child
+    process as nobody, in a dir of its own that nobody can read but not write)."""
+    import tempfile
+
     no_work(monkeypatch)
-    (tmp_path / "ro").mkdir(mode=0o555)
-    assert data.main(["--out", str(tmp_path / "ro" / "data"), "--offline"]) == 2
-    assert capsys.readouterr() == ("", f"trainer.data: --out: cannot write in {tmp_path / 'ro'} (permission denied); "
-                                       "give a path you can write in\n")
-    assert names(tmp_path / "ro") == []
+    top = tempfile.mkdtemp(prefix="ro-out-")
+    try:
+        os.chmod(top, 0o755)
+        os.mkdir(os.path.join(top, "ro"), mode=0o555)
+        read, write = os.pipe()
+        child = os.fork()
+        if child == 0:  # the child: as nobody when root, its stderr into the pipe, then gone without cleanup
+            try:
+                os.close(read)
+                if os.geteuid() == 0:
+                    os.setgid(65534)
+                    os.setuid(65534)
+                sys.stderr = os.fdopen(write, "w")  # pytest's capture replaced it
+                code = data.main(["--out", os.path.join(top, "ro", "data"), "--offline"])
+                sys.stderr.flush()
+            finally:
+                os._exit(locals().get("code", 99))
+        os.close(write)
+        with os.fdopen(read) as pipe:
+            err = pipe.read()
+        _, status = os.waitpid(child, 0)
+        assert (os.waitstatus_to_exitcode(status), err) == (
+            2, f"trainer.data: --out: cannot write in {top}/ro (permission denied); give a path you can write in\n")
+        assert os.listdir(os.path.join(top, "ro")) == []
+    finally:
+        shutil.rmtree(top)
 
 
 def taxi_files(directory) -> None:

@@ -161,8 +161,10 @@ def test_each_spelling_has_one_help_entry():
         assert options.count(spelling + " ") == 1, spelling
 
 
-def test_each_default_is_said_once_and_none_is_not_said():
+def test_each_default_is_said_once_and_none_is_not_said(monkeypatch):
+    monkeypatch.setenv("JOB_DIR", "/x/job")  # the job dir's help says its default itself: not again as /x/job
     options = " ".join(flags.parser().format_help().split("options:", 1)[1].split())
+    assert "/x/job" not in options and options.count("(default: env JOB_DIR, else runs/<model>;") == 1
     assert "(default: None)" not in options
     assert "(default: env MNIST_DATA_DIR or data/mnist; taxi: env TAXI_DATA_DIR or data/taxi) --train_data_paths" \
         in options
