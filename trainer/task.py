@@ -62,6 +62,10 @@ def ensure_data(args: argparse.Namespace) -> None:
     except data.DataError:
         if not args.prepare_data:
             raise
+        if held := data.foreign(args.data_dir, source.written_as):  # both datasets in one dir: each model reads both
+            raise data.DataError(f"--data-dir: {args.data_dir} holds {held[0]} records ({held[1]}); --prepare-data "
+                                 f"would write {model.DATASET} beside them, to be read with them: give another "
+                                 f"dir, e.g. {data.elsewhere(source.written_as, args.data_dir)}") from None
         files = {}
     # With --prepare-data, a set of shards only partly there is another replica's write in
     # progress (data.staged moves its files in one by one): write a whole copy too.

@@ -352,6 +352,25 @@ def taxi_files(directory) -> None:
         (directory / name).write_bytes(b"")
 
 
+def test_prepare_data_into_a_dir_of_the_other_dataset_is_refused_and_writes_nothing(tmp_path, monkeypatch):
+    """trainer.task --prepare-data wrote the taxi sample beside MNIST's shards (trainer.data refuses it too)."""
+    from trainer import flags, models, task
+
+    monkeypatch.setattr(models.get("taxi"), "prepare_data", lambda out: pytest.fail("prepared beside MNIST"))
+    monkeypatch.delenv("TAXI_DATA_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    mnist = tmp_path / "mnist"
+    mnist.mkdir()
+    data.write_split(str(mnist), "train", *synthetic(8))
+    with pytest.raises(data.DataError) as caught:
+        task.ensure_data(flags.parse(["--model", "taxi", "--data-dir", str(mnist), "--prepare-data"]))
+    assert str(caught.value) == (f"--data-dir: {mnist} holds mnist records (train-00000-of-00008.tfrecord); "
+                                 "--prepare-data would write Chicago taxi trips beside them, to be read with them: "
+                                 "give another "
+                                 "dir, e.g. data/taxi")
+    assert len(list(mnist.iterdir())) == 8
+
+
 def test_an_out_holding_the_other_datasets_records_is_refused_naming_a_dir_of_its_own(tmp_path, monkeypatch, capsys):
     """Both were written into one dir: the taxi model read MNIST's train-*-of-00008 shards
     with its own, MNIST the taxi's."""
