@@ -38,6 +38,7 @@ RUN_AS_USER = 1000
 # The training-operator's label keys: it sets job-name, operator-name, replica-type and -index on
 # every pod, over the template's, and job-role on the master's only (so one on every pod misleads)
 OPERATOR_LABEL_PREFIX = "training.kubeflow.org/"
+HELM_CHART_LABEL = "helm.sh/chart"  # the chart's own label (helm create's), on the TFJob and pods
 STANDARD_LABEL_KEYS = ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component",
                        "app.kubernetes.io/managed-by")
 
@@ -77,7 +78,7 @@ IMAGE_EXAMPLE = "gcr.io/my-project/trainer:0.1.0"
 KERNEL_MOUNT_PATHS = ("/dev", "/proc", "/sys")
 HIDDEN_MOUNT_PATHS = (*KERNEL_MOUNT_PATHS, "/etc", "/app", "/usr", "/bin", "/sbin", "/lib", "/lib64")
 INT32_MAX = 2**31 - 1  # replicas, backoffLimit, ttlSecondsAfterFinished, minAvailable are int32 in the TFJob
-INT64_MAX = 2**63 - 1
+JSON_INT_MAX = 2**53 - 1  # the largest integer a JSON number keeps (Helm reads the chart's values as float64)
 MAX_NAME = 63
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
@@ -501,7 +502,7 @@ class RunPolicy:
         if self.clean_pod_policy not in CLEAN_POD_POLICIES:
             raise SpecError("--clean-pod-policy", f"{self.clean_pod_policy!r}; use one of {', '.join(CLEAN_POD_POLICIES)}")
         for flag, value, low, high in (("--ttl-seconds", self.ttl_seconds_after_finished, 0, INT32_MAX),
-                                       ("--active-deadline-seconds", self.active_deadline_seconds, 1, INT64_MAX),
+                                       ("--active-deadline-seconds", self.active_deadline_seconds, 1, JSON_INT_MAX),
                                        ("--backoff-limit", self.backoff_limit, 0, INT32_MAX)):
             if value is not None and value < low:
                 hint = " (the CRD wants a positive number; leave it out for no deadline)" if low else ""
@@ -570,6 +571,8 @@ class JobSpec:
         check_instance(self.run_policy, "run_policy", RunPolicy, "RunPolicy(backoff_limit=3)")
         for attr, example in (("job_dir", "gs://my-bucket/runs/mnist"), ("package_path", "/mnt/code/trainer")):
             object.__setattr__(self, attr, path_text(getattr(self, attr), attr, example, optional=True))
+        if self.package_path:  # /mnt//code/trainer/ as /mnt/code/trainer: the chart derives the same parent
+            object.__setattr__(self, "package_path", re.sub(r"/+", "/", self.package_path).rstrip("/") or "/")
         for attr, example in (("node_selector", {"cloud.google.com/gke-nodepool": "training"}),
                               ("env", {"TF_CPP_MIN_LOG_LEVEL": "1"}), ("labels", {"team": "ml"})):
             object.__setattr__(self, attr, string_map(getattr(self, attr), attr, repr(example)))
@@ -626,6 +629,9 @@ class JobSpec:
             if key in STANDARD_LABEL_KEYS:
                 raise SpecError("--label", f"{key} is set by the launcher (to {self.standard_labels()[key]!r}) "
                                 "and would be overwritten; drop it or use another key")
+            if key == HELM_CHART_LABEL:
+                raise SpecError("--label", f"{key} is set by the Helm chart (charts/tfjob) and would be overwritten "
+                                "there; use another key")
             if key.startswith(OPERATOR_LABEL_PREFIX):  # training-operator v1.9.4 pkg/controller.v1/common/pod.go
                 raise SpecError("--label", f"{key} is the training-operator's: it sets its own on each pod (job name, "
                                 "replica type and index, the master's role); use another key")
@@ -653,8 +659,10 @@ class JobSpec:
                                                 or not _DNS_SUBDOMAIN.fullmatch(self.priority_class)):
             raise SpecError("--priority-class", f"{self.priority_class!r} is not a PriorityClass name; use a lowercase "
                             "DNS name (kubectl get priorityclasses)")
-        if self.service_account is not None and not _DNS_SUBDOMAIN.fullmatch(self.service_account):
-            raise SpecError("--service-account", f"{self.service_account!r} is not a valid name; use lowercase DNS name")
+        if self.service_account is not None and (len(self.service_account) > 253
+                                                 or not _DNS_SUBDOMAIN.fullmatch(self.service_account)):
+            raise SpecError("--service-account", f"{self.service_account!r} is not a valid name; use a lowercase DNS "
+                            "name of at most 253 characters")
 
     def _check_gang(self) -> None:
         for flag, value in (("--gang-timeout-seconds", self.gang_timeout_seconds), ("--gang-queue", self.gang_queue),
@@ -787,6 +795,13 @@ class JobSpec:
                             "use --workers N (N >= 1), or --ps 0 for a single chief")
         if self.accelerator and not any(s.gpus for s in self.replicas.values()):
             raise SpecError("--accelerator", "no replica has GPUs; set GPUs too, e.g. --gpus-per-worker 1")
+        for role, spec in self.replicas.items():  # a value for a replica type the job does not have: dropped
+            for flag, value in (("--cpu", spec.cpu), ("--memory", spec.memory)):
+                if value and not spec.count:
+                    raise absent_role(f"{flag} {role.lower()}=", role)
+        for role in self.role_node_selectors:
+            if not self.count(role):
+                raise absent_role(f"--node-selector {role.lower()}:", role)
 
     # ---- derived views (used by render, helm values and the local backend) -------
     def count(self, role: str) -> int:

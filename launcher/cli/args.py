@@ -482,9 +482,8 @@ CONFIG_MACHINE_KEYS = {"Chief": "masterType", "Worker": "workerType", "PS": "par
 
 def check_roles_present(args: argparse.Namespace, counts: dict[str, int]) -> None:
     """A flag's value for a replica type the job does not have (`--cpu ps=4` without ps) is
-    refused, as --gpus-per-* is, instead of being dropped."""
-    for flag, items, sep in (("--cpu", args.cpu, "="), ("--memory", args.memory, "="),
-                             ("--node-selector", args.node_selector, ":")):
+    refused, as --gpus-per-* is, instead of being dropped (a node selector's: the JobSpec)."""
+    for flag, items, sep in (("--cpu", args.cpu, "="), ("--memory", args.memory, "=")):
         for item in items:
             role, found, _ = item.partition(sep)
             if found and "=" not in role and role.lower() in ROLE_FLAGS and not counts.get(ROLE_FLAGS[role.lower()]):

@@ -59,7 +59,13 @@ def ps_job(**kw):
     ({"replicas": {"Worker": ReplicaSpec(99999999999999999999)}}, "--workers"),
     ({"run_policy": RunPolicy(backoff_limit=2**31)}, "--backoff-limit"),
     ({"run_policy": RunPolicy(ttl_seconds_after_finished=2**31)}, "--ttl-seconds"),
-    ({"run_policy": RunPolicy(active_deadline_seconds=2**63)}, "--active-deadline-seconds"),
+    ({"run_policy": RunPolicy(active_deadline_seconds=2**53)}, "--active-deadline-seconds"),  # a float64 in Helm
+    # values the launcher used to take that its own values file made the chart render otherwise or refuse
+    ({"replicas": {"Worker": ReplicaSpec(2), "Evaluator": ReplicaSpec(0, cpu="1")}}, "--cpu evaluator="),
+    ({"replicas": {"Worker": ReplicaSpec(2), "PS": ReplicaSpec(0, memory="4Gi")}}, "--memory ps="),
+    ({"role_node_selectors": {"Evaluator": {"pool": "x"}}}, "--node-selector evaluator:"),
+    ({"service_account": "a" * 254}, "--service-account"),
+    ({"labels": {"helm.sh/chart": "mine"}}, "--label"),
     # image references: the distribution/reference grammar
     ({"image": 'x"y'}, "--image"),
     ({"image": "a/b:c:d"}, "--image"),
@@ -286,6 +292,14 @@ def test_a_path_is_taken_as_its_string_where_a_path_goes():
     assert ps_job(command=[Path("/usr/bin/python3"), "train.py"]).command == ("/usr/bin/python3", "train.py")
 
 
+def test_a_package_path_is_kept_without_repeated_or_trailing_slashes():
+    """The chart derives PYTHONPATH from the path it is given: /mnt/code/trainer// gave it
+    /mnt/code/trainer, where the launcher's was /mnt/code (the package not importable)."""
+    spec = ps_job(module_name="trainer.task", package_path="/mnt//code/trainer//",
+                  volumes=[Volume("code", "/mnt/code")])
+    assert (spec.package_path, spec.package_parent()) == ("/mnt/code/trainer", "/mnt/code")
+
+
 DIGEST = "sha256:" + "ab" * 32
 
 
@@ -310,7 +324,7 @@ DIGEST = "sha256:" + "ab" * 32
     {"trainer_args": ["--train-steps", "300"], "command": ("python", "-m", "trainer.task")},
     {"trainer_args": iter(["--x"])},
     {"replicas": {"Chief": ReplicaSpec(1), "PS": ReplicaSpec(1), "Worker": ReplicaSpec(2**31 - 1)}},
-    {"run_policy": RunPolicy(ttl_seconds_after_finished=2**31 - 1, active_deadline_seconds=2**63 - 1,
+    {"run_policy": RunPolicy(ttl_seconds_after_finished=2**31 - 1, active_deadline_seconds=2**53 - 1,
                              backoff_limit=2**31 - 1)},
     *({"replicas": {"Worker": ReplicaSpec(1, cpu=q, memory=q)}}
       for q in ("500m", "2", "1.5", ".5", "1.", "+1", "4Gi", "1e3", "1E3", "1E", "2e-3", "100n", "10u", "0")),
