@@ -131,6 +131,68 @@ BAD_VALUES = [
      "labels: training.kubeflow.org/job-role is the training-operator's: it sets its own on each pod"),
     ("queue-label-with-queue-name", {"queueName": "team-a", "labels": {"kueue.x-k8s.io/queue-name": "team-b"}},
      "labels: kueue.x-k8s.io/queue-name is set by queueName"),
+    ("helm-chart-label", {"labels": {"helm.sh/chart": "mine"}},
+     "labels: helm.sh/chart is set by the chart and would be overwritten"),
+    # numbers: Helm reads them as float64 (2^63-1 rendered as -2^63); the TFJob's int32 fields
+    ("active-deadline-above-2-53", {"runPolicy": {"activeDeadlineSeconds": 9223372036854775807}},
+     "- runPolicy.activeDeadlineSeconds: Must be less than or equal to"),
+    ("workers-above-int32", {"replicas": {"worker": {"count": 2147483648}}}, "- replicas.worker.count:"),
+    ("ps-above-int32", {"replicas": {"ps": {"count": 2147483648}}}, "- replicas.ps.count:"),
+    ("ttl-above-int32", {"runPolicy": {"ttlSecondsAfterFinished": 2147483648}}, "- runPolicy.ttlSecondsAfterFinished:"),
+    ("backoff-above-int32", {"runPolicy": {"backoffLimit": 2147483648}}, "- runPolicy.backoffLimit:"),
+    ("gang-of-more-than-int32-replicas", {"gang": {"enabled": True}, "replicas": {"worker": {"count": 2147483647}}},
+     "gang.minAvailable: the job has 2147483649 replicas, more than a gang's minAvailable (an int32) can hold"),
+    # quantities: the launcher's grammar (spec._QUANTITY)
+    ("quantity-two-dots", {"replicas": {"worker": {"memory": "1.2.3"}}}, "- replicas.worker.memory:"),
+    ("quantity-dot-alone", {"replicas": {"worker": {"cpu": "."}}}, "- replicas.worker.cpu:"),
+    ("quantity-lowercase-binary-suffix", {"replicas": {"worker": {"memory": "1ki"}}}, "- replicas.worker.memory:"),
+    # the package where the pods have it: on a claim (the chart ships no files)
+    ("package-not-on-a-claim", {"moduleName": "trainer.task", "packagePath": "/opt/trainer"},
+     "packagePath: /opt/trainer is not in the pods: the chart ships no files; bake the package into the image "
+     "and give moduleName alone, or put it on a claim"),
+    ("package-beside-the-claim", {"moduleName": "trainer.task", "packagePath": "/mnt/codex/trainer",
+                                  "volumes": [{"claimName": "code", "mountPath": "/mnt/code"}]},
+     "packagePath: /mnt/codex/trainer is not in the pods"),
+    # the job dir once (launcher: cli.args.check_job_dir_once), whatever the container runs
+    ("job-dir-twice", {"jobDir": "gs://b-1/x", "args": ["--train-steps", "5", "--job-dir", "gs://b-1/y"]},
+     'jobDir: given twice: "gs://b-1/x" by jobDir and "gs://b-1/y" by args[3] (--job-dir); give it once, as jobDir'),
+    ("job-dir-twice-own-program", {"command": ["python", "train.py"], "jobDir": "/runs/a", "args": ["--model_dir=/b"]},
+     'jobDir: given twice: "/runs/a" by jobDir and "/b" by args[0] (--model_dir)'),
+    ("job-dir-twice-in-args", {"args": ["--model_dir=/a", "--output_path", "/b"]},
+     "args: the job dir is given 2 times (--model_dir, --output_path); give it once, as jobDir"),
+    ("job-dir-flag-as-a-value", {"args": ["--job_dir", "--model_dir", "/b"]},
+     "args: the job dir is given 2 times (--job_dir, --model_dir)"),
+    ("job-dir-in-args-empty", {"args": ["--job-dir="]}, "args[0] (--job-dir): is empty; use a local path or gs://BUCKET/path"),
+    ("job-dir-in-args-ip-bucket", {"args": ["--output_path", "gs://10.0.0.1/x"]},
+     'args[1] (--output_path): "10.0.0.1" in "gs://10.0.0.1/x" is an IP address'),
+    ("job-dir-in-args-s3", {"args": ["--job-dir=s3://b/x"]}, 'args[0] (--job-dir): "s3://b/x" is not supported'),
+    # Cloud Storage job dirs (launcher: spec.check_job_dir, _bucket_problem)
+    ("job-dir-ip-bucket", {"jobDir": "gs://192.168.0.1/runs"},
+     'jobDir: "192.168.0.1" in "gs://192.168.0.1/runs" is an IP address, which Cloud Storage refuses'),
+    ("job-dir-goog-bucket", {"jobDir": "gs://goog-runs/x"},
+     'jobDir: "goog-runs" in "gs://goog-runs/x" is reserved by Cloud Storage (no "goog" prefix, no "google")'),
+    ("job-dir-google-bucket", {"jobDir": "gs://runs.google.example/x"}, "is reserved by Cloud Storage"),
+    ("job-dir-64-char-bucket", {"jobDir": "gs://" + "a" * 64 + "/x"}, "- jobDir:"),
+    ("job-dir-64-char-bucket-part", {"jobDir": "gs://" + "a" * 64 + ".b/x"}, "- jobDir:"),
+    ("job-dir-223-char-bucket", {"jobDir": "gs://" + ("a" * 63 + ".") * 3 + "a" * 31 + "/x"}, "- jobDir:"),
+    ("job-dir-carriage-return", {"jobDir": "gs://b-1/x\ry"}, "- jobDir:"),
+    ("local-job-dir-carriage-return", {"jobDir": "/runs/x\ry"}, "- jobDir:"),
+    ("blank-job-dir", {"jobDir": " \t"}, 'jobDir: " \\t" is blank; use a local path or gs://BUCKET/path'),
+    # image references (launcher: spec.check_image); more in IMAGES below
+    ("image-host-starting-with-dash", {"image": {"repository": "-bad.io/trainer"}}, "- image.repository:"),
+    ("image-host-ending-with-dash", {"image": {"repository": "bad-.io/trainer"}}, "- image.repository:"),
+    ("image-host-with-underscore", {"image": {"repository": "bad_host.io/trainer"}}, "- image.repository:"),
+    ("image-name-of-256", {"image": {"repository": "a/" + "b" * 254}}, "- image.repository:"),
+    # label keys: a prefix of at most 253 characters
+    ("label-prefix-of-254", {"labels": {("a" * 63 + ".") * 3 + "a" * 62 + "/x": "v"}},
+     "- labels: Does not match pattern '^([^/]{1,253}/)?[^/]+$'"),
+    ("accelerator-vs-empty-selector", {"accelerator": "nvidia-l4", "replicas": {"worker": {
+        "gpus": 1, "nodeSelector": {ACCELERATOR_LABEL: ""}}}},
+     f'replicas.worker.nodeSelector: {ACCELERATOR_LABEL}="" conflicts with accelerator nvidia-l4'),
+    ("accelerator-vs-every-replica-selector", {"accelerator": "nvidia-l4", "nodeSelector": {ACCELERATOR_LABEL: "nvidia-tesla-t4"},
+                                               "replicas": {"chief": {"count": 0}, "ps": {"count": 0},
+                                                            "worker": {"gpus": 1}}},
+     f"): nodeSelector: {ACCELERATOR_LABEL}=nvidia-tesla-t4 conflicts with accelerator nvidia-l4"),  # not the role's
 ]
 
 # Valid neighbours of the refused values above: the rules are no broader than the launcher's.
@@ -151,6 +213,30 @@ GOOD_NEIGHBOURS = [
     ("pythonpath-without-package-path", {"env": [{"name": "PYTHONPATH", "value": "/x"}],
                                          "labels": {"kueue.x-k8s.io/queue-name": "team-b",
                                                     "kubeflow.org/team": "a"}}),
+    ("other-helm-sh-label", {"labels": {"helm.sh/team": "a"}}),
+    ("int32-ceilings", {"replicas": {"worker": {"count": 2147483647}},
+                        "runPolicy": {"ttlSecondsAfterFinished": 2147483647, "backoffLimit": 2147483647}}),
+    ("gang-of-more-than-int32-replicas-with-min-available", {"gang": {"enabled": True, "minAvailable": 5},
+                                                             "replicas": {"worker": {"count": 2147483647}}}),
+    ("quantities-n-u-and-dots", {"replicas": {"worker": {"cpu": "1000000n", "memory": "1000000u"},
+                                              "chief": {"cpu": ".5", "memory": "1.Gi"}, "ps": {"cpu": "+1e3"}}}),
+    ("package-on-a-claim", {"moduleName": "trainer.task", "packagePath": "/mnt/code//trainer/",
+                            "volumes": [{"claimName": "data", "mountPath": "/mnt/data"},
+                                        {"claimName": "code", "mountPath": "/mnt/code/"}]}),
+    ("package-is-the-claim", {"moduleName": "trainer.task", "packagePath": "/mnt/trainer",
+                              "volumes": [{"claimName": "code", "mountPath": "/mnt/trainer"}]}),
+    ("job-dir-in-args-once", {"args": ["--job-dir", "gs://b-1/x", "--job-dirs=/y", "--model-dir", "/z"],
+                              "command": ["python", "train.py"]}),
+    ("job-dir-not-a-bucket-ip", {"jobDir": "gs://256.1.1.1/x"}),
+    ("job-dir-near-reserved", {"jobDir": "gs://my-goog.g00gle/x"}),
+    ("job-dir-63-char-bucket", {"jobDir": "gs://" + "a" * 63}),
+    ("job-dir-222-char-bucket", {"jobDir": "gs://" + ("a" * 63 + ".") * 3 + "a" * 30 + "/x y\tz"}),
+    ("job-dir-odd-bucket", {"jobDir": "gs://a..b_-c/x"}),
+    ("image-ipv6-registry", {"image": {"repository": "[::1]:5000/trainer", "tag": "1"}}),
+    ("image-name-of-255", {"image": {"repository": "a/" + "b" * 253}}),
+    ("label-prefix-of-253", {"labels": {("a" * 63 + ".") * 3 + "a" * 61 + "/x": "v"}}),
+    ("accelerator-and-its-own-selector", {"accelerator": "nvidia-l4", "replicas": {"worker": {
+        "gpus": 1, "nodeSelector": {ACCELERATOR_LABEL: "nvidia-l4"}}}}),
 ]
 
 
@@ -193,7 +279,8 @@ def test_good_edge_values_are_accepted(tmp_path):
     assert '"cpu":"0.5"' in done.stdout and '"backoffLimit":0' in done.stdout
 
 
-IMAGES = ["tfjob-trainer:0.1.0", "gcr.io/my-project/trainer:0.1.0", "localhost:5000/tfjob-trainer:abc",
+IMAGES = ["[::1]:5000/trainer:1", "[fe80::1]/a/b:1", "-bad.io/trainer:1", "bad-.io/trainer:1", "bad_host.io/trainer:1",
+          "a_b/trainer:1", "a/" + "b" * 253 + ":1", "a/" + "b" * 254 + ":1", "tfjob-trainer:0.1.0", "gcr.io/my-project/trainer:0.1.0", "localhost:5000/tfjob-trainer:abc",
           "localhost/tfjob-trainer", "registry.local:5000/a/b_c/d-e:v1.2", "my-registry:5000/x@sha256:" + "a" * 64,
           "UPPER/img:1", "gcr.io/PROJECT/trainer:1", "img@sha256:short", "a/b:.bad", "x\"y", "gcr.io//x",
           "UPPER.example.com/img:1"]
@@ -215,3 +302,35 @@ def test_the_schema_takes_the_images_the_launcher_takes(image, tmp_path):
     values = write_values(tmp_path, {"image": {"repository": repository, "tag": tag, "digest": digest}})
     done = run_helm(["template", "x", str(CHART), "--values", str(values)], tmp_path)
     assert (done.returncode == 0) == launcher_takes, (image, launcher_takes, done.stderr[-500:])
+
+
+def test_the_largest_deadline_renders_exactly(tmp_path):
+    """2^53-1, the schema's maximum, is the largest integer a float64 keeps: it renders as given."""
+    values = write_values(tmp_path, {"runPolicy": {"activeDeadlineSeconds": 9007199254740991}})
+    done = run_helm(["template", "rel", str(CHART), "--values", str(values)], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert '"activeDeadlineSeconds":9007199254740991' in done.stdout
+
+
+def test_a_role_selector_value_wins_even_empty(tmp_path):
+    """A role's node selector key wins over nodeSelector's with an empty value too, as in the
+    launcher (sprig's merge would fill the empty value from nodeSelector)."""
+    from launcher.render import render
+    from launcher.spec import JobSpec, ReplicaSpec
+    from tests.support.chart import helm_tfjob, without_generated_labels
+
+    spec = JobSpec(name="pools", node_selector={"pool": "a", "zone": "b"}, role_node_selectors={"Worker": {"pool": ""}},
+                   replicas={"Chief": ReplicaSpec(1), "Worker": ReplicaSpec(2)})
+    chart = without_generated_labels(helm_tfjob(spec, tmp_path))
+    assert chart == without_generated_labels(render(spec))
+    assert chart["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["nodeSelector"] == {"pool": "", "zone": "b"}
+
+
+@pytest.mark.parametrize("package_path", ["/mnt/code/trainer//", "/mnt//code/trainer", "/mnt/code/trainer/"])
+def test_the_package_parent_is_the_launchers(package_path, tmp_path):
+    """PYTHONPATH and workingDir: the package's parent, whatever slashes packagePath repeats or ends with."""
+    values = write_values(tmp_path, {"moduleName": "trainer.task", "packagePath": package_path,
+                                     "volumes": [{"claimName": "code", "mountPath": "/mnt/code"}]})
+    done = run_helm(["template", "rel", str(CHART), "--values", str(values)], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert 'workingDir: "/mnt/code"' in done.stdout and '{"name":"PYTHONPATH","value":"/mnt/code"}' in done.stdout

@@ -160,12 +160,25 @@ JobSpec.container_env): env, PYTHONPATH for packagePath, then secretEnv. */}}
 {{- end }}
 
 {{/*
+The node selector one replica type gives as JSON: nodeSelector, then the replica's own
+nodeSelector over it (its keys win, with an empty value too: sprig's merge would fill an
+empty value from nodeSelector). Call with (dict "root" $ "replica" $r).
+*/}}
+{{- define "tfjob.givenNodeSelector" -}}
+{{- $selector := deepCopy (.root.Values.nodeSelector | default dict) }}
+{{- range $key, $value := (.replica.nodeSelector | default dict) }}
+{{- $_ := set $selector $key $value }}
+{{- end }}
+{{- toJson $selector }}
+{{- end }}
+
+{{/*
 Node selector of one replica type as JSON (launcher: JobSpec.replica_node_selector):
 nodeSelector, then the replica's own nodeSelector, then the accelerator label on GPU roles.
 Call with (dict "root" $ "replica" $r).
 */}}
 {{- define "tfjob.replicaNodeSelector" -}}
-{{- $selector := merge (deepCopy (.replica.nodeSelector | default dict)) (deepCopy (.root.Values.nodeSelector | default dict)) }}
+{{- $selector := include "tfjob.givenNodeSelector" . | fromJson }}
 {{- if and .root.Values.accelerator (gt (include "tfjob.gpus" .replica | int) 0) }}
 {{- $_ := set $selector "cloud.google.com/gke-accelerator" .root.Values.accelerator }}
 {{- end }}
@@ -194,10 +207,12 @@ Call with (dict "root" $ "replica" $r).
 
 {{/*
 Rules that span several values (launcher: JobSpec._check_replicas, _check_names, _check_node_selectors,
-_check_volumes, _check_secret_env, _check_module, _check_gang and the label checks).
+_check_volumes, _check_secret_env, _check_module, _check_gang and the label checks; cli.args.check_job_dir_once,
+checks.check_package).
 Per-value rules live in values.schema.json, except those the schema can only say with `not`
 (helm then prints just "Must not validate the schema"): '..' in a path, a mount path that
-hides an image directory. Each failure names the value and the fix.
+hides an image directory, a job dir's bucket that is an IP address or reserved, a blank job dir.
+Each failure names the value and the fix.
 */}}
 {{- define "tfjob.validate" -}}
 {{- $r := .Values.replicas }}
@@ -250,9 +265,11 @@ hides an image directory. Each failure names the value and the fix.
 {{- end }}
 {{- end }}
 {{- if and $.Values.accelerator (gt (include "tfjob.gpus" $replica | int) 0) }}
-{{- $own := get (merge (dict) ($replica.nodeSelector | default dict) ($.Values.nodeSelector | default dict)) $gpuLabel }}
-{{- if and $own (ne $own $.Values.accelerator) }}
-{{- fail (printf "replicas.%s.nodeSelector: %s=%s conflicts with accelerator %s; give the GPU type once" $role $gpuLabel $own $.Values.accelerator) }}
+{{- $selector := include "tfjob.givenNodeSelector" (dict "root" $ "replica" $replica) | fromJson }}
+{{- if and (hasKey $selector $gpuLabel) (ne (get $selector $gpuLabel) $.Values.accelerator) }}
+{{- $field := ternary (printf "replicas.%s.nodeSelector" $role) "nodeSelector" (hasKey ($replica.nodeSelector | default dict) $gpuLabel) }}
+{{- $own := get $selector $gpuLabel | default "\"\"" }}
+{{- fail (printf "%s: %s=%s conflicts with accelerator %s; give the GPU type once" $field $gpuLabel $own $.Values.accelerator) }}
 {{- end }}
 {{- end }}
 {{- end }}
@@ -285,6 +302,8 @@ hides an image directory. Each failure names the value and the fix.
 {{- if gt (int .Values.gang.minAvailable) $total }}
 {{- fail (printf "gang.minAvailable: %d is more than the job's %d replicas; set 1 to %d, or null for all" (int .Values.gang.minAvailable) $total $total) }}
 {{- end }}
+{{- else if and .Values.gang.enabled (gt (include "tfjob.replicaCount" . | int) 2147483647) }}
+{{- fail (printf "gang.minAvailable: the job has %d replicas, more than a gang's minAvailable (an int32) can hold; set gang.minAvailable (at most 2147483647) or use fewer replicas" (include "tfjob.replicaCount" . | int)) }}
 {{- end }}
 {{- if and .Values.moduleName .Values.command }}
 {{- fail "moduleName: conflicts with command; set one of them" }}
@@ -319,7 +338,7 @@ hides an image directory. Each failure names the value and the fix.
 {{- end }}
 {{- $_ := set $envNames $entry.name true }}
 {{- end }}
-{{- range $key := list "app.kubernetes.io/name" "app.kubernetes.io/instance" "app.kubernetes.io/component" "app.kubernetes.io/managed-by" }}
+{{- range $key := list "app.kubernetes.io/name" "app.kubernetes.io/instance" "app.kubernetes.io/component" "app.kubernetes.io/managed-by" "helm.sh/chart" }}
 {{- if hasKey ($.Values.labels | default dict) $key }}
 {{- fail (printf "labels: %s is set by the chart and would be overwritten; drop it or use another key" $key) }}
 {{- end }}
@@ -331,6 +350,9 @@ hides an image directory. Each failure names the value and the fix.
 {{- end }}
 {{- if and .Values.queueName (hasKey (.Values.labels | default dict) "kueue.x-k8s.io/queue-name") }}
 {{- fail "labels: kueue.x-k8s.io/queue-name is set by queueName; drop the label" }}
+{{- end }}
+{{- with .Values.jobDir }}
+{{- include "tfjob.checkJobDir" (dict "field" "jobDir" "value" .) }}
 {{- end }}
 {{- $claims := dict }}
 {{- $paths := dict }}
@@ -356,11 +378,105 @@ hides an image directory. Each failure names the value and the fix.
 {{- $_ := set $claims $volume.claimName true }}
 {{- $_ := set $paths $path true }}
 {{- end }}
+{{- $given := include "tfjob.jobDirsInArgs" . | fromJsonArray }}
+{{- if and .Values.jobDir $given }}
+{{- $first := first $given }}
+{{- fail (printf "jobDir: given twice: %q by jobDir and %q by args[%d] (%s); give it once, as jobDir (the chart passes it to the trainer as --job-dir)" .Values.jobDir $first.value (int $first.index) $first.flag) }}
+{{- end }}
+{{- if gt (len $given) 1 }}
+{{- $flags := list }}
+{{- range $given }}{{ $flags = append $flags .flag }}{{ end }}
+{{- fail (printf "args: the job dir is given %d times (%s); give it once, as jobDir" (len $given) (join ", " $flags)) }}
+{{- end }}
+{{- with $given }}
+{{- $first := first . }}
+{{- include "tfjob.checkJobDir" (dict "field" (printf "args[%d] (%s)" (int $first.index) $first.flag) "value" $first.value) }}
+{{- end }}
+{{- with .Values.packagePath }}
+{{- $package := regexReplaceAll "/+" . "/" | trimSuffix "/" }}
+{{- $inPods := false }}
+{{- range $.Values.volumes }}
+{{- $mount := regexReplaceAll "/+" .mountPath "/" | trimSuffix "/" }}
+{{- if or (eq $package $mount) (hasPrefix (printf "%s/" $mount) $package) }}
+{{- $inPods = true }}
+{{- end }}
+{{- end }}
+{{- if not $inPods }}
+{{- fail (printf "packagePath: %s is not in the pods: the chart ships no files; bake the package into the image and give moduleName alone, or put it on a claim and give its path under a volumes mountPath (e.g. volumes: [{claimName: code, mountPath: /mnt/code}] with packagePath: /mnt/code/trainer)" .) }}
+{{- end }}
+{{- end }}
 {{- end }}
 
-{{/* The parent of packagePath (launcher: JobSpec.package_parent): PYTHONPATH and workingDir. */}}
+{{/*
+The job dirs given in args (launcher: trainer.flags.job_dir_given), as a JSON list of {flag, value,
+index}: each --job-dir, --job_dir, --output_path or --model_dir, as FLAG=VALUE or FLAG VALUE (index:
+the argument holding the value).
+*/}}
+{{- define "tfjob.jobDirsInArgs" -}}
+{{- $args := .Values.args | default list }}
+{{- $given := list }}
+{{- range $i, $arg := $args }}
+{{- $flag := first (splitList "=" $arg) }}
+{{- if has $flag (list "--job-dir" "--job_dir" "--output_path" "--model_dir") }}
+{{- if contains "=" $arg }}
+{{- $given = append $given (dict "flag" $flag "value" (trimPrefix (printf "%s=" $flag) $arg) "index" $i) }}
+{{- else if lt (add1 $i) (len $args) }}
+{{- $given = append $given (dict "flag" $flag "value" (index $args (add1 $i)) "index" (add1 $i)) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- toJson $given }}
+{{- end }}
+
+{{/*
+What is wrong with a Cloud Storage bucket name, or nothing (launcher: spec._bucket_problem):
+3-63 characters, up to 222 with dots and 63 between them; not an IP address nor reserved.
+*/}}
+{{- define "tfjob.bucketProblem" -}}
+{{- $long := ternary 222 63 (contains "." .) }}
+{{- $partTooLong := false }}
+{{- range splitList "." . }}
+{{- if gt (len .) 63 }}{{ $partTooLong = true }}{{ end }}
+{{- end }}
+{{- if not . }}is empty
+{{- else if or (not (regexMatch `^[a-z0-9](?:[-_.a-z0-9]*[a-z0-9])?$` .)) (lt (len .) 3) (gt (len .) $long) $partTooLong }}is not a Cloud Storage bucket name
+{{- else if regexMatch `^(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$` . }}is an IP address, which Cloud Storage refuses as a bucket name
+{{- else if or (hasPrefix "goog" .) (contains "google" .) }}is reserved by Cloud Storage (no "goog" prefix, no "google")
+{{- end }}
+{{- end }}
+
+{{/*
+A job dir (launcher: spec.check_job_dir): gs://BUCKET/path or a local path. For jobDir, which the
+schema checks too, it adds the rules the schema can only say with `not` (an IP address or a reserved
+name as the bucket, a blank path); a job dir in args gets every rule here. Call with
+(dict "field" FIELD "value" VALUE).
+*/}}
+{{- define "tfjob.checkJobDir" -}}
+{{- $dir := .value }}
+{{- if hasPrefix "gs://" $dir }}
+{{- $rest := trimPrefix "gs://" $dir }}
+{{- $bucket := first (splitList "/" $rest) }}
+{{- $path := ternary (trimPrefix (printf "%s/" $bucket) $rest) "" (contains "/" $rest) }}
+{{- with include "tfjob.bucketProblem" $bucket }}
+{{- $fixed := ternary (lower $bucket) "my-bucket" (not (include "tfjob.bucketProblem" (lower $bucket))) }}
+{{- fail (printf "%s: %q in %q %s; bucket names are 3-63 lowercase letters, digits, '-', '_' and '.' (up to 222 with dots, 63 between dots), starting and ending with a letter or digit, e.g. gs://%s/%s" $.field $bucket $dir . $fixed (default "runs/1" $path)) }}
+{{- end }}
+{{- if regexMatch `[\n\r]` $path }}
+{{- fail (printf "%s: %q has a line break in its object path, which Cloud Storage refuses; use a path without one" .field $dir) }}
+{{- end }}
+{{- else if contains "://" $dir }}
+{{- fail (printf "%s: %q is not supported; use a local path or gs://BUCKET/path" .field $dir) }}
+{{- else if regexMatch `^[\t\n\v\f\r\x1c-\x1f \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]*$` $dir }}
+{{- fail (printf "%s: %s; use a local path or gs://BUCKET/path" .field (ternary "is empty" (printf "%q is blank" $dir) (eq $dir ""))) }}
+{{- else if regexMatch `[\n\r\x00]` $dir }}
+{{- fail (printf "%s: %q contains a line break or a NUL byte; use a plain local path" .field $dir) }}
+{{- end }}
+{{- end }}
+
+{{/* The parent of packagePath (launcher: JobSpec.package_parent): PYTHONPATH and workingDir. Every
+trailing '/' goes first: dir of /mnt/code/trainer/ is /mnt/code/trainer. */}}
 {{- define "tfjob.packageParent" -}}
-{{- dir (trimSuffix "/" .Values.packagePath) }}
+{{- dir (regexReplaceAll "/+$" .Values.packagePath "") }}
 {{- end }}
 
 {{/* The container command (launcher: JobSpec.container_command): python -m moduleName, else command. */}}
