@@ -4,6 +4,7 @@ created from Python is refused for what the CLI refuses."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from .spec import JobSpec, SpecError, check_local_capacity, check_local_inputs
@@ -65,8 +66,8 @@ def check_package(spec: JobSpec, kind: str) -> None:
     if spec.package_path is None:
         return
     if kind != "local":
-        if not any(spec.package_path == v.mount_path.rstrip("/") or
-                   spec.package_path.startswith(v.mount_path.rstrip("/") + "/") for v in spec.volumes):
+        mounts = [re.sub(r"/+", "/", v.mount_path).rstrip("/") for v in spec.volumes]  # as package_path is kept
+        if not any(spec.package_path == mount or spec.package_path.startswith(mount + "/") for mount in mounts):
             raise SpecError("--package-path", f"{spec.package_path} is not in the pods: the launcher cannot upload a "
                             "package to a cluster; bake it into --image and give --module-name alone, or put it on a "
                             "claim and give its path under a --volume mount (e.g. --volume code:/mnt/code "

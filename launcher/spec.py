@@ -96,8 +96,8 @@ def _frozen(mapping: Mapping[str, str] | None) -> Mapping[str, str]:
 
 
 def check_label_key(key: str, field_name: str) -> None:
-    prefix, _, name = key.rpartition("/")
-    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix)):
+    prefix, slash, name = key.rpartition("/")
+    if slash and (len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix)):  # "/x": an empty prefix
         raise SpecError(field_name, f"key {key!r} has an invalid prefix; use a DNS subdomain like example.com/name")
     if not name or len(name) > 63 or not _LABEL_NAME.fullmatch(name):
         raise SpecError(field_name, f"key {key!r} is not a valid label key; use letters, digits, '-', '_', '.' (max 63)")

@@ -145,3 +145,12 @@ def test_create_job_on_the_local_backend_says_what_it_ignores_naming_the_fields(
     TrainingClient(backend=FakeBackend(name="k8s"), note=lambda line: pytest.fail(line)).create_job(spec)
     with pytest.raises(SpecError, match=r"^note: 'quiet' is not callable"):
         TrainingClient(backend=FakeBackend(name="local"), note="quiet")
+
+
+def test_a_package_path_under_a_mount_given_with_doubled_slashes_is_in_the_pods():
+    """The package path is kept without doubled slashes: the mount it lies under is compared so too."""
+    backend = FakeBackend(name="k8s")
+    spec = JobSpec(name="own", replicas={"Worker": ReplicaSpec(1)}, module_name="trainer.task",
+                   package_path="/mnt//code/trainer", volumes=[Volume("code", "/mnt//code/")])
+    TrainingClient(backend=backend).create_job(spec)
+    assert len(backend.submitted) == 1

@@ -41,6 +41,8 @@ REFUSED = [
     (["--label", "team=a\nkind: Pod"], "--label"),
     (["--label", "team=x: y"], "--label"),
     (["--label", "bad key=v"], "--label"),
+    (["--label", "/team=a"], "--label"),  # an empty prefix: Kubernetes and the chart refuse it
+    (["--node-selector", "/pool=a"], "--node-selector"),
     (["--label", "novalue"], "--label"),
     (["--label", "team=" + "a" * 64], "--label"),
     (["--env", "1A=x"], "--env"),
