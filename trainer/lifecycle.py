@@ -11,6 +11,12 @@ parameter-server training) serve forever once started. So:
 3. If the chief's address refuses connections for --orphan-seconds in a row (the chief is
    gone for good, or never came), they exit: 0 if a done marker exists, else 1.
 
+4. On SIGTERM (the job deleted: every pod gets it at once; the local backend's stop) a ps or
+   worker keeps serving until the chief's address refuses connections, at most LINGER_S, and
+   then exits 128 + the signal: the chief, stopped by the same deletion, saves its checkpoint
+   within a second (session.StopRequest), and that save reads the variables on the ps. Before,
+   the ps left at once and took the progress since the last checkpoint along.
+
 A poll that storage answers with a transient error (after TensorFlow's own retries:
 unavailable, deadline, aborted, internal, resource exhausted) is retried at the next poll,
 up to STORAGE_RETRIES polls in a row; only then does the error end the task (exit 128 by
@@ -33,8 +39,10 @@ from tensorflow.python.platform import gfile
 
 from trainer import paths
 
-DONE, ORPHANED_AFTER_DONE, ORPHANED = "done", "orphaned-after-done", "orphaned"
-EXIT_CODES = {DONE: 0, ORPHANED_AFTER_DONE: 0, ORPHANED: 1}
+DONE, ORPHANED_AFTER_DONE, ORPHANED, STOPPED = "done", "orphaned-after-done", "orphaned", "stopped"
+EXIT_CODES = {DONE: 0, ORPHANED_AFTER_DONE: 0, ORPHANED: 1}  # STOPPED: 128 + the signal
+LINGER_S = 20.0  # a stopped server's longest wait for the chief to leave (Kubernetes grants 30 s)
+SLICE_S = 0.2  # how soon a wait notices a stop
 STORAGE_RETRIES = 10
 TRANSIENT = (errors.UnavailableError, errors.DeadlineExceededError, errors.AbortedError,
              errors.InternalError, errors.ResourceExhaustedError, errors.UnknownError)
@@ -118,11 +126,25 @@ class Watch:
             return ORPHANED_AFTER_DONE if marker is not None else ORPHANED
         return None
 
-    def wait(self) -> str:
-        """Block until check() says the job has ended."""
+    def wait(self, stopping=lambda: False) -> str:
+        """Block until check() says the job has ended, or `stopping()` (a signal): STOPPED."""
         while (outcome := self.check()) is None:
-            time.sleep(self.poll_seconds)
+            until = time.monotonic() + self.poll_seconds
+            while time.monotonic() < until:
+                if stopping():
+                    return STOPPED
+                time.sleep(min(SLICE_S, max(0.0, until - time.monotonic())))
         return outcome
+
+    def linger(self, bound: float = LINGER_S) -> bool:
+        """After a stop: wait, serving on, until the chief's address refuses connections or
+        `bound` seconds pass; True when the chief left."""
+        deadline = time.monotonic() + bound
+        while reachable(self.chief, timeout=min(2.0, bound)):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(SLICE_S)
+        return True
 
 
 def message(outcome: str, watch: Watch) -> str:

@@ -186,16 +186,20 @@ WAKE_S = 0.5
 
 
 class Stopped(Exception):
-    """The chief stopped on SIGTERM after saving a checkpoint at the step it had reached."""
+    """The chief stopped on SIGTERM (or Ctrl-C's SIGINT, run by hand) after saving a checkpoint
+    at the step it had reached; `code`: 128 + the signal (143 for SIGTERM: retryable for
+    training-operator's ExitCode policy)."""
 
-    code = 128 + signal.SIGTERM  # 143: retryable for training-operator's ExitCode policy
+    def __init__(self, message: str, signum: int = signal.SIGTERM):
+        super().__init__(message)
+        self.code = 128 + signum
 
 
 class StopRequest:
     """Notes SIGTERM (pod deletion, a spot VM's preemption: Kubernetes then grants 30 s by
-    default) so that the loop saves a checkpoint and stops at once instead of dying
-    mid-interval (the variables must still be reachable: a ps deleted at the same moment
-    takes them along, and the last periodic checkpoint stands). Only in the main thread.
+    default) or SIGINT (Ctrl-C) so that the loop saves a checkpoint and stops at once instead
+    of dying mid-interval (the variables must still be reachable: a ps stopped at the same
+    moment serves on until the chief has left, lifecycle's rule 4). Only in the main thread.
     Under MultiWorkerMirrored, whose checkpoints every worker must write together, the
     request is voted on in the next call (see run)."""
 
@@ -204,17 +208,24 @@ class StopRequest:
         self.signum: int | None = None
         self._previous = None
 
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)  # SIGINT: Ctrl-C on a trainer run by hand
+
     def __enter__(self) -> "StopRequest":
         if self.enabled:
-            self._previous = signal.signal(signal.SIGTERM, self._note)
+            self._previous = {signum: signal.signal(signum, self._note) for signum in self.SIGNALS}
         return self
 
     def _note(self, signum, frame) -> None:
-        self.signum = signum
+        self.signum = self.signum or signum
 
     def __exit__(self, *exc) -> None:
         if self.enabled:
-            signal.signal(signal.SIGTERM, self._previous)
+            for signum, previous in self._previous.items():
+                signal.signal(signum, previous)
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name if self.signum else "SIGTERM"
 
     @property
     def requested(self) -> bool:
@@ -274,8 +285,10 @@ def run(session: Session, launch, in_flight: int, count: bool = False, vote: boo
         waiters.shutdown(wait=False, cancel_futures=True)
     if voted or (stop.requested and not vote):
         session.save()  # under MultiWorkerMirrored: every worker, at the same step
-        why = "SIGTERM" if stop.requested else "a peer got SIGTERM"
+        why = stop.name if stop.requested else "a peer got SIGTERM"
+        signum = stop.signum if stop.requested else signal.SIGTERM
         raise Stopped(f"{why}: saved checkpoint at step {int(session.step.numpy())} in "
-                      f"{session.saver.directory}; exiting {Stopped.code} (retryable): a restart resumes there")
+                      f"{session.saver.directory}; exiting {128 + signum} (retryable): a restart resumes there",
+                      signum)
     path = session.finish()
     return int(session.step.numpy()), path

@@ -135,11 +135,22 @@ def serve(args: argparse.Namespace, cluster: Cluster) -> int:
         ensure_data(args)
 
     watch = lifecycle.Watch(args.job_dir, cluster.chief_address, args.poll_seconds, args.orphan_seconds)
+    stop: list[int] = []  # the signal that stops this server (see lifecycle: 4.)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda number, frame: stop.append(number))
     runtime.start_server(cluster, runtime.threads_for(args.threads, cluster))
     print(f"Serving {cluster.name} at {cluster.spec[cluster.role][cluster.index]}; waiting for the chief")
-    outcome = watch.wait()
-    print(lifecycle.message(outcome, watch))
-    return lifecycle.EXIT_CODES[outcome]
+    outcome = watch.wait(stopping=lambda: bool(stop))
+    if outcome != lifecycle.STOPPED:
+        print(lifecycle.message(outcome, watch))
+        return lifecycle.EXIT_CODES[outcome]
+    name, code = signal.Signals(stop[0]).name, 128 + stop[0]
+    print(f"trainer: {name}: serving on until the chief leaves (at most {lifecycle.LINGER_S:g} s), so that it can "
+          "save a checkpoint", file=sys.stderr, flush=True)
+    left = watch.linger()
+    print(f"trainer: {name}: {'the chief has left' if left else 'the chief is still up'}; exiting {code}",
+          file=sys.stderr)
+    return code
 
 
 def train(args: argparse.Namespace, cluster: Cluster) -> int:
@@ -267,6 +278,9 @@ if __name__ == "__main__":
         exit_now(main())
     except SystemExit as done:
         exit_now(done.code if isinstance(done.code, int) else 1)
+    except KeyboardInterrupt:  # Ctrl-C outside the training loop, whose own saves a checkpoint first
+        print("trainer: SIGINT; exiting 130", file=sys.stderr)
+        exit_now(130)
     except BaseException:  # noqa: BLE001 - report, then exit without hanging
         import traceback
         traceback.print_exc()

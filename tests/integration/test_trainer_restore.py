@@ -5,6 +5,9 @@
 - SIGTERM to the chief of a parameter-server job (pod deletion, spot preemption): it
   saves a checkpoint at the step it reached and exits 143; restarted, it resumes there
   while the ps and the worker kept serving.
+- SIGTERM to every replica at once (the job deleted; the local backend's stop): the ps serves
+  on until the chief has saved its checkpoint and left, then exits 143.
+- Ctrl-C (SIGINT) on a trainer run by hand: the same save, exit 130.
 - SIGTERM to an evaluator outside any training loop: exit 143, no temporary files left.
 """
 from __future__ import annotations
@@ -34,6 +37,36 @@ def args(job_dir: Path, data_dir: str, steps: int, model: str = "mnist", every: 
 
 def trainer_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith("trainer:")]
+
+
+def test_sigterm_to_every_replica_at_once_still_saves_the_chiefs_checkpoint(mnist_dir, tmp_path):  # noqa: F811
+    """Before, the ps left at once: the chief's save found no variables (exit 1, a traceback)
+    and the progress since the last checkpoint was lost."""
+    job = tmp_path / "job"
+    with TrainerCluster({"Chief": 1, "PS": 1, "Worker": 1}, args(job, mnist_dir, 100000), tmp_path) as cluster:
+        cluster.wait_for_line("chief-0", "Train [chief/0] step 20 of", WAIT_S)
+        for replica in cluster.replicas.values():
+            replica.process.send_signal(signal.SIGTERM)
+        assert cluster.wait(120, names=["chief-0"]) == {"chief-0": 143}, cluster.tails()
+        assert cluster.wait(60, names=["ps-0", "worker-0"]) == {"ps-0": 143, "worker-0": 143}, cluster.tails()
+        step = int(_STOPPED.search(cluster.log("chief-0"))[1])
+        assert step >= progress(cluster.log("chief-0"))[-1].step >= 20
+        assert (job / "checkpoints" / f"ckpt-{step}.index").is_file()
+        for server in ("ps-0", "worker-0"):
+            assert "trainer: SIGTERM: the chief has left; exiting 143" in cluster.log(server), cluster.tails()
+
+
+def test_ctrl_c_on_a_trainer_run_by_hand_saves_and_exits_130(mnist_dir, tmp_path):  # noqa: F811
+    """Before: a KeyboardInterrupt traceback, exit 1, nothing saved since the last checkpoint."""
+    job = tmp_path / "job"
+    with TrainerCluster({"Chief": 1}, args(job, mnist_dir, 100000), tmp_path) as cluster:
+        cluster.wait_for_line("chief-0", "Train [chief/0] step 20 of", WAIT_S)
+        cluster.replicas["chief-0"].process.send_signal(signal.SIGINT)
+        assert cluster.wait(120) == {"chief-0": 130}, cluster.tails()
+        log = cluster.log("chief-0")
+    stopped = re.search(r"^trainer: SIGINT: saved checkpoint at step (\d+) in \S+; exiting 130", log, re.M)
+    assert stopped and (job / "checkpoints" / f"ckpt-{stopped[1]}.index").is_file(), log[-2000:]
+    assert "Traceback" not in log
 
 
 def test_a_job_dir_already_at_train_steps_says_there_is_nothing_to_train(mnist_dir, tmp_path):  # noqa: F811

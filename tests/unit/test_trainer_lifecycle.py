@@ -55,3 +55,22 @@ def test_reachable_chief_is_never_orphaned(tmp_path, chief):
     assert [watch.check() for _ in range(3)] == [None, None, None]
     assert lifecycle.reachable(chief) and not lifecycle.reachable(f"127.0.0.1:{free_port()}")
     assert lifecycle.reachable(None)  # no chief to watch (MultiWorkerMirrored)
+
+
+def test_a_stop_ends_the_wait_within_a_slice_not_a_poll(tmp_path, chief, monkeypatch):
+    """SIGTERM to a ps (the job deleted): it must be noticed while the chief saves, not a poll later."""
+    slept = []
+    monkeypatch.setattr(lifecycle.time, "sleep", slept.append)
+    watch = lifecycle.Watch(str(tmp_path), chief, poll_seconds=60, orphan_seconds=600)
+    assert watch.wait(stopping=lambda: len(slept) >= 3) == lifecycle.STOPPED
+    assert slept and max(slept) <= lifecycle.SLICE_S  # a poll of 60 s slept in slices, the stop checked between
+
+
+def test_a_stopped_server_lingers_while_the_chief_is_up_and_leaves_once_it_has_gone(tmp_path):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        watch = lifecycle.Watch(str(tmp_path), f"127.0.0.1:{sock.getsockname()[1]}", poll_seconds=1,
+                                orphan_seconds=600)
+        assert watch.linger(bound=0.3) is False  # the chief still up: the bound ends the wait
+    assert watch.linger(bound=60) is True  # its address refuses connections now: at once
