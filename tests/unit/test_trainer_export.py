@@ -3,6 +3,8 @@ trainer.predict prints no TensorFlow start-up lines on stderr."""
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,15 +15,132 @@ from trainer import export, models, predict
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory) -> str:
+def model():
+    return models.build("mnist")
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory, model) -> str:
     job_dir = str(tmp_path_factory.mktemp("job"))
-    return export.export(models.build("mnist"), job_dir)
+    return export.export(model, job_dir)
 
 
 def test_export_lands_in_a_timestamped_dir(exported):
     parent, stamp = exported.rsplit("/", 1)
     assert parent.endswith("/export") and stamp.isdigit()
     assert tf.io.gfile.exists(f"{exported}/saved_model.pb")
+    assert os.listdir(parent) == [stamp]  # no temp dir left beside it
+
+
+def save_spy(monkeypatch, fail: BaseException | None = None) -> list[str]:
+    """Record where tf.saved_model.save writes; with `fail`: write a part of a SavedModel
+    there (its variables/, as a save cut off does), then raise `fail`."""
+    saved, save = [], tf.saved_model.save
+
+    def spy(module, path, *args, **kwargs):
+        saved.append(path)
+        if fail is None:
+            return save(module, path, *args, **kwargs)
+        os.makedirs(f"{path}/variables")
+        Path(f"{path}/variables/variables.index").write_bytes(b"part")
+        raise fail
+
+    monkeypatch.setattr(tf.saved_model, "save", spy)
+    return saved
+
+
+def test_the_savedmodel_is_written_beside_the_version_and_renamed_once_complete(model, tmp_path, monkeypatch):
+    """TF Serving and KServe load the highest numbered dir of the export base: it appears
+    whole, the SavedModel written first to a dir whose name is no version."""
+    saved = save_spy(monkeypatch)
+    path = export.export(model, str(tmp_path))
+    base, stamp = path.rsplit("/", 1)
+    assert len(saved) == 1 and saved[0].rsplit("/", 1) == [base, f"temp-{stamp}"]
+    assert os.listdir(base) == [stamp]
+    assert {"saved_model.pb", "variables"} <= set(os.listdir(path))
+    assert predict.resolve(base) == path
+
+
+@pytest.mark.parametrize("fail", [RuntimeError("disk full"), KeyboardInterrupt()])
+def test_a_save_cut_off_leaves_no_version_and_no_temp_dir(model, tmp_path, monkeypatch, fail):
+    saved = save_spy(monkeypatch, fail)
+    with pytest.raises(type(fail)):
+        export.export(model, str(tmp_path))
+    assert len(saved) == 1 and not os.path.exists(saved[0])
+    assert os.listdir(tmp_path / "export") == []
+
+
+def test_a_failed_rename_leaves_no_version_and_no_temp_dir(model, tmp_path, monkeypatch):
+    def rename(src, dst, overwrite=False):
+        raise tf.errors.PermissionDeniedError(None, None, f"{dst}: permission denied")
+
+    monkeypatch.setattr(tf.io.gfile, "rename", rename)
+    with pytest.raises(tf.errors.PermissionDeniedError):
+        export.export(model, str(tmp_path))
+    assert os.listdir(tmp_path / "export") == []
+
+
+def test_only_a_local_path_is_renamed_in_one_step():
+    assert export.atomic_rename("/tmp/job/export/1") and export.atomic_rename("file:///tmp/job/export/1")
+    assert not export.atomic_rename("gs://bucket/job/export/1")
+
+
+@pytest.fixture
+def object_store(monkeypatch) -> list[tuple[str, str]]:
+    """Publish as for gs:// (file by file), on local disk; records each rename."""
+    renames, rename = [], tf.io.gfile.rename
+
+    def spy(src, dst, overwrite=False):
+        renames.append((src, dst))
+        return rename(src, dst, overwrite)
+
+    monkeypatch.setattr(export, "atomic_rename", lambda path: False)
+    monkeypatch.setattr(tf.io.gfile, "rename", spy)
+    return renames
+
+
+def test_file_by_file_the_version_holds_saved_model_pb_only_when_complete(model, tmp_path, object_store):
+    path = export.export(model, str(tmp_path))
+    base, stamp = path.rsplit("/", 1)
+    targets = [target for _, target in object_store]
+    assert targets[-1] == f"{path}/saved_model.pb" and f"{path}/variables/variables.index" in targets
+    assert all(source.startswith(f"{base}/temp-{stamp}/") for source, _ in object_store)
+    assert os.listdir(base) == [stamp]
+    assert predict.resolve(base) == path
+    tf.saved_model.load(path).signatures["serving_default"](image=tf.zeros((1, 784)),
+                                                            key=tf.constant([3], tf.int64))
+
+
+def test_file_by_file_a_move_cut_off_removes_the_incomplete_version(model, tmp_path, object_store, monkeypatch):
+    moved, rename = [], tf.io.gfile.rename
+
+    def second_fails(src, dst, overwrite=False):
+        if moved:
+            raise tf.errors.UnavailableError(None, None, "503")
+        moved.append(dst)
+        return rename(src, dst, overwrite)
+
+    monkeypatch.setattr(tf.io.gfile, "rename", second_fails)
+    with pytest.raises(tf.errors.UnavailableError):
+        export.export(model, str(tmp_path))
+    assert len(moved) == 1 and not moved[0].endswith("/saved_model.pb")
+    assert os.listdir(tmp_path / "export") == []
+
+
+def test_a_killed_exports_temp_dir_is_no_version_and_the_next_export_removes_it(model, tmp_path, capsys):
+    """SIGKILL (or SIGTERM, which leaves through os._exit) between the save and the rename
+    leaves temp-<version>/: not numeric, so no version to predict or TF Serving; the next
+    export of the job dir removes it (and nothing else)."""
+    base = tmp_path / "export"
+    first = export.export(model, str(tmp_path))
+    left = base / "temp-9999999999"
+    (left / "variables").mkdir(parents=True)
+    (left / "saved_model.pb").write_bytes(b"")
+    (base / "temp-notes").mkdir()
+    assert predict.resolve(str(base)) == first
+    second = export.export(model, str(tmp_path))
+    assert sorted(os.listdir(base)) == sorted([first.rsplit("/", 1)[1], second.rsplit("/", 1)[1], "temp-notes"])
+    assert predict.resolve(str(base)) == max(first, second)
 
 
 @pytest.mark.parametrize("shape", [(3, 784), (3, 28, 28), (3, 28, 28, 1)])
