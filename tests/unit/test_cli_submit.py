@@ -2,6 +2,9 @@
 name conflicts, the local backend's defaults, and the merged events + logs stream."""
 from __future__ import annotations
 
+import os
+import signal
+
 import pytest
 
 from launcher.backends.base import BackendError
@@ -86,6 +89,23 @@ def test_ctrl_c_exits_130_and_says_what_happens_to_the_job(cli, kind, after, hin
     assert backend.deleted == [] and "mnist" in backend.jobs
     # a local foreground job is stopped before the launcher returns (real processes: tests/integration)
     assert backend.stopped == ([("mnist", "default")] if kind == "local" else [])
+
+
+def test_a_second_ctrl_c_while_the_local_job_stops_still_waits_for_the_stop(cli):
+    """It returned the prompt with the replicas still running (a real SIGINT during stop())."""
+    class SecondCtrlC(FakeBackend):
+        def stop(self, name, namespace):
+            os.kill(os.getpid(), signal.SIGINT)  # the user presses Ctrl-C again
+            super().stop(name, namespace)
+
+    backend = SecondCtrlC(name="local", interrupt_after=1)
+    try:
+        result = submit(cli, backend)
+    finally:
+        backend.release.set()
+    assert result.code == 130 and backend.stopped == [("mnist", "default")], result.err
+    assert "Stopped local job mnist: every replica has exited." in result.err
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Ctrl-C restored
 
 
 def test_detach_returns_after_submit(cli):
