@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import queue
+import signal
 from pathlib import Path
 import sys
 import time
@@ -241,9 +242,13 @@ def tensorboard(args, factory) -> int:
     # (RustBoard) has a GCS client of its own that takes none of those (tensorflow/tensorboard
     # issues 5819, 5850, 5934): it shows an empty board.
     loader = ["--load_fast=false"] if job_dir.startswith("gs://") else []
+    from ..backends.local.procs import die_with_parent
+
     proc = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", job_dir, *loader,
                              "--host", args.host, "--port", str(args.port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=die_with_parent(signal.SIGTERM))  # the launcher killed: it goes too
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # as Ctrl-C: stop it, then leave
     lines: queue.Queue = queue.Queue()  # TensorBoard's stderr, read by a thread: the wait for its URL is bounded
     serving = threading.Event()
 

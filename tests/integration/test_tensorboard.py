@@ -5,6 +5,7 @@ job's job dir, read from its TFJob: tests/e2e/test_tensorboard_k8s.py.)"""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 
 import pytest
@@ -19,7 +20,8 @@ from tests.support.tools import ROOT
 
 
 @pytest.mark.slow
-def test_tensorboard_serves_the_job_dir_of_a_job(tmp_path):
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])  # SIGTERM left TensorBoard running, orphaned
+def test_tensorboard_serves_the_job_dir_of_a_job(tmp_path, stop):
     runs = tmp_path / "runs"
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "TFJOB_RUNS_DIR": str(runs),
            "PYTHONPATH": str(ROOT), "KUBECONFIG": str(tmp_path / "none"), "NO_PROXY": "127.0.0.1"}
@@ -33,7 +35,7 @@ def test_tensorboard_serves_the_job_dir_of_a_job(tmp_path):
     backend.submit(render(spec))
     write_events(job_dir / "train")
     try:
-        serves_the_train_run(env, "board", str(job_dir), "--backend", "local")
+        serves_the_train_run(env, "board", str(job_dir), "--backend", "local", stop=stop)
     finally:
         backend.stop("board", "default")
 

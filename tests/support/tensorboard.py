@@ -33,9 +33,10 @@ def write_events(logdir: Union[Path, str], env: dict | None = None) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
 
 
-def serves_the_train_run(target: Target, name: str, job_dir: str, *flags: str) -> None:
+def serves_the_train_run(target: Target, name: str, job_dir: str, *flags: str, stop: int = signal.SIGINT) -> None:
     """`launcher tensorboard NAME FLAGS` prints its URL for `job_dir`, serves the train run of
-    write_events with its scalar, and stops with the launcher on SIGINT (Ctrl-C), exit 130."""
+    write_events with its scalar, and stops with the launcher on `stop`: SIGINT (Ctrl-C) or
+    SIGTERM (kill), exit 128 + the signal."""
     port = free_port()
     with launcher_process(target, "tensorboard", name, *flags, "--port", str(port)) as board:
         board.wait_for_line(f"TensorBoard for {name} ({job_dir}): http://127.0.0.1:{port}", DEADLINE)
@@ -57,7 +58,7 @@ def serves_the_train_run(target: Target, name: str, job_dir: str, *flags: str) -
                  DEADLINE)
         scalars = wait_for(loss, lambda: f"TensorBoard to serve the loss scalar: {board.output}", DEADLINE)
         assert [(step, value) for _, step, value in scalars] == [(1, 0.5)], scalars
-        board.proc.send_signal(signal.SIGINT)
-        assert board.wait(30) == 130, board.output
+        board.proc.send_signal(stop)
+        assert board.wait(30) == 128 + stop, board.output
     with pytest.raises(OSError):  # TensorBoard went with the launcher
         urllib.request.urlopen(f"http://127.0.0.1:{port}/data/runs", timeout=5)
