@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 from ..backends import resolve_kind
+from ..backends.base import BackendError
 from . import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from .args import build_spec
 from ..checks import check_submission, local_notes
@@ -112,8 +113,10 @@ def write_values(spec: JobSpec, path: str) -> None:
         # the mode a new file gets from the umask, or the mode of the file replaced (mkstemp's is 0600)
         os.chmod(tmp, target.stat().st_mode & 0o7777 if target.exists() else 0o666 & ~_umask())
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as error:
         os.unlink(tmp)
+        if isinstance(error, OSError):  # a full disk: the values file, not the output, could not be written
+            raise BackendError(f"--values-out: cannot write {path}: {error.strerror or error}") from None
         raise
 
 

@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
+from ..backends.base import BackendError
 from ..spec import SpecError
 from . import client, gcs
 
@@ -276,9 +277,12 @@ def write_outputs(out: str, files: dict[str, str]) -> None:
             with open(partial, "w", encoding="utf-8") as handle:
                 handle.write(text)
             os.replace(partial, os.path.join(out, name))
-        except BaseException:
+        except BaseException as error:
             if os.path.exists(partial):
                 os.unlink(partial)
+            if isinstance(error, OSError):  # a full disk, a folder it cannot write in: say which file
+                raise BackendError(f"--output-path: cannot write {os.path.join(out, name)}: "
+                                   f"{error.strerror or error}") from None
             raise
 
 

@@ -121,3 +121,22 @@ def test_local_patterns_match_the_files_gs_patterns_match(tmp_path, monkeypatch,
     monkeypatch.chdir(tmp_path)
     assert input_files(pattern) == [name for name in matching(pattern, files)], pattern
     assert input_files(f"{tmp_path}/{pattern}") == [f"{tmp_path}/{name}" for name in matching(pattern, files)]
+
+
+def test_a_full_disk_names_the_output_file_and_leaves_no_partial_file(tmp_path, monkeypatch):
+    """Batch prediction's local --output-path: one line naming the file (exit 1 through BackendError)."""
+    import errno
+    import os
+
+    from launcher.backends.base import BackendError
+    from launcher.serving import predictions
+
+    def full(*args):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(predictions.os, "replace", full)
+    out = tmp_path / "out"
+    with pytest.raises(BackendError, match=rf"^--output-path: cannot write {out}/{predictions.RESULTS}: "
+                                           r"No space left on device$"):
+        predictions.write_outputs(str(out), {predictions.RESULTS: "{}\n", predictions.ERRORS: ""})
+    assert list(out.iterdir()) == []

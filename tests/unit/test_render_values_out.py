@@ -100,3 +100,21 @@ def test_values_out_with_volumes_renders_the_same_tfjob_in_real_helm(cli, tmp_pa
         assert pod["volumes"] == replica["template"]["spec"]["volumes"]
         assert pod["containers"][0]["volumeMounts"] == replica["template"]["spec"]["containers"][0]["volumeMounts"]
         assert pod["volumes"][1] == {"name": "pvc-1", "persistentVolumeClaim": {"claimName": "on"}}
+
+
+def test_a_full_disk_names_the_values_file_and_keeps_the_old_one(cli, tmp_path, monkeypatch):
+    """It was `error: cannot write the output: No space left on device`, read as stdout's."""
+    import errno
+    import os
+
+    target = tmp_path / "values.yaml"
+    target.write_text("old: values\n")
+
+    def full(*args):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr("launcher.cli.submit.os.replace", full)
+    result = cli("render", "--name", "mnist", "--values-out", str(target))
+    assert (result.code, result.out) == (1, "")
+    assert result.err == f"error: --values-out: cannot write {target}: No space left on device\n"
+    assert target.read_text() == "old: values\n" and [p.name for p in tmp_path.iterdir()] == ["values.yaml"]
