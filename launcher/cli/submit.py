@@ -5,7 +5,6 @@ import dataclasses
 import json
 import os
 import re
-import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -305,11 +304,10 @@ def follow(backend, spec: JobSpec, hints: Hints, resubmit=None, wide: bool = Fal
         except KeyboardInterrupt:
             if backend.name == "local":  # a foreground job: stopped before the prompt comes back
                 _note(f"Interrupted; stopping local job {spec.name} ...")
-                previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a 2nd Ctrl-C left replicas running
-                try:
-                    backend.stop(spec.name, spec.namespace)  # bounded: SIGKILL after the stop's grace
-                finally:
-                    signal.signal(signal.SIGINT, previous)
+                from ..backends.local.procs import uninterrupted
+
+                with uninterrupted():  # bounded: SIGKILL after the stop's grace
+                    backend.stop(spec.name, spec.namespace)
             _note(hints.interrupted(backend.name))
             return EXIT_INTERRUPTED
         if terminal == "Failed" and failed is not None and resubmit is not None:

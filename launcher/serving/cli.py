@@ -245,7 +245,10 @@ def serve(args, factory) -> int:
     try:
         code = process.wait()
     except KeyboardInterrupt:
-        models.delete(model.name, process)
+        from ..backends.local.procs import uninterrupted
+
+        with uninterrupted():
+            models.delete(model.name, process)
         raise
     from ..backends.local.procs import exit_code
     from .local import tail

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from ..backends.base import AlreadyExists, BackendError, NotFound
 from ..backends.local.plan import REPO_ROOT
-from ..backends.local.procs import alive, die_with_parent, start_time, terminate_groups
+from ..backends.local.procs import alive, die_with_parent, start_time, terminate_groups, uninterrupted
 from ..backends.local.runs import RunsDir, now, open_private, private_dir, write_json_atomic
 from ..spec import SpecError
 from . import client
@@ -158,8 +158,9 @@ class LocalModels:
         try:
             self._wait_ready(model, process, timeout)
         except BaseException:
-            self._stop(model, process)
-            self._remove(folder)
+            with uninterrupted():
+                self._stop(model, process)
+                self._remove(folder)
             raise
         return model, process
 

@@ -98,14 +98,14 @@ def test_a_second_ctrl_c_while_the_local_job_stops_still_waits_for_the_stop(cli)
             os.kill(os.getpid(), signal.SIGINT)  # the user presses Ctrl-C again
             super().stop(name, namespace)
 
-    backend = SecondCtrlC(name="local", interrupt_after=1)
+    backend, before = SecondCtrlC(name="local", interrupt_after=1), signal.getsignal(signal.SIGINT)
     try:
         result = submit(cli, backend)
     finally:
         backend.release.set()
     assert result.code == 130 and backend.stopped == [("mnist", "default")], result.err
     assert "Stopped local job mnist: every replica has exited." in result.err
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Ctrl-C restored
+    assert signal.getsignal(signal.SIGINT) is before  # Ctrl-C restored
 
 
 def test_detach_returns_after_submit(cli):

@@ -101,3 +101,18 @@ def test_remove_drops_an_empty_output(tmp_path):
     run.create({"kind": "TFJob"}, {})
     run.output.mkdir()
     assert run.remove(keep_output=True) is None and not run.path.exists()
+
+
+def test_a_ctrl_c_while_stopping_is_ignored_until_the_stop_is_done():
+    """procs.uninterrupted, around every stop after a Ctrl-C (submit's job, serve's model): a
+    second Ctrl-C there left processes running and the model or job listed."""
+    import os
+    import signal
+
+    from launcher.backends.local.procs import uninterrupted
+
+    done, before = [], signal.getsignal(signal.SIGINT)
+    with uninterrupted():
+        os.kill(os.getpid(), signal.SIGINT)  # delivered at once to this (the main) thread: ignored
+        done.append("stopped")
+    assert done == ["stopped"] and signal.getsignal(signal.SIGINT) is before

@@ -5,10 +5,12 @@ A process is named by (pid, start) where `start` is its start time in clock tick
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
 import time
+from typing import Iterator
 
 PR_SET_PDEATHSIG = 1
 _LIBC = ctypes.CDLL(None, use_errno=True)  # loaded before any fork: the preexec must not allocate
@@ -55,6 +57,17 @@ def die_with_parent(sig: int = signal.SIGKILL):
             os.kill(os.getpid(), sig)
 
     return preexec
+
+
+@contextlib.contextmanager
+def uninterrupted() -> Iterator[None]:
+    """Ctrl-C ignored while the block stops what was started (bounded: a grace, then SIGKILL):
+    a second Ctrl-C there left processes running and a model or job listed."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def signal_group(pid: int, sig: int) -> None:
