@@ -193,18 +193,24 @@ def write_split(out: str, split: str, images: np.ndarray, labels: np.ndarray) ->
     return paths
 
 
+def mnist_splits(raw, train_limit: int | None = None, test_limit: int | None = None
+                 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """(images, labels) of each split, the first `*_limit` of it, from the dir `raw` of the
+    raw files (mnist_source.fetch's)."""
+    return {split: tuple(array[:limit] for array in mnist_source.load(split, raw))
+            for split, limit in (("train", train_limit), ("test", test_limit))}
+
+
 def write(out: str, train_limit: int | None = None, test_limit: int | None = None,
-          offline: bool = False) -> dict[str, int]:
-    """Write (a slice of) MNIST to `out`; returns the example count per split."""
-    raw = mnist_source.fetch(offline=offline)
-    counts = {}
+          offline: bool = False, splits: dict[str, tuple[np.ndarray, np.ndarray]] | None = None) -> dict[str, int]:
+    """Write (a slice of) MNIST to `out`; returns the example count per split. `splits`:
+    mnist_splits' (read before, as trainer.data does: only the write is --out's), else read
+    here."""
+    splits = splits or mnist_splits(mnist_source.fetch(offline=offline), train_limit, test_limit)
     with staged(out) as stage:
-        for split, limit in (("train", train_limit), ("test", test_limit)):
-            images, labels = mnist_source.load(split, raw)
-            images, labels = images[:limit], labels[:limit]
+        for split, (images, labels) in splits.items():
             write_split(stage, split, images, labels)
-            counts[split] = len(labels)
-    return counts
+    return {split: len(labels) for split, (_, labels) in splits.items()}
 
 
 # ---- reading -----------------------------------------------------------------------
@@ -377,6 +383,7 @@ def dataset(data: str | Source, split: str, batch_size: int, training: bool, see
 
 
 # ---- CLI ---------------------------------------------------------------------------
+@outputs.command("trainer.data")  # Ctrl-C: `Interrupted.`, exit 130; staged() removes its staging dir
 def main(argv: list[str] | None = None) -> int:
     lazy.quiet_tensorflow()
     parser = flags.Parser(  # one-line errors (exit 2), as those below
@@ -411,21 +418,27 @@ def main(argv: list[str] | None = None) -> int:
               f"them would be read with them: give another dir, e.g. {elsewhere(args.dataset, args.out)}",
               file=sys.stderr)
         return 2
+    # the download first, then the write in outputs.writing: a failure of the write (a full
+    # disk) is one line naming --out, exit 1 (outputs.command), and the staging dir is gone
     if args.dataset == "taxi":
-        from trainer.models.taxi import prepare
+        from trainer.models.taxi import prepare, source as taxi_source
 
         try:
-            counts = prepare.write(args.out)
+            rows = taxi_source.rows()
         except prepare.SourceError as error:
             print(f"trainer.data: {error}", file=sys.stderr)
             return 1
+        with outputs.writing("--out", args.out):
+            counts = prepare.write(args.out, rows)
         print(f"Wrote {counts['train']} train and {counts['eval']} eval trips to {args.out}", flush=True)
         return 0
     try:
-        counts = write(args.out, args.train_limit, args.test_limit, args.offline)
+        splits = mnist_splits(mnist_source.fetch(offline=args.offline), args.train_limit, args.test_limit)
     except mnist_source.SourceError as error:
         print(f"trainer.data: {error}", file=sys.stderr)
         return 1
+    with outputs.writing("--out", args.out):
+        counts = write(args.out, splits=splits)
     print(f"Wrote {counts['train']} train and {counts['test']} test examples to {args.out}", flush=True)
     return 0
 

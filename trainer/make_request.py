@@ -37,6 +37,7 @@ def label_text(labels: list[int]) -> str:
     return " ".join(map(str, labels[:LABELS_CUT])) + f" ... of {len(labels)}"
 
 
+@outputs.command("trainer.make_request")  # Ctrl-C: `Interrupted.`, exit 130
 def main(argv: list[str] | None = None) -> int:
     lazy.quiet_tensorflow()
     parser = Parser(prog="python -m trainer.make_request", description=__doc__, label="trainer.make_request",
@@ -75,8 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         if short:
             print(f"trainer.make_request: wrote {len(rows)} instances{short}", file=sys.stderr)
     else:
-        with tf.io.gfile.GFile(args.out, "w") as handle:  # a local path or gs://
-            handle.write(text)
+        with outputs.writing("--out", args.out):  # a full disk: one line, exit 1
+            outputs.write_text(args.out, text)  # whole or not at all: an earlier file stays whole
         print(f"Wrote {len(rows)} instances to {args.out}{short} (true labels: {label_text(labels)})")
     return 0
 

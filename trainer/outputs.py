@@ -1,9 +1,18 @@
-"""What the trainer's commands write (`--out`): why a local path cannot be written, said
-before any work (it was a traceback after the download or the reading). Stdout (`-`) and
-URLs (gs://) are left to the write."""
+"""What the trainer's commands write (`--out`) and how they end: why a local path cannot be
+written, said before any work (it was a traceback after the download or the reading; stdout
+(`-`) and URLs (gs://) are left to the write); a write that fails (a full disk) as one line
+naming the flag and the path (`writing`), a file written whole or not at all (`write_text`);
+Ctrl-C as the launcher's commands answer it (`command`)."""
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
+import secrets
+import stat
+import sys
+
+EXIT_FAILED, EXIT_INTERRUPTED = 1, 130  # the launcher's codes (launcher/cli)
 
 
 def unwritable_file(out: str, example: str) -> str | None:
@@ -40,3 +49,108 @@ def _blocked(path: str) -> str | None:
     if not os.access(base, os.W_OK | os.X_OK):
         return f"cannot write in {base} (permission denied); give a path you can write in"
     return None
+
+
+class WriteError(Exception):
+    """An output that could not be written; the message names the flag and the path."""
+
+
+def command(label: str):
+    """Decorator of a trainer command's main(argv): Ctrl-C (KeyboardInterrupt, wherever it
+    lands before main returns) is the line `Interrupted.` on stderr and exit 130, as the
+    launcher's commands, not a traceback; a WriteError is `LABEL: its message`, exit 1.
+    What was being written is left as it was: the writes go to a temporary name first
+    (trainer.data's staging dir, write_text's temporary file), removed on the way out."""
+    def decorate(main):
+        @functools.wraps(main)
+        def run(*args, **kwargs) -> int:
+            try:
+                return main(*args, **kwargs)
+            except WriteError as error:
+                print(f"{label}: {error}", file=sys.stderr, flush=True)
+                return EXIT_FAILED
+            except KeyboardInterrupt:
+                print("Interrupted.", file=sys.stderr, flush=True)
+                return EXIT_INTERRUPTED
+        return run
+    return decorate
+
+
+@contextlib.contextmanager
+def writing(flag: str, path: str):
+    """A failure to write `path` (given as `flag`) in the block, an OSError or TensorFlow's
+    OpError (a full disk: ResourceExhaustedError `FILE; No space left on device`), raised as
+    WriteError: `--out: cannot write PATH: No space left on device`. Only the writing
+    belongs in the block: a download's or a read's OSError is not the output's."""
+    try:
+        yield
+    except OSError as error:
+        raise WriteError(f"{flag}: cannot write {path}: {error.strerror or error}") from None
+    except Exception as error:
+        if not _op_error(error):
+            raise
+        raise WriteError(f"{flag}: cannot write {path}: {_reason(error.message, path)}") from None
+
+
+def _op_error(error: BaseException) -> bool:
+    """Whether `error` is a tf.errors.OpError (without importing TensorFlow for it)."""
+    return any(cls.__name__ == "OpError" and cls.__module__.startswith("tensorflow")
+               for cls in type(error).__mro__)
+
+
+def _reason(message: str, path: str) -> str:
+    """The first line of an OpError's message, without the `FILE; ` that TensorFlow's file
+    systems put before the reason when FILE is `path` or in it (trainer.data's staging
+    dir: no concern of the user's)."""
+    first = (message or "").strip().splitlines()[0] if (message or "").strip() else "unknown error"
+    head, sep, tail = first.partition("; ")
+    root = path.rstrip("/")
+    if sep and tail and (head == root or head.startswith(f"{root}/")):
+        return tail
+    return first
+
+
+def write_text(out: str, text: str) -> None:
+    """Write `text` to the file `out`, whole or not at all. A local file: into a temporary
+    file beside it (`.NAME.XXXXXXXX.tmp`), synced, then renamed over it (os.replace), the
+    temporary file removed on any failure or Ctrl-C: a failure midway (a full disk) leaves
+    an earlier file as it was (GFile(out, "w") truncated it and left it cut off). An earlier
+    file's mode is kept; a symlink's target is replaced, the link kept. A device, a pipe and
+    a path in /dev or /proc (/dev/stdout) are written directly. gs://: through tf.io.gfile
+    in one append; TensorFlow's GCS file system writes into a local temporary file and
+    uploads the object on close, and GCS replaces an object only when an upload completes."""
+    data = text.encode()
+    if "://" in out:
+        import tensorflow as tf
+
+        with tf.io.gfile.GFile(out, "wb") as handle:
+            handle.write(data)
+        return
+    try:
+        mode = os.stat(out).st_mode
+    except FileNotFoundError:
+        mode = None
+    if (mode is not None and not stat.S_ISREG(mode)) or os.path.abspath(out).startswith(("/dev/", "/proc/")):
+        # a device, a pipe, /dev/stdout (a shell's redirect: its file is the shell's to replace)
+        with open(out, "wb") as handle:
+            handle.write(data)
+        return
+    target = os.path.realpath(out)
+    folder, name = os.path.split(target)
+    temporary = os.path.join(folder, f".{name}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies, as to a new file
+    try:
+        try:
+            if mode is not None:
+                os.fchmod(fd, stat.S_IMODE(mode))
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise

@@ -38,6 +38,7 @@ import numpy as np
 
 from trainer import lazy
 from trainer.flags import Parser, location
+from trainer.outputs import command
 
 tf = lazy.module("tensorflow")  # --help and flag errors without TensorFlow's import
 
@@ -280,6 +281,7 @@ def table(outputs: dict[str, np.ndarray], keyed: bool) -> list[str]:
     return lines
 
 
+@command("trainer.predict")  # Ctrl-C: `Interrupted.`, exit 130
 def main(argv: list[str] | None = None) -> int:
     lazy.quiet_tensorflow()
     parser = Parser(prog="python -m trainer.predict", description=__doc__, label="trainer.predict",

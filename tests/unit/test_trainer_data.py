@@ -1,6 +1,7 @@
 """trainer.models.mnist.source and trainer.data: raw files, TFRecord shards, tf.data input."""
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import sys
@@ -421,3 +422,63 @@ def test_a_data_dir_of_the_other_dataset_is_not_offered_to_write_into(tmp_path, 
                                              r"give the dir of MNIST records, or write them to another with: "
                                              r"python -m trainer\.data --out data/mnist$"):
         data.files(str(taxi), "test")
+
+
+class FullDisk:
+    """tf.io.TFRecordWriter on a disk that fills after `room` records (per writer): the
+    records before go to the file, then the error TensorFlow raises, or an OSError."""
+
+    def __init__(self, tf, error: str, room: int = 3):
+        self.real, self.tf, self.error, self.room = tf.io.TFRecordWriter, tf, error, room
+
+    def __call__(self, path: str, *args):
+        full = self
+
+        class Writer:
+            def __init__(self):
+                self.writer, self.count = full.real(path, *args), 0
+
+            def write(self, record):
+                self.count += 1
+                if self.count > full.room:
+                    if full.error == "OSError":
+                        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                    raise full.tf.errors.ResourceExhaustedError(None, None, f"{path}; No space left on device")
+                self.writer.write(record)
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                self.writer.close()
+
+        return Writer()
+
+
+def taxi_rows(count: int) -> list[dict]:
+    """Trips with every field given (their values do not matter here)."""
+    from trainer.models.taxi import source
+
+    return [{column: str(index % 7 + 1) for column in source.COLUMNS} for index in range(count)]
+
+
+@pytest.mark.parametrize("error", ["ResourceExhaustedError", "OSError"])
+@pytest.mark.parametrize("dataset", ["mnist", "taxi"])
+def test_a_full_disk_is_one_line_naming_out_and_leaves_the_earlier_records_as_they_were(
+        tmp_path, monkeypatch, capsys, dataset, error):
+    """It was a ResourceExhaustedError traceback (exit 1)."""
+    import tensorflow as tf
+
+    from trainer.models.taxi import source as taxi_source
+
+    monkeypatch.setattr(mnist_source, "fetch", lambda **_: tmp_path / "raw")
+    monkeypatch.setattr(mnist_source, "load", lambda split, raw: synthetic(40 if split == "train" else 8))
+    monkeypatch.setattr(taxi_source, "rows", lambda: taxi_rows(40))
+    out = tmp_path / "out"
+    assert data.main(["--dataset", dataset, "--out", str(out)]) == 0  # the earlier, whole write
+    capsys.readouterr()
+    before = {name: (out / name).read_bytes() for name in names(out)}
+    monkeypatch.setattr(tf.io, "TFRecordWriter", FullDisk(tf, error))
+    assert data.main(["--dataset", dataset, "--out", str(out)]) == 1
+    assert capsys.readouterr() == ("", f"trainer.data: --out: cannot write {out}: No space left on device\n")
+    assert {name: (out / name).read_bytes() for name in names(out)} == before  # no staging dir, no shard changed

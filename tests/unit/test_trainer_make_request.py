@@ -3,7 +3,10 @@ line, fewer examples than asked said, long label lists cut short, and as a comma
 TensorFlow start-up lines on stderr."""
 from __future__ import annotations
 
+import errno
 import json
+import os
+import stat
 
 import numpy as np
 import pytest
@@ -113,3 +116,56 @@ def test_the_command_prints_its_line_and_no_tensorflow_start_up_lines(data_dir, 
     done = run_module("trainer.make_request", ["--data-dir", data_dir, "--count", "2", "--out", str(out)],
                       USER_SHELL_ONEDNN_ON)
     assert (done.returncode, done.stdout, done.stderr) == (0, f"Wrote 2 instances to {out} (true labels: 0 1)\n", "")
+
+
+def test_a_full_disk_is_one_line_naming_out_and_the_earlier_file_stays_whole(data_dir, tmp_path, capsys, monkeypatch):
+    """It was a ResourceExhaustedError traceback (exit 1), the earlier file truncated and cut
+    off where the disk filled."""
+    out = tmp_path / "request.json"
+    out.write_text('{"earlier": 1}\n')
+    real = os.write
+
+    def full(fd: int, payload) -> int:  # the request's file: 100 bytes fit, then the disk is full
+        if os.readlink(f"/proc/self/fd/{fd}").startswith(str(tmp_path)):
+            real(fd, bytes(payload[:100]))
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(fd, payload)
+
+    monkeypatch.setattr(os, "write", full)
+    assert make_request.main(["--data-dir", data_dir, "--out", str(out)]) == 1
+    assert capsys.readouterr() == ("", f"trainer.make_request: --out: cannot write {out}: No space left on device\n")
+    assert os.listdir(tmp_path) == ["request.json"] and out.read_text() == '{"earlier": 1}\n'
+
+
+def test_a_write_that_fails_midway_leaves_the_earlier_file_whole_not_cut_off(data_dir, tmp_path):
+    """A real failure midway, in the command: a file size limit (RLIMIT_FSIZE, EFBIG as a
+    full disk's ENOSPC) below the request's size. GFile(out, "w") truncated the earlier
+    file and left the first 4096 bytes of the new one, cut off mid-line."""
+    import resource
+    import subprocess
+    import sys
+
+    from tests.support.trainer_cluster import ROOT, trainer_env
+
+    out = tmp_path / "request.json"
+    out.write_text('{"earlier": 1}\n')
+    limit = lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))  # noqa: E731 - Python ignores SIGXFSZ
+    done = subprocess.run([sys.executable, "-m", "trainer.make_request", "--data-dir", data_dir, "--out", str(out)],
+                          cwd=ROOT, env=trainer_env(None), capture_output=True, text=True, timeout=300,
+                          preexec_fn=limit)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        1, "", f"trainer.make_request: --out: cannot write {out}: File too large\n")
+    assert os.listdir(tmp_path) == ["request.json"] and out.read_text() == '{"earlier": 1}\n'
+
+
+def test_a_request_written_over_an_earlier_file_keeps_its_mode_and_a_symlink_to_it(data_dir, tmp_path, capsys):
+    target = tmp_path / "requests" / "request.json"
+    target.parent.mkdir()
+    target.write_text("earlier\n")
+    target.chmod(0o640)
+    link = tmp_path / "request.json"
+    link.symlink_to(target)
+    assert make_request.main(["--data-dir", data_dir, "--count", "2", "--out", str(link)]) == 0
+    assert capsys.readouterr().out == f"Wrote 2 instances to {link} (true labels: 0 1)\n"
+    assert link.is_symlink() and len(target.read_text().splitlines()) == 2
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640 and os.listdir(target.parent) == ["request.json"]

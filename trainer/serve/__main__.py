@@ -16,7 +16,8 @@ Inference Protocol (KServe's v2, with binary tensors):
 Serving does) or one SavedModel dir; a local path or gs://. A bad request gets HTTP 400
 and {"error": "..."}; the server keeps serving. It listens on 127.0.0.1 unless --host
 says otherwise (--host 0.0.0.0 in a pod). Ctrl-C or SIGTERM stops it after the requests
-in flight are answered. Exit codes: 0 stopped, 2 bad flags / no SavedModel / port in use.
+in flight are answered. Exit codes: 0 stopped, 2 bad flags / no SavedModel / port in use,
+130 Ctrl-C before it serves (`Interrupted.`).
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ import warnings
 
 from trainer import lazy
 from trainer.flags import Parser, location
+from trainer.outputs import command
 
 EXIT_USAGE = 2
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9_.]*[a-z0-9])?", re.I)
@@ -151,6 +153,7 @@ def serve(args: argparse.Namespace, sock: socket.socket) -> int:
     return 0
 
 
+@command("error")  # Ctrl-C before serving (TensorFlow's import, the model's load): `Interrupted.`, 130
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if not _NAME.fullmatch(args.name):
