@@ -346,6 +346,19 @@ def test_an_out_in_a_dir_it_cannot_write_in_is_one_line(monkeypatch):
         shutil.rmtree(top)
 
 
+@pytest.fixture
+def two_dirs(tmp_path, monkeypatch):
+    """(mnist, taxi): an empty dir for MNIST records and one holding the taxi files, in the
+    working directory, neither dataset's data dir variable set."""
+    monkeypatch.chdir(tmp_path)
+    for env in ("MNIST_DATA_DIR", "TAXI_DATA_DIR"):
+        monkeypatch.delenv(env, raising=False)
+    mnist, taxi = tmp_path / "mnist", tmp_path / "taxi"
+    mnist.mkdir()
+    taxi_files(taxi)
+    return mnist, taxi
+
+
 def taxi_files(directory) -> None:
     """The names `--dataset taxi` writes (their contents do not matter here)."""
     directory.mkdir(exist_ok=True)
@@ -372,17 +385,13 @@ def test_prepare_data_into_a_dir_of_the_other_dataset_is_refused_and_writes_noth
     assert len(list(mnist.iterdir())) == 8
 
 
-def test_an_out_holding_the_other_datasets_records_is_refused_naming_a_dir_of_its_own(tmp_path, monkeypatch, capsys):
+def test_an_out_holding_the_other_datasets_records_is_refused_naming_a_dir_of_its_own(tmp_path, monkeypatch, capsys,
+                                                                                     two_dirs):
     """Both were written into one dir: the taxi model read MNIST's train-*-of-00008 shards
     with its own, MNIST the taxi's."""
     no_work(monkeypatch)
-    monkeypatch.chdir(tmp_path)
-    for env in ("MNIST_DATA_DIR", "TAXI_DATA_DIR"):
-        monkeypatch.delenv(env, raising=False)
-    mnist, taxi = tmp_path / "mnist", tmp_path / "taxi"
-    mnist.mkdir()
+    mnist, taxi = two_dirs
     data.write_split(str(mnist), "train", *synthetic(8))
-    taxi_files(taxi)
     before = {path: sorted(path.iterdir()) for path in (mnist, taxi)}
     assert data.main(["--dataset", "taxi", "--out", str(mnist)]) == 2
     assert capsys.readouterr() == ("", f"trainer.data: --out: {mnist} holds mnist records (train-00000-of-00008"
@@ -403,16 +412,11 @@ def test_an_out_holding_the_other_datasets_records_is_refused_naming_a_dir_of_it
     assert {path: sorted(path.iterdir()) for path in (mnist, taxi)} == before
 
 
-def test_a_data_dir_of_the_other_dataset_is_not_offered_to_write_into(tmp_path, monkeypatch):
+def test_a_data_dir_of_the_other_dataset_is_not_offered_to_write_into(two_dirs):
     """`--model taxi --data-dir data/mnist` said: create them with: python -m trainer.data
     --dataset taxi --out data/mnist, mixing the datasets."""
-    monkeypatch.chdir(tmp_path)
-    for env in ("MNIST_DATA_DIR", "TAXI_DATA_DIR"):
-        monkeypatch.delenv(env, raising=False)
-    mnist, taxi = tmp_path / "mnist", tmp_path / "taxi"
-    mnist.mkdir()
+    mnist, taxi = two_dirs
     data.write_split(str(mnist), "test", *synthetic(2))
-    taxi_files(taxi)
     with pytest.raises(data.DataError) as error:
         data.files(data.Source(str(mnist), dataset="Chicago taxi trips", prepare="--dataset taxi "), "eval")
     assert str(error.value) == (f"--data-dir: no Chicago taxi trips eval records at {mnist}: it holds mnist records "
