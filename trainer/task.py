@@ -132,7 +132,12 @@ def serve(args: argparse.Namespace, cluster: Cluster) -> int:
     from trainer import lifecycle, runtime
 
     if cluster.role == "worker" and args.prepare_data:  # the dataset ops run on workers
-        ensure_data(args)
+        from trainer import data
+
+        try:
+            ensure_data(args)
+        except data.DataError as error:  # one line, exit 2, as the chief's
+            return fail(str(error))
 
     watch = lifecycle.Watch(args.job_dir, cluster.chief_address, args.poll_seconds, args.orphan_seconds)
     stop: list[int] = []  # the signal that stops this server (see lifecycle: 4.)

@@ -80,8 +80,10 @@ def get_backend(kind: str = "auto", note: Callable[[str], None] = stderr_note,
     select the cluster for the k8s backend (so `auto` with either is k8s, as the CLI's
     --kubeconfig makes it), `request_timeout` bounds each API call; with `local` they are
     refused, as the CLI refuses them (one rule: `check_cluster_args`)."""
-    kind = check_cluster_args(kind, kubeconfig, context, request_timeout)
-    kind = resolve_kind(kind, note)
+    asked = check_cluster_args(kind, kubeconfig, context, request_timeout)
+    kind = resolve_kind(asked, note)
+    if asked == "auto" and kind == "local" and request_timeout is not None:  # auto found no cluster
+        note("request_timeout is not used: no cluster is configured, so the local backend runs the jobs")
     try:
         if kind == "k8s":
             from .k8s import KubernetesBackend

@@ -370,6 +370,26 @@ def check_replica(replica: str | None, field_name: str = "--replica") -> None:
 BackendFactory = Callable[[str], object]
 
 
+REQUEST_TIMEOUT_UNUSED = ("note: --request-timeout is not used: no cluster is configured, so this runs on this "
+                          "machine (the local backend)")
+
+
+def resolve_backend(args: argparse.Namespace, quiet: bool = False) -> str:
+    """--backend as `k8s` or `local` (resolve_kind; `quiet`: without its note that auto chose
+    this machine); a --request-timeout that auto's choice leaves unused is said in one note."""
+    from ..backends import resolve_kind
+
+    kind = resolve_kind(args.backend, note=(lambda line: None) if quiet else stderr_note)
+    if unused_request_timeout(args, kind):
+        stderr_note(REQUEST_TIMEOUT_UNUSED)
+    return kind
+
+
+def unused_request_timeout(args: argparse.Namespace, kind: str) -> bool:
+    """`auto` chose this machine for a command given --request-timeout (--backend local refuses it)."""
+    return kind == "local" and args.backend == "auto" and getattr(args, "request_timeout", None) is not None
+
+
 # How the CLI spells the cluster's settings, for check_cluster_args's errors
 CLI_NAMES = {"kubeconfig": "--kubeconfig", "context": "--context", "request_timeout": "--request-timeout"}
 
@@ -379,9 +399,6 @@ def _default_factory(args: argparse.Namespace) -> BackendFactory:
         from ..backends import get_backend
 
         if kind == "local":  # main() refused the cluster's flags with --backend local; `auto` chose this one
-            if getattr(args, "request_timeout", None) is not None:
-                stderr_note("note: --request-timeout is not used: no cluster is configured, so this runs on this "
-                            "machine (the local backend)")
             return get_backend(kind)
         return get_backend(kind, kubeconfig=args.kubeconfig, context=args.context,
                            request_timeout=args.request_timeout)

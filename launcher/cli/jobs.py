@@ -7,9 +7,8 @@ from pathlib import Path
 import sys
 import time
 
-from ..backends import resolve_kind
 from ..backends.base import BackendError, LogOptions, NotFound, deleted_pods_reason
-from . import EXIT_FAILED, EXIT_OK, check_name, check_replica, namespace_of, replica_alias
+from . import EXIT_FAILED, EXIT_OK, check_name, check_replica, namespace_of, replica_alias, resolve_backend
 from ..events import JobCondition, TERMINAL
 from ..spec import DEFAULT_NAMESPACE, SpecError, check_listen_port
 from ..view import (COLUMNS, WIDE_COLUMNS, JobView, age, format_rows, no_resources, replica_rows,
@@ -21,7 +20,7 @@ LIST_COLUMNS = ("NAME", "NAMESPACE", "PHASE", "REPLICAS", "AGE")
 def _backend(args, factory):
     """The backend, chosen without the "no cluster configured" note: submit says it once, and
     status, logs, list and delete name the backend where it matters (status, --help)."""
-    return factory(resolve_kind(args.backend, note=lambda line: None))
+    return factory(resolve_backend(args, quiet=True))
 
 
 def _print(line: str = "") -> None:
@@ -248,7 +247,7 @@ def tensorboard(args, factory) -> int:
                              "--host", args.host, "--port", str(args.port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             preexec_fn=die_with_parent(signal.SIGTERM))  # the launcher killed: it goes too
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # as Ctrl-C: stop it, then leave
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # as Ctrl-C: stop it
     lines: queue.Queue = queue.Queue()  # TensorBoard's stderr, read by a thread: the wait for its URL is bounded
     serving = threading.Event()
 
@@ -277,6 +276,7 @@ def tensorboard(args, factory) -> int:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _tensorboard_url(proc, lines: "queue.Queue[str]") -> tuple[str | None, list[str]]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..backends import resolve_kind
 from ..backends.base import BackendError
-from . import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from . import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, REQUEST_TIMEOUT_UNUSED, unused_request_timeout
 from .args import build_spec
 from ..checks import check_submission, local_notes
 from ..events import JobCondition, evaluator_line
@@ -194,6 +194,8 @@ def submit(args, trainer_args, factory) -> int:
     backend = factory(kind) if (kind == "local" or dry_run != "client") else None
     if backend is not None:
         spec = _with_default_job_dir(spec, backend)
+    if unused_request_timeout(args, kind):
+        notes.append(REQUEST_TIMEOUT_UNUSED)
     for line in notes:  # once the input passed every check: bad input is one line alone
         _note(line)
     if kind == "local":

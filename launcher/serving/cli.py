@@ -20,7 +20,7 @@ import re
 import sys
 from typing import Iterator
 
-from ..backends import resolve_kind
+from ..cli import resolve_backend
 from ..backends.base import BackendError, NotFound
 from ..spec import SpecError, check_listen_port
 from ..view import age, format_rows, no_resources
@@ -214,7 +214,7 @@ def serve(args, factory) -> int:
         check_listen_port(args.port)
     if args.timeout <= 0:
         raise SpecError("--timeout", "must be positive seconds")
-    kind = "k8s" if args.dry_run in ("client", "server") and args.backend == "auto" else resolve_kind(args.backend)
+    kind = "k8s" if args.dry_run in ("client", "server") and args.backend == "auto" else resolve_backend(args)
     if kind == "k8s":
         return serve_k8s(args)
     args.host = "127.0.0.1" if args.host is None else args.host
@@ -366,7 +366,7 @@ def _models_k8s(args) -> int:
 
 
 def models_command(args, factory) -> int:
-    kind = resolve_kind(args.backend)
+    kind = resolve_backend(args)
     if kind == "k8s":
         return _models_k8s(args)
     from .local import LocalModels
@@ -402,7 +402,7 @@ def _server(args) -> Iterator[client.Server]:
             raise SpecError("--url", f"{args.url!r} is not an http(s) URL; pass e.g. http://127.0.0.1:8080")
         yield client.HttpServer(args.url)
         return
-    kind = resolve_kind(args.backend)
+    kind = resolve_backend(args)
     if kind == "k8s":
         from ..cli import namespace_of
         from . import k8s

@@ -228,6 +228,13 @@ def test_request_timeout_is_said_unused_when_auto_picks_this_machine(cli, tmp_pa
     assert ("note: --request-timeout is not used: no cluster is configured, so this runs on this machine "
             "(the local backend)\n") in result.err
     assert "--request-timeout" not in cli("list").err
+    (tmp_path / "instances.json").write_text('{"x": 1}\n')
+    for command in (["models", "list"], ["predict", "m", "--json-instances", str(tmp_path / "instances.json")]):
+        assert "note: --request-timeout is not used" in cli(*command, "--request-timeout", "5s").err, command
+    notes = []
+    backends.get_backend("auto", notes.append, request_timeout=5)
+    assert notes == [backends.LOCAL_NOTE, "request_timeout is not used: no cluster is configured, so the local "
+                                          "backend runs the jobs"]
     assert cli("list", "--backend", "local", "--request-timeout", "5s").refused("--request-timeout").endswith(
         "bounds the calls to a cluster's API server, which the local backend does not make; drop one of them")
 

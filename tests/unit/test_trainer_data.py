@@ -385,6 +385,20 @@ def test_prepare_data_into_a_dir_of_the_other_dataset_is_refused_and_writes_noth
     assert len(list(mnist.iterdir())) == 8
 
 
+def test_a_worker_preparing_data_into_a_dir_of_the_other_dataset_says_it_in_one_line(two_dirs, monkeypatch, capsys):
+    """A worker of parameter-server training runs the dataset ops too: it raised a traceback, exit 1."""
+    from trainer import flags, task
+    from trainer.cluster import Cluster
+
+    monkeypatch.setattr(task, "import_server_tensorflow", lambda: None)
+    _, taxi = two_dirs
+    worker = Cluster("worker", 0, {"chief": ["h:1"], "ps": ["h:2"], "worker": ["h:3"]})
+    assert task.serve(flags.parse(["--data-dir", str(taxi), "--prepare-data"]), worker) == 2
+    assert capsys.readouterr().err == (f"trainer: --data-dir: {taxi} holds taxi records (eval-00000-of-00001.tfrecord); "
+                                       "--prepare-data would write MNIST beside them, to be read with them: give "
+                                       "another dir, e.g. data/mnist\n")
+
+
 def test_an_out_holding_the_other_datasets_records_is_refused_naming_a_dir_of_its_own(tmp_path, monkeypatch, capsys,
                                                                                      two_dirs):
     """Both were written into one dir: the taxi model read MNIST's train-*-of-00008 shards
