@@ -222,19 +222,30 @@ def input_files(patterns: str) -> list[str]:
 
 def local_files(pattern: str) -> list[str]:
     """The files on this machine a --input-paths pattern matches, in gs://'s grammar (gcs.regex:
-    `**` crosses folders, also inside a name, as `a/**.json`), sorted. The walk starts at the
-    folder before the first wildcard and goes no deeper than the pattern's levels without `**`."""
+    `**` crosses folders, also inside a name, as `a/**.json`), sorted, as the shell's glob
+    takes them: regular files (through symlinks; not a broken link or a pipe), and no hidden
+    file or folder unless the pattern names one (`.d/*`). The walk starts at the folder before
+    the first wildcard and goes no deeper than the pattern's levels without `**`."""
     if not any(c in pattern for c in gcs.WILDCARDS):
         return [pattern] if Path(pattern).is_file() else []
     root = gcs.prefix(pattern).rpartition("/")[0] + "/" if "/" in gcs.prefix(pattern) else ""
     depth = None if "**" in pattern else pattern[len(root):].count("/")
-    names = []
-    for folder, dirs, files in os.walk(root or "."):
+    hidden = "/." in "/" + pattern[len(root):]
+    names, seen = [], set()
+    for folder, dirs, files in os.walk(root or ".", followlinks=True):
+        real = os.path.realpath(folder)
+        if real in seen:  # a link back up the tree: walked once
+            dirs[:] = []
+            continue
+        seen.add(real)
         level = 0 if folder == (root or ".") else os.path.relpath(folder, root or ".").count(os.sep) + 1
         if depth is not None and level >= depth:
             dirs[:] = []  # the files here are the deepest the pattern reaches
+        if not hidden:
+            dirs[:] = [name for name in dirs if not name.startswith(".")]
         rel = "" if level == 0 else os.path.relpath(folder, root or ".").replace(os.sep, "/") + "/"
-        names += [f"{root}{rel}{name}" for name in files]
+        names += [f"{root}{rel}{name}" for name in files
+                  if (hidden or not name.startswith(".")) and os.path.isfile(os.path.join(folder, name))]
     return gcs.matching(pattern, names)
 
 

@@ -4,6 +4,7 @@ credentials, a malformed URL). The bucket-side errors run against the real GCS e
 tests/integration/test_predict_gcs.py."""
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -121,6 +122,26 @@ def test_local_patterns_match_the_files_gs_patterns_match(tmp_path, monkeypatch,
     monkeypatch.chdir(tmp_path)
     assert input_files(pattern) == [name for name in matching(pattern, files)], pattern
     assert input_files(f"{tmp_path}/{pattern}") == [f"{tmp_path}/{name}" for name in matching(pattern, files)]
+
+
+def test_local_patterns_take_what_the_shells_glob_takes(tmp_path, monkeypatch):
+    """Regular files through symlinked folders; no broken link, pipe or hidden file unless named."""
+    from launcher.serving.predictions import input_files
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "a.json").write_text("{}\n")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "linked").symlink_to(tmp_path / "real")
+    (tmp_path / "d" / "loop").symlink_to(tmp_path / "d")  # walked once, not forever
+    (tmp_path / "d" / "b.json").write_text("{}\n")
+    (tmp_path / "d" / ".hidden.json").write_text("{}\n")
+    (tmp_path / "d" / "broken.json").symlink_to(tmp_path / "nowhere.json")
+    os.mkfifo(tmp_path / "d" / "fifo.json")
+    assert input_files("d/*/a.json") == ["d/linked/a.json"]
+    assert input_files("d/*.json") == ["d/b.json"]
+    assert input_files("d/.*.json") == ["d/.hidden.json"]
+    assert input_files("d/**.json") == ["d/b.json", "d/linked/a.json"]
 
 
 def test_a_full_disk_names_the_output_file_and_leaves_no_partial_file(tmp_path, monkeypatch):
