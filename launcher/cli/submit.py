@@ -6,7 +6,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 from pathlib import Path
 
 from ..backends import resolve_kind
@@ -89,6 +88,8 @@ def manifest_text(tfjob: dict, output: str = "yaml") -> str:
 
 def write_values(spec: JobSpec, path: str) -> None:
     """Helm values for `spec`, written atomically (nothing is left behind on error)."""
+    from trainer.outputs import write_text
+
     from ..helm_values import values_yaml
 
     if not path:
@@ -100,29 +101,13 @@ def write_values(spec: JobSpec, path: str) -> None:
         raise SpecError("--values-out", f"{path!r} is a directory; give a file in it, e.g. {str(Path(path) / 'values.yaml')!r}")
     if not target.parent.is_dir():
         raise SpecError("--values-out", f"directory {str(target.parent)!r} does not exist; create it first")
-    text = values_yaml(spec)
+    if not os.access(target.parent, os.W_OK | os.X_OK):
+        raise SpecError("--values-out", f"cannot write in {str(target.parent)!r} (permission denied); "
+                        "give a path you can write")
     try:
-        handle, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-    except OSError as exc:
-        raise SpecError("--values-out", f"cannot write in {str(target.parent)!r} ({exc.strerror}); "
-                        "give a path you can write") from None
-    try:
-        with os.fdopen(handle, "w") as out:
-            out.write(text)
-        # the mode a new file gets from the umask, or the mode of the file replaced (mkstemp's is 0600)
-        os.chmod(tmp, target.stat().st_mode & 0o7777 if target.exists() else 0o666 & ~_umask())
-        os.replace(tmp, target)
-    except BaseException as error:
-        os.unlink(tmp)
-        if isinstance(error, OSError):  # a full disk: the values file, not the output, could not be written
-            raise BackendError(f"--values-out: cannot write {path}: {error.strerror or error}") from None
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+        write_text(str(target), values_yaml(spec))  # whole or not at all, the mode kept (trainer.outputs)
+    except OSError as error:  # a full disk: the values file, not the output, could not be written
+        raise BackendError(f"--values-out: cannot write {path}: {error.strerror or error}") from None
 
 
 def render_command(args, trainer_args, factory) -> int:

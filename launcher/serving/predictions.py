@@ -281,20 +281,15 @@ def write_outputs(out: str, files: dict[str, str]) -> None:
         for name, text in files.items():
             gcs.write_text(output_file(out, name), text, "--output-path", storage)
         return
+    from trainer.outputs import write_text
+
     os.makedirs(out, exist_ok=True)
     for name, text in files.items():
-        partial = os.path.join(out, f".{name}.partial")  # open(): the user's umask, as any file they write
         try:
-            with open(partial, "w", encoding="utf-8") as handle:
-                handle.write(text)
-            os.replace(partial, os.path.join(out, name))
-        except BaseException as error:
-            if os.path.exists(partial):
-                os.unlink(partial)
-            if isinstance(error, OSError):  # a full disk, a folder it cannot write in: say which file
-                raise BackendError(f"--output-path: cannot write {os.path.join(out, name)}: "
-                                   f"{error.strerror or error}") from None
-            raise
+            write_text(os.path.join(out, name), text)  # whole or not at all: a temporary file renamed into place
+        except OSError as error:  # a full disk, a folder it cannot write in: say which file
+            raise BackendError(f"--output-path: cannot write {os.path.join(out, name)}: "
+                               f"{error.strerror or error}") from None
 
 
 def batches(items: list, size: int) -> Iterable[list]:
