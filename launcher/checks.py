@@ -4,10 +4,9 @@ created from Python is refused for what the CLI refuses."""
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
-from .spec import JobSpec, SpecError, check_local_capacity, check_local_inputs
+from .spec import JobSpec, SpecError, check_local_capacity, check_local_inputs, plain_path
 
 
 def check_submission(spec: JobSpec, kind: str, dry_run: str | None = None) -> None:
@@ -66,7 +65,7 @@ def check_package(spec: JobSpec, kind: str) -> None:
     if spec.package_path is None:
         return
     if kind != "local":
-        mounts = [re.sub(r"/+", "/", v.mount_path).rstrip("/") for v in spec.volumes]  # as package_path is kept
+        mounts = [plain_path(v.mount_path) for v in spec.volumes]  # as package_path is kept
         if not any(spec.package_path == mount or spec.package_path.startswith(mount + "/") for mount in mounts):
             raise SpecError("--package-path", f"{spec.package_path} is not in the pods: the launcher cannot upload a "
                             "package to a cluster; bake it into --image and give --module-name alone, or put it on a "

@@ -95,6 +95,12 @@ def _frozen(mapping: Mapping[str, str] | None) -> Mapping[str, str]:
     return MappingProxyType(dict(mapping or {}))
 
 
+def plain_path(path: str) -> str:
+    """An absolute path as the kernel resolves it, without repeated or trailing slashes
+    (/mnt//code/ -> /mnt/code; / stays /): how mount and package paths are compared and kept."""
+    return "/" + "/".join(part for part in path.split("/") if part)
+
+
 def check_label_key(key: str, field_name: str) -> None:
     prefix, slash, name = key.rpartition("/")
     if slash and (len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix)):  # "/x": an empty prefix
@@ -472,7 +478,7 @@ class Volume:
         if "/../" in path + "/":
             raise SpecError("--volume", f"mount path {path!r} of claim {self.claim!r} has a '..' segment; "
                             "give a plain absolute path, e.g. /mnt/data")
-        plain = "/" + "/".join(part for part in path.split("/") if part)
+        plain = plain_path(path)
         hidden = next((top for top in HIDDEN_MOUNT_PATHS
                        if plain == top or (top in KERNEL_MOUNT_PATHS and plain.startswith(top + "/"))), None)
         if hidden in KERNEL_MOUNT_PATHS:
@@ -572,7 +578,8 @@ class JobSpec:
         for attr, example in (("job_dir", "gs://my-bucket/runs/mnist"), ("package_path", "/mnt/code/trainer")):
             object.__setattr__(self, attr, path_text(getattr(self, attr), attr, example, optional=True))
         if self.package_path:  # /mnt//code/trainer/ as /mnt/code/trainer: the chart derives the same parent
-            object.__setattr__(self, "package_path", re.sub(r"/+", "/", self.package_path).rstrip("/") or "/")
+            object.__setattr__(self, "package_path", plain_path(self.package_path)
+                               if self.package_path.startswith("/") else self.package_path)
         for attr, example in (("node_selector", {"cloud.google.com/gke-nodepool": "training"}),
                               ("env", {"TF_CPP_MIN_LOG_LEVEL": "1"}), ("labels", {"team": "ml"})):
             object.__setattr__(self, attr, string_map(getattr(self, attr), attr, repr(example)))
@@ -716,7 +723,7 @@ class JobSpec:
         paths: set[str] = set()
         for volume in self.volumes:
             volume.check()
-            path = volume.mount_path.rstrip("/")
+            path = plain_path(volume.mount_path)  # /mnt/data and /mnt//data/ are one mount
             if volume.claim in claims:
                 raise SpecError("--volume", f"claim {volume.claim!r} is given twice; mount each claim once")
             if path in paths:

@@ -110,6 +110,7 @@ REFUSED = [
     (["--volume", "a" * 254 + ":/mnt/data"], "--volume"),
     (["--volume", "data:/mnt/a", "--volume", "data:/mnt/b"], "--volume"),
     (["--volume", "a:/mnt/data", "--volume", "b:/mnt/data/"], "--volume"),
+    (["--volume", "a:/mnt/data", "--volume", "b:/mnt//data"], "--volume"),  # one mount, spelled twice
     (["--module-name", "trainer-task"], "--module-name"),
     (["--module-name", "trainer.task\nkind: Pod"], "--module-name"),
     (["--package-path", "/mnt/code/trainer"], "--package-path"),
