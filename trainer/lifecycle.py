@@ -140,11 +140,28 @@ class Watch:
         """After a stop: wait, serving on, until the chief's address refuses connections or
         `bound` seconds pass; True when the chief left."""
         deadline = time.monotonic() + bound
-        while reachable(self.chief, timeout=min(2.0, bound)):
+        while not left(self.chief, timeout=min(2.0, bound)):
             if time.monotonic() >= deadline:
                 return False
             time.sleep(SLICE_S)
         return True
+
+
+def left(address: str | None, timeout: float = 2.0) -> bool:
+    """Whether the chief's process has gone: its host refuses connections at its port (None:
+    no chief to wait for). A name that does not resolve, or no answer, says nothing: a
+    terminating pod leaves its Service's DNS records before its process ends, and the
+    chief, saving, still reaches the ps over the connections it has."""
+    if address is None:
+        return True
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            return False
+    except ConnectionRefusedError:
+        return True
+    except OSError:  # socket.gaierror (DNS), a timeout, unreachable: not known to be gone
+        return False
 
 
 def message(outcome: str, watch: Watch) -> str:

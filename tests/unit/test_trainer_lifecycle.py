@@ -74,3 +74,11 @@ def test_a_stopped_server_lingers_while_the_chief_is_up_and_leaves_once_it_has_g
                                 orphan_seconds=600)
         assert watch.linger(bound=0.3) is False  # the chief still up: the bound ends the wait
     assert watch.linger(bound=60) is True  # its address refuses connections now: at once
+
+
+def test_a_chief_whose_name_does_not_resolve_is_not_taken_as_gone():
+    """On a cluster a terminating pod leaves its Service's DNS before its process ends: the
+    ps must not leave while the chief may still be saving through the connections it has."""
+    assert lifecycle.left(f"127.0.0.1:{free_port()}") is True  # refused: its process has gone
+    assert lifecycle.left("chief-0.no-such-name.invalid:2222") is False  # unknown: wait (up to the bound)
+    assert lifecycle.left(None) is True
