@@ -10,7 +10,10 @@
 - the chief pod deleted: training-operator v1.9.4 counts a terminating replica pod as
   failed and fails the TFJob; the following `launcher submit` sees that the first fault was
   the deletion, submits the same TFJob again (--max-resubmits), and the new chief resumes
-  from the job dir's checkpoint to Succeeded (README "Failures").
+  from the job dir's checkpoint to Succeeded (README "Failures");
+- the TFJob deleted whole (`launcher delete`): every pod gets SIGTERM; the ps serves on until
+  the chief has saved its checkpoint at the step it reached and left (a checkpoint the job
+  would not otherwise write: --checkpoint-every-steps 0).
 """
 from __future__ import annotations
 
@@ -81,6 +84,24 @@ def test_chief_pod_deleted_the_launcher_submits_the_job_again_and_it_resumes(nod
         assert tfjob["metadata"]["uid"] != first_uid  # a new TFJob of the same name and job dir
         assert any(c["type"] == "Succeeded" and c["status"] == "True" for c in tfjob["status"]["conditions"])
         _assert_the_chief_resumed(node_cluster, ns, job)  # the new chief
+
+
+def test_the_tfjob_deleted_whole_keeps_the_chiefs_checkpoint_at_the_step_reached(node_cluster, trainer_image):
+    """Before, the ps left at once and the chief's save found no variables. On a cluster the
+    chief's name may stop resolving while it saves: the ps waits for a refusal instead."""
+    job = "mnist-deleted"
+    with training_namespace(node_cluster, "node-deleted") as ns:
+        args = ns.submit_args(job, trainer_image, "--workers", "1", "--ps", "1",
+                              trainer=("--train-steps", "100000", "--checkpoint-every-steps", "0",
+                                       "--log-every-steps", "20", "--eval-every-steps", "0"))
+        with launcher_process(node_cluster, *args) as submit:
+            submit.wait_for_line("[chief-0] Train [chief/0] step 40 of", RUN_TIMEOUT_S / 3)
+            assert _checkpoint_step(ns.job_dir(job)) == 0  # none before the deletion
+            with launcher_process(node_cluster, "delete", job, "--backend", "k8s", "-n", ns.name) as delete:
+                assert delete.wait(180) == 0, delete.output
+            submit.wait(180)
+        wait_for(lambda: _checkpoint_step(ns.job_dir(job)) >= 40,
+                 lambda: f"no checkpoint at step 40 or later in {ns.job_dir(job)}:\n{submit.output}", 120)
 
 
 def _assert_the_chief_resumed(node_cluster, ns, job: str) -> None:
