@@ -67,16 +67,23 @@ def read_done(job_dir: str) -> str | None:
         return None
 
 
-def reachable(address: str | None, timeout: float = 2.0) -> bool:
-    """Whether something accepts TCP connections at host:port (None: no chief to watch)."""
-    if address is None:
-        return True
+def probe(address: str, timeout: float = 2.0) -> bool | None:
+    """A TCP connection to host:port: True when something accepts it, False when the host
+    refuses it (nothing listens there), None when it cannot tell (a name that does not
+    resolve, no answer, no route)."""
     host, _, port = address.rpartition(":")
     try:
         with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
             return True
-    except OSError:
+    except ConnectionRefusedError:
         return False
+    except OSError:
+        return None
+
+
+def reachable(address: str | None, timeout: float = 2.0) -> bool:
+    """Whether something accepts TCP connections at host:port (None: no chief to watch)."""
+    return address is None or probe(address, timeout) is True
 
 
 @dataclass
@@ -152,16 +159,7 @@ def left(address: str | None, timeout: float = 2.0) -> bool:
     no chief to wait for). A name that does not resolve, or no answer, says nothing: a
     terminating pod leaves its Service's DNS records before its process ends, and the
     chief, saving, still reaches the ps over the connections it has."""
-    if address is None:
-        return True
-    host, _, port = address.rpartition(":")
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
-            return False
-    except ConnectionRefusedError:
-        return True
-    except OSError:  # socket.gaierror (DNS), a timeout, unreachable: not known to be gone
-        return False
+    return address is None or probe(address, timeout) is False
 
 
 def message(outcome: str, watch: Watch) -> str:
