@@ -269,15 +269,15 @@ def check(argv: list[str]) -> None:
     p = parser()
     p.raising = True
     argv = [arg for arg in argv if arg not in ("-h", "--help")]
-    _conflicts(p, p.parse_args(argv), argv)
+    _conflicts(p, p.parse_args(argv), given(argv))
 
 
-def _conflicts(p: Parser, args: argparse.Namespace, argv: list[str]) -> None:
-    """Flags that parse one by one but not together."""
+def _conflicts(p: Parser, args: argparse.Namespace, typed: frozenset[str]) -> None:
+    """Flags that parse one by one but not together (`typed`: given(argv))."""
     if args.prepare_data and args.train_data_paths and args.eval_data_paths:
         p.error("argument --prepare-data: writes --data-dir's records, and both --train_data_paths and "
                 "--eval_data_paths are read instead; drop one of them")
-    if args.model == "taxi" and "image_feature" in given(argv):
+    if args.model == "taxi" and "image_feature" in typed:
         p.error("argument --image-feature: names the MNIST records' image feature, and --model taxi reads trips "
                 "(no image); drop it")
     if args.model == "taxi" and (args.train_data_paths or args.eval_data_paths) and args.data_dir is None \
@@ -330,8 +330,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     args = p.parse_args(argv)
-    _conflicts(p, args, argv)
-    args.given = given(argv)
+    args.given = given(argv)  # parsed once more, without defaults: for _conflicts and notes()
+    _conflicts(p, args, args.given)
     args.train_data_paths, args.eval_data_paths = _split(args.train_data_paths), _split(args.eval_data_paths)
     args.data_dir = args.data_dir or default_data_dir(args.model)
     args.job_dir = args.job_dir or os.path.join("runs", args.model)

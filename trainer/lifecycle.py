@@ -12,10 +12,11 @@ parameter-server training) serve forever once started. So:
    gone for good, or never came), they exit: 0 if a done marker exists, else 1.
 
 4. On SIGTERM (the job deleted: every pod gets it at once; the local backend's stop) or
-   SIGINT (Ctrl-C on a server run by hand) a ps or worker keeps serving until the chief's address refuses connections, at most LINGER_S, and
-   then exits 128 + the signal: the chief, stopped by the same deletion, saves its checkpoint
-   within a second (session.StopRequest), and that save reads the variables on the ps. Before,
-   the ps left at once and took the progress since the last checkpoint along.
+   SIGINT (Ctrl-C on a server run by hand) a ps or worker keeps serving until the chief's
+   address refuses connections, at most LINGER_S, and then exits 128 + the signal: the
+   chief, stopped by the same deletion, saves its checkpoint within a second
+   (session.StopRequest), and that save reads the variables on the ps. Before, the ps left
+   at once and took the progress since the last checkpoint along.
 
 A poll that storage answers with a transient error (after TensorFlow's own retries:
 unavailable, deadline, aborted, internal, resource exhausted) is retried at the next poll,
