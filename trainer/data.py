@@ -181,6 +181,16 @@ def elsewhere(dataset: str, taken: str) -> str:
     return default
 
 
+def refuse_beside(out: str, dataset: str, flag: str, writes: str) -> str | None:
+    """The line refusing a write of `dataset` (trainer.data's name for it) into `flag`'s dir
+    `out` when that holds another dataset's records (`writes`: what would be written, in
+    words); the train-* pattern of either model would read both datasets' shards."""
+    if held := foreign(out, dataset):
+        return (f"{flag}: {out} holds {held[0]} records ({held[1]}); {writes} beside them would be read with "
+                f"them: give another dir, e.g. {elsewhere(dataset, out)}")
+    return None
+
+
 def write_split(out: str, split: str, images: np.ndarray, labels: np.ndarray) -> list[str]:
     shards = SHARDS[split]
     paths = []
@@ -413,10 +423,8 @@ def main(argv: list[str] | None = None) -> int:
     if problem := outputs.unwritable_dir(args.out):  # before the download: a traceback at its end, it was
         print(f"trainer.data: --out: {problem}", file=sys.stderr)
         return 2
-    if held := foreign(args.out, args.dataset):  # one dir of both: each model would read the other's records too
-        print(f"trainer.data: --out: {args.out} holds {held[0]} records ({held[1]}); {args.dataset} written beside "
-              f"them would be read with them: give another dir, e.g. {elsewhere(args.dataset, args.out)}",
-              file=sys.stderr)
+    if refusal := refuse_beside(args.out, args.dataset, "--out", f"{args.dataset} written"):
+        print(f"trainer.data: {refusal}", file=sys.stderr)
         return 2
     # the download first, then the write in outputs.writing: a failure of the write (a full
     # disk) is one line naming --out, exit 1 (outputs.command), and the staging dir is gone

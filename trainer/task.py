@@ -62,10 +62,9 @@ def ensure_data(args: argparse.Namespace) -> None:
     except data.DataError:
         if not args.prepare_data:
             raise
-        if held := data.foreign(args.data_dir, source.written_as):  # both datasets in one dir: each model reads both
-            raise data.DataError(f"--data-dir: {args.data_dir} holds {held[0]} records ({held[1]}); --prepare-data "
-                                 f"would write {model.DATASET} beside them, to be read with them: give another "
-                                 f"dir, e.g. {data.elsewhere(source.written_as, args.data_dir)}") from None
+        if refusal := data.refuse_beside(args.data_dir, source.written_as, "--data-dir",
+                                         f"{model.DATASET} that --prepare-data writes"):
+            raise data.DataError(refusal) from None
         files = {}
     # With --prepare-data, a set of shards only partly there is another replica's write in
     # progress (data.staged moves its files in one by one): write a whole copy too.
@@ -141,7 +140,7 @@ def serve(args: argparse.Namespace, cluster: Cluster) -> int:
 
     watch = lifecycle.Watch(args.job_dir, cluster.chief_address, args.poll_seconds, args.orphan_seconds)
     stop: list[int] = []  # the signal that stops this server (see lifecycle: 4.)
-    for signum in (signal.SIGTERM, signal.SIGINT):
+    for signum in lifecycle.STOP_SIGNALS:
         signal.signal(signum, lambda number, frame: stop.append(number))
     runtime.start_server(cluster, runtime.threads_for(args.threads, cluster))
     print(f"Serving {cluster.name} at {cluster.spec[cluster.role][cluster.index]}; waiting for the chief")

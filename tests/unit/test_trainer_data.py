@@ -379,9 +379,8 @@ def test_prepare_data_into_a_dir_of_the_other_dataset_is_refused_and_writes_noth
     with pytest.raises(data.DataError) as caught:
         task.ensure_data(flags.parse(["--model", "taxi", "--data-dir", str(mnist), "--prepare-data"]))
     assert str(caught.value) == (f"--data-dir: {mnist} holds mnist records (train-00000-of-00008.tfrecord); "
-                                 "--prepare-data would write Chicago taxi trips beside them, to be read with them: "
-                                 "give another "
-                                 "dir, e.g. data/taxi")
+                                 "Chicago taxi trips that --prepare-data writes beside them would be read with "
+                                 "them: give another dir, e.g. data/taxi")
     assert len(list(mnist.iterdir())) == 8
 
 
@@ -395,7 +394,7 @@ def test_a_worker_preparing_data_into_a_dir_of_the_other_dataset_says_it_in_one_
     worker = Cluster("worker", 0, {"chief": ["h:1"], "ps": ["h:2"], "worker": ["h:3"]})
     assert task.serve(flags.parse(["--data-dir", str(taxi), "--prepare-data"]), worker) == 2
     assert capsys.readouterr().err == (f"trainer: --data-dir: {taxi} holds taxi records (eval-00000-of-00001.tfrecord); "
-                                       "--prepare-data would write MNIST beside them, to be read with them: give "
+                                       "MNIST that --prepare-data writes beside them would be read with them: give "
                                        "another dir, e.g. data/mnist\n")
 
 
