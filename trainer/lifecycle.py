@@ -26,6 +26,7 @@ failures.py). A ps restarted for nothing loses every variable since the last che
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import sys
 import time
@@ -43,6 +44,7 @@ from trainer import paths
 DONE, ORPHANED_AFTER_DONE, ORPHANED, STOPPED = "done", "orphaned-after-done", "orphaned", "stopped"
 EXIT_CODES = {DONE: 0, ORPHANED_AFTER_DONE: 0, ORPHANED: 1}  # STOPPED: 128 + the signal
 LINGER_S = 20.0  # a stopped server's longest wait for the chief to leave (Kubernetes grants 30 s)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)  # rule 4; the chief saves on these too (session.StopRequest)
 SLICE_S = 0.2  # how soon a wait notices a stop
 STORAGE_RETRIES = 10
 TRANSIENT = (errors.UnavailableError, errors.DeadlineExceededError, errors.AbortedError,

@@ -15,7 +15,7 @@ from typing import Any, Callable
 import keras
 import tensorflow as tf
 
-from trainer import checkpoints, data, evaluator, export, models, progress, variables
+from trainer import checkpoints, data, evaluator, export, lifecycle, models, progress, variables
 from trainer.train import step as train_step
 from trainer.cluster import Cluster
 from trainer.evaluate import Evaluation
@@ -208,7 +208,7 @@ class StopRequest:
         self.signum: int | None = None
         self._previous = None
 
-    SIGNALS = (signal.SIGTERM, signal.SIGINT)  # SIGINT: Ctrl-C on a trainer run by hand
+    SIGNALS = lifecycle.STOP_SIGNALS  # SIGINT: Ctrl-C on a trainer run by hand
 
     def __enter__(self) -> "StopRequest":
         if self.enabled:
