@@ -20,7 +20,8 @@ Errors are the CLI's: `SpecError` (bad input, trainer arguments the trainer woul
 included: nothing was submitted), `BackendError`
 (and its `NotFound`, `AlreadyExists`); `TimeoutError` from the waits, and from
 `wait_for_job_conditions`, as in the Kubeflow SDK, `RuntimeError` for a job that Failed
-when Failed was not expected and `ValueError` for a condition a TFJob does not have.
+when Failed was not expected. A wait's bad arguments (a condition a TFJob does not have)
+are a `SpecError` too, which is the `ValueError` the Kubeflow SDK raises.
 """
 from __future__ import annotations
 
@@ -145,7 +146,8 @@ class TrainingClient:
                      conditions: tuple[str, ...] = TERMINAL) -> JobStatus:
         """Block until the job has one of `conditions` (default: Succeeded or Failed); returns
         its status then. TimeoutError after `timeout` seconds (the job keeps running);
-        ValueError for a condition not in JOB_CONDITIONS or a timeout that is no seconds."""
+        SpecError (a ValueError) for a condition not in JOB_CONDITIONS or a timeout that is no
+        seconds."""
         return self._wait(name, namespace, _seconds(timeout, "timeout"), _conditions(conditions, "conditions"))
 
     def wait_for_job_conditions(self, name: str, namespace: str = "default",
@@ -155,12 +157,12 @@ class TrainingClient:
         """The Kubeflow SDK's wait: block until the job has one of `expected_conditions`
         (default: Succeeded) and return its status then. RuntimeError when it Failed and Failed
         was not expected; TimeoutError after `wait_timeout` seconds (None: no limit; the job
-        keeps running); ValueError for a condition not in JOB_CONDITIONS. `callback` gets the
-        job's status first and after each condition transition (the SDK calls it per poll; the
-        launcher watches instead of polling)."""
+        keeps running); SpecError (a ValueError, which the SDK raises) for a condition not in
+        JOB_CONDITIONS. `callback` gets the job's status first and after each condition
+        transition (the SDK calls it per poll; the launcher watches instead of polling)."""
         expected = _conditions(expected_conditions, "expected_conditions")
         if callback is not None and not callable(callback):
-            raise ValueError(f"callback: {callback!r} is not callable; give a function of the job's status")
+            raise SpecError("callback", f"{callback!r} is not callable; give a function of the job's status")
         stop = expected if "Failed" in expected else (*expected, "Failed")
         status = self._wait(name, namespace, _seconds(wait_timeout, "wait_timeout"), stop, callback)
         if not _reached(status, expected):
@@ -268,18 +270,18 @@ def _reached(status: JobStatus, conditions: tuple[str, ...]) -> bool:
 def _conditions(given: Iterable[str], field_name: str) -> tuple[str, ...]:
     """The condition names a wait stops at, checked: a bare string is one name, not letters."""
     if isinstance(given, str):
-        raise ValueError(f"{field_name}: {given!r} is a string; give a set of condition names, e.g. {{{given!r}}}")
+        raise SpecError(field_name, f"{given!r} is a string; give a set of condition names, e.g. {{{given!r}}}")
     names = tuple(sorted(set(given)))
     unknown = set(names) - JOB_CONDITIONS
     if not names or unknown:
-        raise ValueError(f"{field_name}: {sorted(unknown) or 'none given'}; use some of "
-                         f"{', '.join(sorted(JOB_CONDITIONS))}")
+        raise SpecError(field_name, f"{sorted(unknown) or 'none given'}; use some of "
+                                    f"{', '.join(sorted(JOB_CONDITIONS))}")
     return names
 
 
 def _seconds(timeout: float | None, field_name: str) -> float | None:
     """A wait's bound: seconds >= 0, or None for none."""
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0):
-        raise ValueError(f"{field_name}: {timeout!r} is not a number of seconds; give seconds >= 0, or None to wait "
-                         "without a bound")
+        raise SpecError(field_name, f"{timeout!r} is not a number of seconds; give seconds >= 0, or None to wait "
+                                    "without a bound")
     return timeout

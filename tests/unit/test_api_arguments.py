@@ -50,9 +50,11 @@ def test_create_job_refuses_what_submit_refuses_and_starts_nothing(tmp_path, mon
     (lambda c: c.wait_for_job_conditions("mnist", callback="x"), r"^callback: 'x' is not callable"),
 ])
 def test_a_wait_refuses_arguments_it_would_misread_before_reading_the_job(call, message):
+    """SpecError, as every other refusal of the API: a ValueError, as the Kubeflow SDK's."""
     backend = FakeBackend(events=lifecycle("Succeeded"), existing=("mnist",))
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(SpecError, match=message) as caught:
         call(TrainingClient(backend=backend))
+    assert isinstance(caught.value, ValueError) and caught.value.field == message[1:].split(":")[0]
 
 
 class Unasked(FakeBackend):
