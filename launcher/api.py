@@ -50,15 +50,17 @@ class TrainingClient:
     def __init__(self, backend: str | Backend = "auto", kubeconfig: str | None = None,
                  context: str | None = None, request_timeout: float | None = None,
                  note: Callable[[str], None] | None = None):
-        """`note`: where `create_job` says what the local backend ignores of a job (the CLI's
-        `note:` lines, naming JobSpec's fields); default: a UserWarning each (`warnings`)."""
+        """`note`: where the client says what the CLI says in `note:` and `warning:` lines:
+        that `auto` chose this machine, what the local backend ignores of a job (naming
+        JobSpec's fields), replicas not isolated on this machine, logs a cluster no longer
+        has; default: a UserWarning each (`warnings`)."""
         if note is not None and not callable(note):
             raise SpecError("note", f"{note!r} is not callable; give a function of one str, e.g. print, or None")
         self.note = note or _warn
         if isinstance(backend, Backend):
             self.backend = backend
         else:
-            self.backend = get_backend(backend, note=lambda line: None, kubeconfig=kubeconfig, context=context,
+            self.backend = get_backend(backend, note=self.note, kubeconfig=kubeconfig, context=context,
                                        request_timeout=request_timeout)
 
     # ---- create --------------------------------------------------------------------------
@@ -245,7 +247,7 @@ SPEC_FIELDS = {"queue_name": "queue_name", "priority_class": "priority_class", "
 
 
 def _warn(line: str) -> None:
-    warnings.warn(line.removeprefix("note: "), UserWarning, stacklevel=3)
+    warnings.warn(line.removeprefix("note: ").removeprefix("warning: "), UserWarning, stacklevel=3)
 
 
 def _check_job(name: str, namespace: str) -> None:

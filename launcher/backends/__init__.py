@@ -19,7 +19,7 @@ from .base import Backend, BackendError, stderr_note
 
 KINDS = ("auto", "local", "k8s")
 LOCAL_NOTE = ("No Kubernetes cluster configured; using this machine (local backend). "
-              "Use --backend k8s to force the cluster.")
+              "Use {force} to force the cluster.")  # force: --backend k8s, or the API's backend="k8s"
 SERVICE_ACCOUNT_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 
 
@@ -37,15 +37,17 @@ def cluster_configured(env: Mapping[str, str] | None = None, home: Path | None =
     return kubeconfig.configured(env, home)
 
 
-def resolve_kind(kind: str, note: Callable[[str], None] = stderr_note, **probe) -> str:
-    """"auto" -> "k8s" or "local" (announcing the local choice); others pass through."""
+def resolve_kind(kind: str, note: Callable[[str], None] = stderr_note, force: str = "--backend k8s",
+                 **probe) -> str:
+    """"auto" -> "k8s" or "local" (announcing the local choice, `force` naming how to choose
+    the cluster instead); others pass through."""
     if kind not in KINDS:
         raise SpecError("--backend", f"{kind!r} is not a backend; use one of {', '.join(KINDS)}")
     if kind != "auto":
         return kind
     if cluster_configured(**probe):
         return "k8s"
-    note(LOCAL_NOTE)
+    note(LOCAL_NOTE.format(force=force))
     return "local"
 
 
@@ -81,7 +83,7 @@ def get_backend(kind: str = "auto", note: Callable[[str], None] = stderr_note,
     --kubeconfig makes it), `request_timeout` bounds each API call; with `local` they are
     refused, as the CLI refuses them (one rule: `check_cluster_args`)."""
     asked = check_cluster_args(kind, kubeconfig, context, request_timeout)
-    kind = resolve_kind(asked, note)
+    kind = resolve_kind(asked, note, force='backend="k8s"')  # the CLI resolves `auto` itself
     if asked == "auto" and kind == "local" and request_timeout is not None:  # auto found no cluster
         note("request_timeout is not used: no cluster is configured, so the local backend runs the jobs")
     try:

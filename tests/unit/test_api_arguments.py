@@ -149,6 +149,21 @@ def test_create_job_on_the_local_backend_says_what_it_ignores_naming_the_fields(
         TrainingClient(backend=FakeBackend(name="local"), note="quiet")
 
 
+def test_the_backends_own_notes_reach_note_in_the_apis_words(tmp_path, monkeypatch):
+    """auto choosing this machine (and the backend's other notes: replicas not isolated, logs
+    a cluster no longer has) were dropped: a notebook expecting its cluster heard nothing."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("TFJOB_RUNS_DIR", str(tmp_path / "runs"))
+    lines = []
+    assert TrainingClient(note=lines.append).backend.name == "local"
+    assert lines == ['No Kubernetes cluster configured; using this machine (local backend). Use backend="k8s" to '
+                     'force the cluster.']
+    with pytest.warns(UserWarning, match=r'^No Kubernetes cluster configured; .* Use backend="k8s"'):
+        TrainingClient()
+
+
 def test_a_package_path_under_a_mount_given_with_doubled_slashes_is_in_the_pods():
     """The package path is kept without doubled slashes: the mount it lies under is compared so too."""
     backend = FakeBackend(name="k8s")

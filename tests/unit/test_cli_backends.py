@@ -87,8 +87,8 @@ def test_auto_announces_local_in_one_line(tmp_path):
     notes = []
     kind = backends.resolve_kind("auto", notes.append, env={}, home=tmp_path, token=tmp_path / "t")
     assert kind == "local"
-    assert notes == [backends.LOCAL_NOTE]
-    assert "\n" not in backends.LOCAL_NOTE and "--backend k8s" in backends.LOCAL_NOTE
+    assert notes == ["No Kubernetes cluster configured; using this machine (local backend). Use --backend k8s to "
+                     "force the cluster."]
 
 
 def test_auto_picks_k8s_silently(tmp_path):
@@ -233,7 +233,7 @@ def test_request_timeout_is_said_unused_when_auto_picks_this_machine(cli, tmp_pa
         assert "note: --request-timeout is not used" in cli(*command, "--request-timeout", "5s").err, command
     notes = []
     backends.get_backend("auto", notes.append, request_timeout=5)
-    assert notes == [backends.LOCAL_NOTE, "request_timeout is not used: no cluster is configured, so the local "
+    assert notes == [backends.LOCAL_NOTE.format(force='backend="k8s"'), "request_timeout is not used: no cluster is configured, so the local "
                                           "backend runs the jobs"]
     assert cli("list", "--backend", "local", "--request-timeout", "5s").refused("--request-timeout").endswith(
         "bounds the calls to a cluster's API server, which the local backend does not make; drop one of them")
