@@ -5,6 +5,15 @@ rendering of the same JobSpec, and tests/unit/test_helm_parity.py keeps the two 
 Every value is emitted through toJson or quote, so no value can inject YAML.
 */}}
 
+{{/*
+A free-form value (args, env, command, a path) as JSON for a YAML document: toJson leaves
+U+0085 (NEL) raw, which YAML reads as a line break inside a quoted string (a space once
+parsed), so it goes as its JSON escape (launcher: render.yaml_json).
+*/}}
+{{- define "tfjob.json" -}}
+{{- toJson . | replace "\u0085" "\\u0085" }}
+{{- end }}
+
 {{/* Chart name, for app.kubernetes.io/name. */}}
 {{- define "tfjob.name" -}}
 {{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
@@ -137,7 +146,7 @@ Kueue queue is created suspended. */}}
 {{- $args = list "--job-dir" .Values.jobDir }}
 {{- end }}
 {{- $args = concat $args (.Values.args | default list) }}
-{{- if $args }}{{ toJson $args }}{{ else }}[]{{ end }}
+{{- if $args }}{{ include "tfjob.json" $args }}{{ else }}[]{{ end }}
 {{- end }}
 
 {{/* Container env as a JSON list of {name, value}, in the given order (launcher:
@@ -151,7 +160,7 @@ JobSpec.container_env): env, PYTHONPATH for packagePath, then secretEnv. */}}
 {{- range .Values.secretEnv }}
 {{- $env = append $env (dict "name" .name "valueFrom" (dict "secretKeyRef" (dict "name" .secretName "key" .key))) }}
 {{- end }}
-{{- toJson $env }}
+{{- include "tfjob.json" $env }}
 {{- end }}
 
 {{/* GPUs per pod of a replica entry (ps has none). Call with the replica dict. */}}
@@ -481,5 +490,5 @@ trailing '/' goes first: dir of /mnt/code/trainer/ is /mnt/code/trainer. */}}
 
 {{/* The container command (launcher: JobSpec.container_command): python -m moduleName, else command. */}}
 {{- define "tfjob.command" -}}
-{{- if .Values.moduleName }}{{ toJson (list "python" "-m" .Values.moduleName) }}{{ else if .Values.command }}{{ toJson .Values.command }}{{ end }}
+{{- if .Values.moduleName }}{{ toJson (list "python" "-m" .Values.moduleName) }}{{ else if .Values.command }}{{ include "tfjob.json" .Values.command }}{{ end }}
 {{- end }}
