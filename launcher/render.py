@@ -7,6 +7,8 @@ Helm values (`helm_values.py`) and the local backend see the same data.
 """
 from __future__ import annotations
 
+import json
+import re
 from functools import lru_cache
 
 import jinja2
@@ -15,6 +17,17 @@ import yaml
 from .spec import JOB_NAME_LABEL, RUN_AS_USER, TF_PORT, JobSpec
 
 NETWORK_POLICY_SUFFIX = "-tf-port"
+# What YAML (PyYAML's and Go's, YAML 1.1) does not read back as written inside a quoted
+# string: C1 controls and DEL, U+0085/U+2028/U+2029 (line breaks there), surrogates, BOM,
+# U+FFFE/U+FFFF. Everything else goes as itself, characters beyond U+FFFF too (json.dumps'
+# default, a surrogate pair of \u escapes, is read by YAML as two lone surrogates).
+_YAML_UNSAFE = re.compile("[^\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]")
+
+
+def yaml_json(obj, **kwargs) -> str:
+    """json.dumps for a value in a YAML document (the templates' tojson): the characters of
+    _YAML_UNSAFE as \\u escapes (json.dumps has escaped those below U+0020), the rest raw."""
+    return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m[0]):04x}", json.dumps(obj, ensure_ascii=False, **kwargs))
 
 
 @lru_cache(maxsize=2)
@@ -25,6 +38,7 @@ def _template(name: str = "tfjob.yaml.j2") -> jinja2.Template:
         autoescape=False,
         keep_trailing_newline=True,
     )
+    env.policies["json.dumps_function"] = yaml_json
     return env.get_template(name)
 
 

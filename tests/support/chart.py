@@ -15,11 +15,11 @@ DIGEST = "sha256:" + "0123456789abcdef" * 4
 
 # Strings that break naive YAML: 1.1 booleans and numbers, null, quotes, newlines,
 # comment and mapping markers, Go/Jinja template syntax, unicode line separators (U+0085
-# too, which JSON leaves raw).
+# too, which JSON leaves raw), characters beyond U+FFFF (a surrogate pair in JSON's escapes).
 TRICKY = ("y", "on", "No", "null", "~", "0x1F", "1e3", "012", "", " lead and trail ",
           'say "hi"\n  injected: true', "a: b # not a comment", "- item", "{{ .Release.Name }}",
           "{% raw %}", "ünï ☃ \u2028 tab\t", "back\\slash", "'single'", "&anchor *alias !tag",
-          "next\x85line")
+          "next\x85line", "emoji 🙂 \U0001d518")
 
 
 def spec_matrix() -> dict[str, JobSpec]:

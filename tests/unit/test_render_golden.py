@@ -148,3 +148,17 @@ def test_gke_scheduling_flags_reach_the_tfjob(cli):
     assert validate(queued.manifest(), crd=CRD) is True
     with_sidecar = cli("render", "--name", "mesh", "--istio-sidecar").manifest()
     assert all("annotations" not in r["template"]["metadata"] for r in with_sidecar["spec"]["tfReplicaSpecs"].values())
+
+
+def test_user_strings_reach_the_tfjob_as_given(cli):
+    """Env values and arguments the YAML reader would take apart (specials, 1.1 booleans, line
+    separators, U+0085, characters beyond U+FFFF) arrive in the printed TFJob as given."""
+    from tests.support.chart import TRICKY
+
+    env = [f"--env=V{i}={value}" for i, value in enumerate(TRICKY)]
+    result = cli("render", "--name", "tricky", "--image", "gcr.io/p/trainer:1", *env, "--", *TRICKY)
+    assert result.code == 0, result.err
+    for replica in result.manifest()["spec"]["tfReplicaSpecs"].values():
+        container = replica["template"]["spec"]["containers"][0]
+        assert [e["value"] for e in container["env"]] == list(TRICKY)
+        assert container["args"] == list(TRICKY)
