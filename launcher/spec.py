@@ -115,6 +115,17 @@ def check_label_value(key: str, value: str, field_name: str) -> None:
                         "use at most 63 letters, digits, '-', '_', '.', starting and ending alphanumeric")
 
 
+def check_utf8(value: str, field_name: str) -> None:
+    """A free-form string for Kubernetes, which keeps strings as UTF-8: a lone surrogate (a
+    byte of another encoding on the command line, as Python decodes it) is none; the API
+    server would store U+FFFD for it and kubectl refuses the rendered YAML."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise SpecError(field_name, f"{value!r} is not UTF-8 text (a byte of another encoding?), which Kubernetes "
+                        "would change; give it in UTF-8") from None
+
+
 def check_quantity(value: str | None, field_name: str) -> None:
     if value is not None and not _QUANTITY.fullmatch(value):
         raise SpecError(field_name, f"{value!r} is not a Kubernetes quantity; use {QUANTITY_RULE}")
@@ -649,6 +660,7 @@ class JobSpec:
         if "JOB_DIR" in self.env and not self.command and self.module_name in (None, TRAINER_MODULE):
             raise SpecError("--env", "JOB_DIR is the trainer's job dir, which tensorboard, serve --from-job and a "
                             "resubmit read from its arguments; give it as --job-dir")
+        self._check_utf8()
         check_job_dir(self.job_dir)
         self._check_volumes()
         self._check_secret_env()
@@ -717,6 +729,15 @@ class JobSpec:
                 raise SpecError("--node-selector", f"{ACCELERATOR_LABEL} would put the {flag} replicas, which have no "
                                 "GPUs, on GPU nodes (tainted: they would never schedule); select the GPU pool per "
                                 f"role, e.g. --node-selector worker:{ACCELERATOR_LABEL}=..., or use --accelerator")
+
+    def _check_utf8(self) -> None:
+        """The free-form strings (the others have patterns of their own): check_utf8."""
+        for field_name, values in (("--env", [f"{k}={v}" for k, v in self.env.items()]),
+                                   ("trainer arguments (after --)", self.trainer_args), ("command", self.command),
+                                   ("--job-dir", [self.job_dir or ""]), ("--volume", [v.mount_path for v in self.volumes]),
+                                   ("--package-path", [self.package_path or ""])):
+            for value in values:
+                check_utf8(value, field_name)
 
     def _check_volumes(self) -> None:
         claims: set[str] = set()

@@ -192,6 +192,12 @@ def test_replica_spec_fields_are_type_checked(args, kwargs, field):
     ({"replicas": {"Worker": ReplicaSpec(1, cpu="1.2.3")}},
      "--cpu worker=: '1.2.3' is not a Kubernetes quantity; use digits with at most one '.' and an optional "
      "suffix n, u, m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei or e<N> (e.g. 500m, 1.5, 4Gi)"),
+    ({"env": {"V": "a\udcffb"}}, "--env: 'V=a\\udcffb' is not UTF-8 text (a byte of another encoding?), "
+                                  "which Kubernetes would change; give it in UTF-8"),
+    ({"trainer_args": ("--x", "\ud83d")}, "trainer arguments (after --): '\\ud83d' is not UTF-8 text (a byte of "
+                                         "another encoding?), which Kubernetes would change; give it in UTF-8"),
+    ({"volumes": (Volume("data", "/mnt/\udce9"),)}, "--volume: '/mnt/\\udce9' is not UTF-8 text (a byte of "
+                                                    "another encoding?), which Kubernetes would change; give it in UTF-8"),
 ])
 def test_refusals_say_the_rule(kwargs, message):
     with pytest.raises(SpecError) as err:
