@@ -115,10 +115,15 @@ def check_label_value(key: str, value: str, field_name: str) -> None:
                         "use at most 63 letters, digits, '-', '_', '.', starting and ending alphanumeric")
 
 
-def check_utf8(value: str, field_name: str) -> None:
-    """A free-form string for Kubernetes, which keeps strings as UTF-8: a lone surrogate (a
-    byte of another encoding on the command line, as Python decodes it) is none; the API
-    server would store U+FFFD for it and kubectl refuses the rendered YAML."""
+def check_free_text(value: str, field_name: str) -> None:
+    """A free-form string that reaches a process (an argument, an env value, a path) through
+    Kubernetes: without NUL, which no argument or environment of a process can hold (the
+    container would never start), and UTF-8, as Kubernetes keeps strings; a lone surrogate (a
+    byte of another encoding on the command line, as Python decodes it) is not: the API
+    server would store U+FFFD for it, and kubectl refuses the rendered YAML."""
+    if "\x00" in value:
+        raise SpecError(field_name, f"{value!r} holds a NUL byte, which no process can take in its arguments or "
+                        "environment; drop it")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
@@ -660,11 +665,11 @@ class JobSpec:
         if "JOB_DIR" in self.env and not self.command and self.module_name in (None, TRAINER_MODULE):
             raise SpecError("--env", "JOB_DIR is the trainer's job dir, which tensorboard, serve --from-job and a "
                             "resubmit read from its arguments; give it as --job-dir")
-        self._check_utf8()
         check_job_dir(self.job_dir)
         self._check_volumes()
         self._check_secret_env()
         self._check_module()
+        self._check_free_text()
         if self.success_policy not in SUCCESS_POLICIES:
             raise SpecError("--success-policy", f"{self.success_policy!r}; use AllWorkers or leave it out (the chief decides)")
         if self.queue_name is not None:
@@ -730,14 +735,14 @@ class JobSpec:
                                 "GPUs, on GPU nodes (tainted: they would never schedule); select the GPU pool per "
                                 f"role, e.g. --node-selector worker:{ACCELERATOR_LABEL}=..., or use --accelerator")
 
-    def _check_utf8(self) -> None:
-        """The free-form strings (the others have patterns of their own): check_utf8."""
+    def _check_free_text(self) -> None:
+        """The free-form strings (the others have patterns of their own): check_free_text."""
         for field_name, values in (("--env", [f"{k}={v}" for k, v in self.env.items()]),
                                    ("trainer arguments (after --)", self.trainer_args), ("command", self.command),
                                    ("--job-dir", [self.job_dir or ""]), ("--volume", [v.mount_path for v in self.volumes]),
                                    ("--package-path", [self.package_path or ""])):
             for value in values:
-                check_utf8(value, field_name)
+                check_free_text(value, field_name)
 
     def _check_volumes(self) -> None:
         claims: set[str] = set()

@@ -196,6 +196,10 @@ def test_replica_spec_fields_are_type_checked(args, kwargs, field):
                                   "which Kubernetes would change; give it in UTF-8"),
     ({"trainer_args": ("--x", "\ud83d")}, "trainer arguments (after --): '\\ud83d' is not UTF-8 text (a byte of "
                                          "another encoding?), which Kubernetes would change; give it in UTF-8"),
+    ({"command": ("python", "-c", "print(1)\x00")}, "command: 'print(1)\\x00' holds a NUL byte, which no process "
+                                                   "can take in its arguments or environment; drop it"),
+    ({"env": {"V": "\x00"}}, "--env: 'V=\\x00' holds a NUL byte, which no process can take in its arguments or "
+                            "environment; drop it"),
     ({"volumes": (Volume("data", "/mnt/\udce9"),)}, "--volume: '/mnt/\\udce9' is not UTF-8 text (a byte of "
                                                     "another encoding?), which Kubernetes would change; give it in UTF-8"),
 ])
