@@ -6,6 +6,7 @@ Ctrl-C as the launcher's commands answer it (`command`)."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import os
 import secrets
@@ -60,20 +61,40 @@ def command(label: str):
     lands before main returns) is the line `Interrupted.` on stderr and exit 130, as the
     launcher's commands, not a traceback; a WriteError is `LABEL: its message`, exit 1.
     What was being written is left as it was: the writes go to a temporary name first
-    (trainer.data's staging dir, write_text's temporary file), removed on the way out."""
+    (trainer.data's staging dir, write_text's temporary file), removed on the way out.
+    stdout, as the launcher's (launcher/__main__.py): its reader gone (`--out - | head`) ends
+    the command quietly, exit 0; a stdout that cannot be written (`> /dev/full`, a full
+    disk) is one line, exit 1 (both were tracebacks). It is flushed before main's code is
+    returned, so that its failure comes here and not at the interpreter's exit."""
     def decorate(main):
         @functools.wraps(main)
         def run(*args, **kwargs) -> int:
             try:
-                return main(*args, **kwargs)
+                code = main(*args, **kwargs)
+                sys.stdout.flush()
+                return code
             except WriteError as error:
                 print(f"{label}: {error}", file=sys.stderr, flush=True)
                 return EXIT_FAILED
             except KeyboardInterrupt:
                 print("Interrupted.", file=sys.stderr, flush=True)
                 return EXIT_INTERRUPTED
+            except BrokenPipeError:
+                _drop_stdout()
+                return 0
+            except OSError as error:
+                if error.errno not in (errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG):
+                    raise
+                _drop_stdout()  # what is buffered cannot go out either
+                print(f"{label}: cannot write the output: {error.strerror}", file=sys.stderr, flush=True)
+                return EXIT_FAILED
         return run
     return decorate
+
+
+def _drop_stdout() -> None:
+    """stdout to /dev/null: what is still buffered would fail again at the interpreter's exit."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 @contextlib.contextmanager

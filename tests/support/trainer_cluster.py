@@ -93,10 +93,12 @@ USER_SHELL_ONEDNN_ON = {"TF_CPP_MIN_LOG_LEVEL": None, "TF_ENABLE_ONEDNN_OPTS": "
 
 
 def run_module(module: str, args: list[str], env: dict[str, str | None] | None = None,
-               timeout: float = 300) -> subprocess.CompletedProcess:
-    """Run `python -m MODULE ARGS` from the repo root to completion (bounded)."""
-    return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, env=trainer_env(env),
-                          capture_output=True, text=True, timeout=timeout)
+               timeout: float = 300, stdout=None) -> subprocess.CompletedProcess:
+    """Run `python -m MODULE ARGS` from the repo root to completion (bounded); `stdout`: a
+    file or fd to write to instead of capturing it (the result's stdout is then None)."""
+    streams = {"capture_output": True} if stdout is None else {"stdout": stdout, "stderr": subprocess.PIPE}
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, env=trainer_env(env), text=True,
+                          timeout=timeout, **streams)
 
 
 def spawn(args: list[str], log_path: Path, env: dict[str, str], append: bool = False,

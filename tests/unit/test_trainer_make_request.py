@@ -118,6 +118,24 @@ def test_the_command_prints_its_line_and_no_tensorflow_start_up_lines(data_dir, 
     assert (done.returncode, done.stdout, done.stderr) == (0, f"Wrote 2 instances to {out} (true labels: 0 1)\n", "")
 
 
+def test_a_stdout_that_fails_is_one_line_and_a_reader_that_left_ends_it_quietly(data_dir):
+    """`--out - > /dev/full` was an OSError traceback; `--out - | head`, the reader gone
+    before the write, a BrokenPipeError one. As the launcher's commands: one line, exit 1;
+    exit 0 and nothing said."""
+    args = ["--data-dir", data_dir, "--count", "12", "--out", "-"]
+    with open("/dev/full", "w") as full:
+        done = run_module("trainer.make_request", args, stdout=full)
+    assert (done.returncode, done.stderr) == (1, "trainer.make_request: cannot write the output: No space left on "
+                                                 "device\n")
+    read, write = os.pipe()
+    os.close(read)  # the reader has left before the command writes: its write fails with EPIPE
+    try:
+        done = run_module("trainer.make_request", args, stdout=write)
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (0, "")
+
+
 def test_a_full_disk_is_one_line_naming_out_and_the_earlier_file_stays_whole(data_dir, tmp_path, capsys, monkeypatch):
     """It was a ResourceExhaustedError traceback (exit 1), the earlier file truncated and cut
     off where the disk filled."""
