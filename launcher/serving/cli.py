@@ -101,11 +101,13 @@ def add_parsers(commands, common) -> None:
     predict.add_argument("name", metavar="NAME", nargs="?", help="model name given to `serve` (or gcloud's --model)")
     predict.add_argument("--model", metavar="NAME", help="gcloud's form of NAME")
     given = predict.add_mutually_exclusive_group(required=True)
-    given.add_argument("--json-instances", metavar="FILE", help="one JSON instance per line (local or gs://); "
-                       "prints one line per instance")
+    given.add_argument("--json-instances", metavar="FILE", help="one JSON instance per line (local, gs://, or - "
+                       "for stdin); prints one line per instance")
     given.add_argument("--json-request", metavar="FILE", help="gcloud's other form: one request body "
-                       '{"instances": [...]} (and perhaps "signature_name"), local or gs://; prints one line per '
+                       '{"instances": [...]} (and perhaps "signature_name"), local, gs:// or -; prints one line per '
                        "instance")
+    given.add_argument("--text-instances", metavar="FILE", help="gcloud's third form: one instance per line, each "
+                       "line sent as a string (a signature with one string input), local, gs:// or -")
     given.add_argument("--input-paths", metavar="PATTERN", help="batch: comma-separated file patterns of JSON "
                        "instances (with --output-path), local or gs://BUCKET/PATH (* and ? within a folder, ** "
                        "across folders, as gcloud); gs:// needs the [gcs] extra and Application Default "
@@ -490,6 +492,8 @@ def predict(args, factory) -> int:
             raise SpecError("--signature-name", f"{chosen!r} differs from the request's signature_name {named!r} "
                             f"in {args.json_request}; give it once")
         chosen = chosen or named
+    elif args.text_instances:
+        placed = predictions.read_placed(args.text_instances, "--text-instances", text=True)
     else:
         placed = predictions.read_placed(args.json_instances)
     _gcloud_notes(args)

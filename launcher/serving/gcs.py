@@ -156,7 +156,7 @@ def read_text(url: str, flag: str, gcs=None) -> str:
     except _errors() as error:
         raise _failure(error, flag, url, bucket, "no such object (or bucket)") from None
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")  # without a byte order mark, as a local file is read
     except UnicodeDecodeError:
         raise SpecError(flag, f"cannot read {url} (not UTF-8 text); pass a file of JSON lines") from None
 

@@ -3,7 +3,9 @@
 
 - `--json-instances FILE`: one JSON instance per line; the answer is printed as a table,
   one line per instance, one column per output (`key` first, then by name), numbers at
-  full precision (the server's JSON values, unrounded).
+  full precision (the server's JSON values, unrounded). `--text-instances FILE`: each line
+  one string instance; `--json-request FILE`: one request body. As gcloud, `-` is stdin
+  and a UTF-8 byte order mark is no part of the first line.
 - `--input-paths PATTERN[,PATTERN] --output-path DIR`: every line of every matching file,
   sent in batches; `DIR/prediction.results-00000-of-00001` gets one JSON line per instance
   and `DIR/prediction.errors_stats-00000-of-00001` one line per failed batch (the names of
@@ -40,43 +42,66 @@ def _unreadable(path: str, flag: str, error: Exception, what: str) -> SpecError:
     return SpecError(flag, f"cannot read {path} ({error.__class__.__name__}); pass {what}")
 
 
+STDIN = "-"  # gcloud's name for standard input (--json-instances, --text-instances, --json-request)
+
+
+def where(path: str) -> str:
+    """How a file is named in messages: stdin for `-`."""
+    return "stdin" if path == STDIN else path
+
+
+def _stdin(flag: str, what: str) -> str:
+    try:
+        return sys.stdin.buffer.read().decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise SpecError(flag, f"cannot read stdin (not UTF-8 text); pass {what}") from None
+
+
 def _text(path: str, flag: str, storage=None, what: str = "a file with one request body") -> str:
-    """A whole file, local or gs://."""
+    """A whole file, local, gs:// or stdin (`-`), without a UTF-8 byte order mark (as gcloud reads it)."""
     if gcs.is_gcs(path):
         return gcs.read_text(path, flag, storage)
+    if path == STDIN:
+        return _stdin(flag, what)
     try:
-        return Path(path).read_text(encoding="utf-8")
+        return Path(path).read_text(encoding="utf-8-sig")
     except _UNREADABLE as error:
         raise _unreadable(path, flag, error, what) from None
 
 
 def _lines(path: str, flag: str, storage=None) -> Iterator[tuple[int, str]]:
-    if gcs.is_gcs(path):
-        text = gcs.read_text(path, flag, storage)
+    if gcs.is_gcs(path) or path == STDIN:
+        text = _text(path, flag, storage, "a file of one instance per line")
         # "\n" only, as reading a local file does (str.splitlines would also split at U+2028 inside a string)
         yield from ((number, line) for number, line in enumerate(text.split("\n"), 1) if line.strip())
         return
     try:
-        with open(path, encoding="utf-8") as handle:
+        with open(path, encoding="utf-8-sig") as handle:
             for number, line in enumerate(handle, 1):
                 if line.strip():
                     yield number, line
     except _UNREADABLE as error:
-        raise _unreadable(path, flag, error, "a file of JSON lines") from None
+        raise _unreadable(path, flag, error, "a file of one instance per line") from None
 
 
-def read_placed(path: str, flag: str = "--json-instances", storage=None) -> list[tuple[str, object]]:
-    """Every instance of a JSON-lines file, local or gs://, with where it is ("FILE line N");
-    SpecError naming the line for a bad one."""
+def read_placed(path: str, flag: str = "--json-instances", storage=None, text: bool = False
+                ) -> list[tuple[str, object]]:
+    """Every instance of a JSON-lines file, local, gs:// or stdin (`-`), with where it is
+    ("FILE line N"); SpecError naming the line for a bad one. `text`: gcloud's
+    --text-instances, each line one string instance (its line end left out)."""
     placed = []
     for number, line in _lines(path, flag, storage):
+        if text:
+            placed.append((f"{where(path)} line {number}", line.rstrip("\r\n")))
+            continue
         try:
-            placed.append((f"{path} line {number}", json.loads(line)))
+            placed.append((f"{where(path)} line {number}", json.loads(line)))
         except json.JSONDecodeError as error:
-            raise SpecError(flag, f"{path} line {number} is not JSON ({error.msg}); write one JSON "
+            raise SpecError(flag, f"{where(path)} line {number} is not JSON ({error.msg}); write one JSON "
                             "instance per line") from None
     if not placed:
-        raise SpecError(flag, f"{path} holds no instances; write one JSON instance per line")
+        raise SpecError(flag, f"{where(path)} holds no instances; write one {'' if text else 'JSON '}instance "
+                        "per line")
     return placed
 
 
@@ -88,16 +113,16 @@ def read_request(path: str, flag: str = "--json-request", storage=None) -> tuple
     try:
         body = json.loads(text) if text.strip() else None
     except json.JSONDecodeError as error:
-        raise SpecError(flag, f"{path} is not JSON ({error.msg} at line {error.lineno}); write one request body, "
-                        '{"instances": [...]}') from None
+        raise SpecError(flag, f"{where(path)} is not JSON ({error.msg} at line {error.lineno}); write one request "
+                        'body, {"instances": [...]}') from None
     instances = body.get("instances") if isinstance(body, dict) else None
     if not isinstance(instances, list) or not instances:
-        raise SpecError(flag, f'{path} has no "instances" list; write one request body, {{"instances": [...]}} '
-                        "(or one instance per line with --json-instances)")
+        raise SpecError(flag, f'{where(path)} has no "instances" list; write one request body, '
+                        '{"instances": [...]} (or one instance per line with --json-instances)')
     signature = body.get("signature_name")
     if signature is not None and not isinstance(signature, str):
-        raise SpecError(flag, f'{path}: "signature_name" is {signature!r}, not a name; give it as a string')
-    return [(f"{path} instance {number}", instance) for number, instance in enumerate(instances, 1)], signature
+        raise SpecError(flag, f'{where(path)}: "signature_name" is {signature!r}, not a name; give it as a string')
+    return [(f"{where(path)} instance {number}", instance) for number, instance in enumerate(instances, 1)], signature
 
 
 def instances_of(placed: list[tuple[str, object]]) -> list:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.launcher_process import LAUNCHER
 from tests.support.polling import wait_for
 from tests.support.ports import free_port
 from tests.support.serving import ROOT, get, post
@@ -81,6 +82,16 @@ def test_b64_values_reach_a_string_input_and_binary_outputs_come_back(text_model
     first, second = answer["predictions"]
     assert first["length"] == 3 and first["first"] == {"b64": base64.b64encode(b"\xff").decode()}
     assert second == {"length": 5, "first": "h"}
+
+
+def test_launcher_predict_takes_gclouds_text_instances_from_stdin(text_model):
+    """`gcloud ai-platform predict --text-instances -`: each line of stdin one string
+    instance, without its line end (and a byte order mark)."""
+    done = subprocess.run([*LAUNCHER, "predict", "text", "--url", text_model.removesuffix("/v1/models/text"),
+                           "--text-instances", "-"], input="\ufeffhello\r\nhi there\n".encode(), cwd=ROOT,
+                          env=trainer_env(), capture_output=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode().splitlines() == ["FIRST  LENGTH", "h      5", "h      8"]
 
 
 def test_the_served_version_is_the_highest_numeric_dir_and_metadata_comes_from_the_signature(text_model):

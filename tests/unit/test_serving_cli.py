@@ -2,6 +2,7 @@
 the prediction table, signature choice, --from-job's export. No model server runs here."""
 from __future__ import annotations
 
+import io
 import json
 import os
 import socket
@@ -17,7 +18,7 @@ from launcher.serving.cli import job_export
 from launcher.serving.client import ServingError
 from launcher.serving.local import check_port
 from launcher.serving.predictions import (choose_signature, first_refused, predict_placed, read_placed,
-                                         signature_for, table)
+                                         read_request, signature_for, table)
 from launcher.spec import SpecError
 
 pytestmark = pytest.mark.usefixtures("cli_env")  # the packaged TFJob CRD, a per-session schema cache
@@ -311,6 +312,25 @@ def test_online_predict_names_the_line_of_the_refused_instance(tmp_path):
     assert str(caught.value) == ("http://model/v1/models/m:predict: HTTP 400: Input to reshape is a tensor with 2 "
                                  f"values (the first instance refused on its own: {lines} line 4)")
     assert caught.value.status == 400
+
+
+def test_instances_are_read_as_gcloud_reads_them_byte_order_mark_and_stdin(tmp_path, monkeypatch):
+    """gcloud reads its instance files as utf-8-sig (a Windows editor's byte order mark is
+    no part of line 1) and `-` as stdin."""
+    lines = tmp_path / "instances.json"
+    lines.write_bytes(b'\xef\xbb\xbf{"image": [0.5], "key": 7}\r\n{"image": [1.0], "key": 8}\n')
+    assert read_placed(str(lines)) == [(f"{lines} line 1", {"image": [0.5], "key": 7}),
+                                       (f"{lines} line 2", {"image": [1.0], "key": 8})]
+    body = tmp_path / "body.json"
+    body.write_bytes(b'\xef\xbb\xbf{"instances": [[0.5]], "signature_name": "unkeyed"}')
+    assert read_request(str(body)) == ([(f"{body} instance 1", [0.5])], "unkeyed")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b'\xef\xbb\xbf[0.5]\n\n"bad"\n')))
+    assert read_placed("-") == [("stdin line 1", [0.5]), ("stdin line 3", "bad")]
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"a cat\r\n {x\n")))
+    assert read_placed("-", "--text-instances", text=True) == [("stdin line 1", "a cat"), ("stdin line 2", " {x")]
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b'[0.5]\n{"image"\n')))
+    with pytest.raises(SpecError, match=r"--json-instances: stdin line 2 is not JSON"):
+        read_placed("-")
 
 
 def test_a_request_refused_for_every_instance_says_the_last_is_refused_on_its_own_too(tmp_path):
