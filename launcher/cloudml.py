@@ -79,7 +79,7 @@ PACKAGES_INSTEAD = ("the launcher uploads and installs no packages; the module m
 USE_CHIEF_NOTE = "is ignored; TFJob always names the coordinator 'chief' in TF_CONFIG"
 CONFIG_KEYS = ("acceleratorConfig", "imageUri", "containerCommand", "containerArgs")
 IGNORED_CONFIG_KEYS = ("diskConfig", "tpuTfVersion")
-_DURATION = re.compile(r"^(\d+)(?:\.\d+)?s$")
+_DURATION = re.compile(r"^(\d+)(?:\.\d+)?s$", re.ASCII)
 
 
 @dataclass
@@ -108,7 +108,8 @@ def _where(*keys: str) -> str:
 
 def _count(value, *keys: str) -> int:
     """Cloud ML int64 fields arrive as ints or, in REST form, as digit strings."""
-    if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, str) and value.isdigit())) \
+    if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, str) and value.isascii()
+                                                                   and value.isdigit())) \
             or int(value) < 0:
         raise SpecError(_where(*keys), f"{value!r} is not a count; use an integer >= 0")
     return int(value)
@@ -291,7 +292,11 @@ def _apply_job_fields(config: CloudMLConfig, training: dict) -> None:
                             "keep one of them")
         config.trainer_args = _string_list(training["args"], "args")
     if "jobDir" in training:
-        config.job_dir = str(training["jobDir"])
+        job_dir = training["jobDir"]
+        if _yaml_kind(job_dir) or not isinstance(job_dir, (str, int)):
+            raise SpecError(_where("jobDir"), f"{job_dir!r} is {_yaml_kind(job_dir) or 'not a path'}, not the text "
+                            "written; give a path, quoted if YAML reads it otherwise, e.g. gs://my-bucket/runs/1")
+        config.job_dir = str(job_dir)
     if "pythonModule" in training:
         if not isinstance(training["pythonModule"], str):
             raise SpecError(_where("pythonModule"), "must be a module name; use e.g. trainer.task")
@@ -351,7 +356,7 @@ def _job_fields(path: str | Path) -> tuple[str | None, list[str]]:
     are letters, digits and '_'), and a note on the server's output fields."""
     import yaml
 
-    document = yaml.safe_load(Path(path).read_text())
+    document = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     if not isinstance(document, dict) or "trainingInput" not in document:
         return None, []
     notes = []
@@ -376,9 +381,11 @@ def _document(path: str | Path) -> tuple[dict, dict | None]:
     import yaml
 
     try:
-        document = yaml.safe_load(Path(path).read_text())
+        document = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
         raise SpecError(FLAG, f"cannot read {str(path)!r} ({exc.strerror}); check the path") from exc
+    except UnicodeDecodeError as exc:
+        raise SpecError(FLAG, f"{str(path)!r} is not UTF-8 text (byte {exc.start + 1} is not); save it as UTF-8") from exc
     except yaml.YAMLError as exc:
         raise SpecError(FLAG, f"{str(path)!r} is not valid YAML ({' '.join(str(exc).split())}); fix the file") from exc
     if isinstance(document, dict) and "trainingInput" not in document \

@@ -88,6 +88,12 @@ def test_use_chief_false_and_cloud_only_fields_are_reported():
     ({"scaleTier": "BASIC", "hyperparameters": {"goal": "MAXIMIZE"}}, "hyperparameters"),
     ({"scaleTier": "BASIC", "scheduling": {"maxRunningTime": "2h"}}, "scheduling.maxRunningTime"),
     ({"scaleTier": "BASIC", "args": "--train-steps 10"}, "args"),
+    ({"scaleTier": "CUSTOM", "masterType": "n1-standard-4", "workerCount": "²"}, "workerCount"),
+    ({"scaleTier": "BASIC", "scheduling": {"maxRunningTime": "٣٠٠s"}}, "scheduling.maxRunningTime"),
+    # `jobDir:` (null) was the job dir "None", `jobDir: yes` "True"
+    ({"scaleTier": "BASIC", "jobDir": None}, "jobDir"),
+    ({"scaleTier": "BASIC", "jobDir": True}, "jobDir"),
+    ({"scaleTier": "BASIC", "jobDir": ["gs://b/x"]}, "jobDir"),
     # what YAML made of unquoted yes / 0.10 / an empty item is not the text written: refused, not converted
     ({"scaleTier": "BASIC", "args": ["--flag", True]}, "args"),
     ({"scaleTier": "BASIC", "args": ["--learning-rate", 0.1]}, "args"),
@@ -140,6 +146,14 @@ def test_bad_files(tmp_path, text, problem):
     with pytest.raises(SpecError, match=problem) as caught:
         cloudml.load(path)
     assert caught.value.field == "--config"
+
+
+def test_a_file_not_in_utf8(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_bytes(b"trainingInput: {scaleTier: BASIC, args: [caf\xe9]}\n")
+    with pytest.raises(SpecError) as caught:
+        cloudml.load(path)
+    assert str(caught.value) == f"--config: {str(path)!r} is not UTF-8 text (byte 45 is not); save it as UTF-8"
 
 
 def test_the_fields_without_the_training_input_key(tmp_path):
