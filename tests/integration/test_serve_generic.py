@@ -103,6 +103,21 @@ def test_the_served_version_is_the_highest_numeric_dir_and_metadata_comes_from_t
     assert inputs["text"]["tensor_shape"]["dim"] == [{"size": "-1", "name": ""}]
 
 
+def test_a_model_or_version_not_served_is_a_404_logged_in_one_line_as_a_400_is(text_model, text_export):
+    """A typo in the URL is the client's error: one INFO line in the server's log, no traceback."""
+    base = text_model.removesuffix("/text")
+    assert post(f"{base}/txet:predict", json.dumps({"instances": ["a"]}).encode())[0] == 404
+    assert get(f"{text_model}/versions/9")[0] == 404
+    assert post(f"{text_model}:predict", b'{"instances": []}')[0] == 400
+    log = text_export.parent / "server.log"
+    wait_for(lambda: "400 Bad Request" in log.read_text(), log.read_text, 30)
+    text = log.read_text()
+    assert re.search(r" INFO .*404 Not Found: Model with name txet does not exist\.$", text, re.M), text
+    assert re.search(r" INFO .*404 Not Found: Model with name text version 9 \(serving version 3\) does not exist\.$",
+                     text, re.M), text
+    assert "Traceback" not in text and " ERROR " not in text, text
+
+
 def test_a_wrong_rank_for_a_known_shape_is_a_400(text_model):
     status, answer = post(f"{text_model}:predict", json.dumps({"inputs": {"text": [["a", "b"]]}}).encode())
     assert status == 400 and "does not match the signature's [-1]" in answer["error"]

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import errno
 import functools
+import logging
 import re
 import signal
 import socket
@@ -85,15 +86,19 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-class _OneLineBadRequests:
-    """kserve logs a traceback for every 400; one line says it all."""
+class _OneLineClientErrors:
+    """kserve logs a traceback for every 400 and 404 (a model or version not served here,
+    e.g. a typo in the URL), at ERROR; one line at INFO says it all."""
 
     def filter(self, record) -> bool:
-        from kserve.errors import InvalidInput
+        from kserve.errors import InvalidInput, ModelNotFound
 
-        if record.exc_info and isinstance(record.exc_info[1], InvalidInput):
-            record.msg, record.args, record.exc_info = f"400 Bad Request: {record.exc_info[1]}", (), None
-            record.levelname = "INFO"
+        error = record.exc_info[1] if record.exc_info else None
+        status = ("400 Bad Request" if isinstance(error, InvalidInput) else
+                  "404 Not Found" if isinstance(error, ModelNotFound) else None)
+        if status:
+            record.msg, record.args, record.exc_info = f"{status}: {error}", (), None
+            record.levelno, record.levelname = logging.INFO, "INFO"
         return True
 
 
@@ -110,8 +115,6 @@ def _import_kserve():
 
 
 def serve(args: argparse.Namespace, sock: socket.socket) -> int:
-    import logging
-
     try:
         _, ModelServer, app, RESTServer = _import_kserve()
     except ImportError as error:
@@ -131,7 +134,7 @@ def serve(args: argparse.Namespace, sock: socket.socket) -> int:
     server.register_model(model)
     for quiet in ("kserve.trace", "uvicorn.access"):  # no line per request
         logging.getLogger(quiet).setLevel(logging.WARNING)
-    logging.getLogger("kserve").addFilter(_OneLineBadRequests())
+    logging.getLogger("kserve").addFilter(_OneLineClientErrors())
     warnings.filterwarnings("ignore", message="ORJSONResponse is deprecated")  # kserve 0.21 on fastapi 0.12x+
     add_routes(app, server.dataplane, model)
     rest = RESTServer(FASTAPI_APP_IMPORT_STRING, server.dataplane, server.model_repository_extension,
