@@ -116,6 +116,9 @@ def add_parsers(commands, common) -> None:
                          "prediction.results-00000-of-00001 (one JSON line per instance) and "
                          "prediction.errors_stats-00000-of-00001 (one line per failed batch); both are written "
                          "after the last batch, so a failed or interrupted run writes neither")
+    predict.add_argument("--format", choices=("table", "json"), help="online: table (default: one line per "
+                         "instance, one column per output) or json (the predictions as the server sent them, a "
+                         "list), gcloud's --format")
     predict.add_argument("--batch-size", type=int, help="batch (--input-paths): instances per request (default 64)")
     predict.add_argument("--signature-name", help="SavedModel signature (default serving_default, or the one "
                          "whose inputs are the instances' fields); refused when the model's metadata does not "
@@ -471,6 +474,9 @@ def predict(args, factory) -> int:
     if args.batch_size < 1:
         raise SpecError("--batch-size", "must be at least 1")
     if args.input_paths:
+        if args.format:
+            raise SpecError("--format", "only online; batch prediction writes one JSON line per instance to "
+                            "--output-path")
         if not args.output_path:
             raise SpecError("--output-path", "missing; batch prediction (--input-paths) writes to a folder")
         files = predictions.input_files(args.input_paths)
@@ -501,6 +507,11 @@ def predict(args, factory) -> int:
         signature = predictions.signature_for(server, args.name, predictions.instances_of(placed),
                                               chosen, predictions.stderr)
         answer = predictions.predict_placed(server, args.name, placed, signature)
+    if args.format == "json":
+        import json
+
+        _print(json.dumps(answer, indent=2))
+        return EXIT_OK
     for line in predictions.table(answer):
         _print(line)
     return EXIT_OK

@@ -94,6 +94,17 @@ def test_launcher_predict_takes_gclouds_text_instances_from_stdin(text_model):
     assert done.stdout.decode().splitlines() == ["FIRST  LENGTH", "h      5", "h      8"]
 
 
+def test_launcher_predict_format_json_prints_the_predictions_as_the_server_sent_them(text_model, tmp_path):
+    """gcloud's `--format json`, for scripts: the list of predictions, not the table."""
+    lines = tmp_path / "instances.json"
+    lines.write_text('"hello"\n{"b64": "/wBB"}\n')
+    done = subprocess.run([*LAUNCHER, "predict", "text", "--url", text_model.removesuffix("/v1/models/text"),
+                           "--json-instances", str(lines), "--format", "json"], cwd=ROOT, env=trainer_env(),
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [{"first": "h", "length": 5}, {"first": {"b64": "/w=="}, "length": 3}]
+
+
 def test_the_served_version_is_the_highest_numeric_dir_and_metadata_comes_from_the_signature(text_model):
     status, answer = get(f"{text_model}/versions/3")
     assert status == 200 and answer["model_version_status"][0]["version"] == "3"

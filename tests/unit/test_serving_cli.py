@@ -65,6 +65,9 @@ def request_file(tmp_path) -> Path:
     (["predict", "mnist", "--input-paths", "{request}", "--output-path", "/tmp/o", "--batch-size", "0"],
      "--batch-size"),
     (["predict", "mnist", "--json-instances", "{request}", "--url", "ftp://x"], "--url"),
+    (["predict", "mnist", "--input-paths", "{request}", "--output-path", "{export}/out", "--format", "json"],
+     "--format"),  # batch writes JSON lines
+    (["predict", "mnist", "--json-instances", "{request}", "--format", "yaml"], "--format"),
     (["predict", "--json-instances", "{request}"], "NAME"),
     (["predict", "mnist", "--model", "other", "--json-instances", "{request}"], "--model"),
     (["predict", "--model", "Mnist", "--json-instances", "{request}"], "NAME"),
