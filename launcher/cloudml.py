@@ -102,8 +102,11 @@ class CloudMLConfig:
     container_fields: set[str] = field(default_factory=set)  # containerCommand/containerArgs given by a *Config
 
 
-def _where(*keys: str) -> str:
-    return f"{FLAG} {'.'.join(('trainingInput',) + keys)}"
+def _where(*keys) -> str:
+    """`--config trainingInput.KEY...`; a key from the file that is no name (a number, one
+    with a line break or a terminal escape) as its repr, so the error stays one line."""
+    names = (key if isinstance(key, str) and key.isidentifier() else repr(key) for key in keys)
+    return f"{FLAG} {'.'.join(('trainingInput', *names))}"
 
 
 def _count(value, *keys: str) -> int:
@@ -398,7 +401,7 @@ def _document(path: str | Path) -> tuple[dict, dict | None]:
                         "'trainingInput: {scaleTier: STANDARD_1}' or the fields alone, e.g. 'scaleTier: STANDARD_1'")
     unknown = set(document) - {"trainingInput", "labels", "jobId", *JOB_OUTPUT_FIELDS}
     if unknown:
-        raise SpecError(FLAG, f"unknown top-level field(s) {sorted(unknown)}; use trainingInput, labels and jobId "
+        raise SpecError(FLAG, f"unknown top-level field(s) {sorted(unknown, key=str)}; use trainingInput, labels and jobId "
                         "(a Job resource's fields)")
     if not isinstance(document["trainingInput"], dict):
         raise SpecError(_where(), "must be a mapping; use e.g. {scaleTier: STANDARD_1}")

@@ -85,6 +85,10 @@ def test_use_chief_false_and_cloud_only_fields_are_reported():
      "workerConfig.acceleratorConfig"),
     ({"scaleTier": "STANDARD_1", "workerCount": 10}, "workerCount"),
     ({"scaleTier": "BASIC", "workerCnt": 1}, "workerCnt"),
+    # a key from the file that is no name: its repr (one line, no terminal escape), not a TypeError
+    ({"scaleTier": "BASIC", 123: "x"}, "123"),
+    ({"scaleTier": "BASIC", "a\nb\x1b[2J": "x"}, "'a\\nb\\x1b[2J'"),
+    ({"scaleTier": "CUSTOM", "masterType": "n1-standard-4", "masterConfig": {1: 2}}, "masterConfig.1"),
     ({"scaleTier": "BASIC", "hyperparameters": {"goal": "MAXIMIZE"}}, "hyperparameters"),
     ({"scaleTier": "BASIC", "scheduling": {"maxRunningTime": "2h"}}, "scheduling.maxRunningTime"),
     ({"scaleTier": "BASIC", "args": "--train-steps 10"}, "args"),
@@ -139,6 +143,7 @@ def test_whole_numbers_keep_their_digits_and_yaml_lookalikes_are_named(tmp_path)
     ("- scaleTier: BASIC\n", "no trainingInput fields"),
     ("trainingInput: {scaleTier: BASIC}\nregion: x\n", "unknown top-level"),
     ("trainingInput: [\n", "not valid YAML"),
+    ("trainingInput: {scaleTier: BASIC}\n1: x\nz: y\n", r"unknown top-level field\(s\) \[1, 'z'\]"),
 ])
 def test_bad_files(tmp_path, text, problem):
     path = tmp_path / "config.yaml"
