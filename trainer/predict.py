@@ -86,6 +86,14 @@ def check_instances_file(path: str) -> None:
         raise RequestError(f"--json-instances: {path}: no such file")
 
 
+def instance_lines(path: str) -> list[tuple[int, str]]:
+    """(number, line) of each non-blank line of a --json-instances file, as gcloud reads it:
+    a UTF-8 byte order mark (Windows editors write one) is no part of line 1."""
+    with tf.io.gfile.GFile(path) as handle:
+        text = handle.read().removeprefix("\ufeff")
+    return [(number, line) for number, line in enumerate(text.split("\n"), 1) if line.strip()]
+
+
 def image(value, number: int) -> np.ndarray:
     try:
         pixels = np.asarray(value, dtype=np.float32)
@@ -131,8 +139,7 @@ def instance(line: str, number: int) -> tuple[np.ndarray, int | None]:
 
 def read_instances(path: str) -> tuple[np.ndarray, np.ndarray | None]:
     """(images float32 [N,784], keys int64 [N] or None) from a --json-instances file."""
-    with tf.io.gfile.GFile(path) as handle:
-        rows = [instance(line, number) for number, line in enumerate(handle, 1) if line.strip()]
+    rows = [instance(line, number) for number, line in instance_lines(path)]
     if not rows:
         raise RequestError(f"--json-instances: {path} holds no instances")
     return np.stack([pixels for pixels, _ in rows]), key_column([key for _, key in rows])
@@ -194,8 +201,7 @@ def feature_rows(path: str, inputs: dict[str, tf.TensorSpec], defaults: dict, re
     feature model's signature (`inputs`: its raw fields, "key" left out)."""
     columns: dict[str, list] = {name: [] for name in inputs}
     keys: list[int | None] = []
-    with tf.io.gfile.GFile(path) as handle:
-        lines = [(number, line) for number, line in enumerate(handle, 1) if line.strip()]
+    lines = instance_lines(path)
     if not lines:
         raise RequestError(f"--json-instances: {path} holds no instances")
     for number, line in lines:

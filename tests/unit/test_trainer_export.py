@@ -207,6 +207,15 @@ def test_instances_without_keys_go_to_the_unkeyed_signature(exported, tmp_path, 
     assert lines[0] == "CLASSES  PROBABILITIES" and len(lines) == 3
 
 
+def test_a_byte_order_mark_is_no_part_of_the_first_instance(exported, tmp_path, capsys):
+    """As gcloud reads --json-instances (utf-8-sig): Windows editors start the file with one."""
+    request = tmp_path / "request.json"
+    request.write_bytes(b"\xef\xbb\xbf" + (json.dumps({"image": [0.1] * 784, "key": 3}) + "\r\n").encode())
+    assert predict.main(["--model-dir", exported, "--json-instances", str(request)]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and out.splitlines()[1].startswith("3 ")
+
+
 def test_bad_requests_are_refused(tmp_path, exported, capsys):
     request = tmp_path / "request.json"
     for line, expected in ((json.dumps({"pixels": [0.0] * 784}), 'line 1: no "image" field'),
