@@ -275,6 +275,13 @@ def string_list(value: Any, field_name: str) -> tuple[str, ...]:
     return items
 
 
+def _example(text: str, fallback: str) -> str:
+    """`text`, derived from a refused value, as a message's example when it prints as itself,
+    else `fallback`: the message stays one line, without the value's line breaks or terminal
+    escapes (the value itself is shown as its repr)."""
+    return text if text.isprintable() else fallback
+
+
 def check_image(image: Any) -> None:
     """A container image reference by the distribution/reference grammar (what kubelet parses)."""
     if not isinstance(image, str):
@@ -300,12 +307,12 @@ def check_image(image: Any) -> None:
         repository, _, after = path.partition(":")
         example = f"{host}/" * bool(host) + f"{repository}:{after.partition('/')[0] or 'TAG'}"
         raise SpecError("--image", f"{image!r} has a ':' inside its repository path; use one tag after the last '/', "
-                        f"e.g. {example}")
+                        f"e.g. {_example(example, IMAGE_EXAMPLE)}")
     if not _IMAGE_PATH.fullmatch(path):
         if _IMAGE_PATH.fullmatch(path.lower()):
             fixed = f"{host}/" * bool(host) + path.lower() + (f":{tag}" if tag is not None else "") + at + digest
-            raise SpecError("--image", f"repository path {path!r} of {image!r} must be lowercase; use e.g. {fixed} "
-                            "(uppercase only in a registry host with a '.' or ':PORT')")
+            raise SpecError("--image", f"repository path {path!r} of {image!r} must be lowercase; use e.g. "
+                            f"{_example(fixed, IMAGE_EXAMPLE)} (uppercase only in a registry host with a '.' or ':PORT')")
         raise generic
     if len(name) > IMAGE_NAME_MAX:
         raise SpecError("--image", f"the repository name of {image!r} has {len(name)} characters; "
@@ -362,7 +369,7 @@ def check_job_dir(job_dir: str | None) -> None:
         if problem:
             fixed = bucket.lower() if _bucket_problem(bucket.lower()) is None else "my-bucket"
             raise SpecError("--job-dir", f"{bucket!r} in {job_dir!r} {problem}; {GCS_BUCKET_RULE}, "
-                            f"e.g. gs://{fixed}/{path or 'runs/1'}")
+                            f"e.g. gs://{fixed}/{_example(path or 'runs/1', 'runs/1')}")
         if "\n" in path or "\r" in path:
             raise SpecError("--job-dir", f"{job_dir!r} has a line break in its object path, which Cloud Storage "
                             "refuses; use a path without one")

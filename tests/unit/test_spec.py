@@ -189,6 +189,16 @@ def test_replica_spec_fields_are_type_checked(args, kwargs, field):
      "or drop the @ part to pull by tag"),
     ({"image": "a/b:c:d"}, "--image: 'a/b:c:d' has a ':' inside its repository path; use one tag after the last "
                            "'/', e.g. a/b:c"),
+    # an example made of the refused value never carries its line breaks or terminal escapes
+    ({"image": "a:b\n\x1b[2J:c"}, "--image: 'a:b\\n\\x1b[2J:c' has a ':' inside its repository path; use one tag "
+                                 "after the last '/', e.g. gcr.io/my-project/trainer:0.1.0"),
+    ({"image": "UPPER/img:a\x1b[2J"}, "--image: repository path 'UPPER/img' of 'UPPER/img:a\\x1b[2J' must be "
+                                     "lowercase; use e.g. gcr.io/my-project/trainer:0.1.0 (uppercase only in a "
+                                     "registry host with a '.' or ':PORT')"),
+    ({"job_dir": "gs://BAD/x\x1b[2J"},
+     "--job-dir: 'BAD' in 'gs://BAD/x\\x1b[2J' is not a Cloud Storage bucket name; bucket names are 3-63 "
+     "lowercase letters, digits, '-', '_' and '.' (up to 222 with dots, 63 between dots), starting and ending "
+     "with a letter or digit, e.g. gs://bad/runs/1"),
     ({"replicas": {"Worker": ReplicaSpec(1, cpu="1.2.3")}},
      "--cpu worker=: '1.2.3' is not a Kubernetes quantity; use digits with at most one '.' and an optional "
      "suffix n, u, m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei or e<N> (e.g. 500m, 1.5, 4Gi)"),
