@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .spec import JobSpec, SpecError, check_local_capacity, check_local_inputs, plain_path
+from .spec import JobSpec, SpecError, check_local_capacity, check_local_inputs, plain_path, shown
 
 
 def check_submission(spec: JobSpec, kind: str, dry_run: str | None = None) -> None:
@@ -67,21 +67,22 @@ def check_package(spec: JobSpec, kind: str) -> None:
     if kind != "local":
         mounts = [plain_path(v.mount_path) for v in spec.volumes]  # as package_path is kept
         if not any(spec.package_path == mount or spec.package_path.startswith(mount + "/") for mount in mounts):
-            raise SpecError("--package-path", f"{spec.package_path} is not in the pods: the launcher cannot upload a "
-                            "package to a cluster; bake it into --image and give --module-name alone, or put it on a "
-                            "claim and give its path under a --volume mount (e.g. --volume code:/mnt/code "
+            raise SpecError("--package-path", f"{shown(spec.package_path)} is not in the pods: the launcher cannot "
+                            "upload a package to a cluster; bake it into --image and give --module-name alone, or put "
+                            "it on a claim and give its path under a --volume mount (e.g. --volume code:/mnt/code "
                             "--package-path /mnt/code/trainer), or run it on this machine with --backend local")
         return
     package = Path(spec.package_path)
     if not package.is_dir():
-        raise SpecError("--package-path", f"{spec.package_path} is not a directory on this machine; give your "
+        raise SpecError("--package-path", f"{shown(spec.package_path)} is not a directory on this machine; give your "
                         "package's directory, e.g. --package-path ./trainer")
     inner = spec.module_name.split(".")[1:]
     target = package.joinpath(*inner)
     if not ((inner and target.with_suffix(".py").is_file()) or (target / "__main__.py").is_file()):
         expected = target.with_suffix(".py") if inner else target / "__main__.py"
-        raise SpecError("--module-name", f"{spec.module_name} is not in {spec.package_path} (no {expected}); "
-                        "give the module's dotted name inside the package, e.g. trainer.task for trainer/task.py")
+        raise SpecError("--module-name", f"{spec.module_name} is not in {shown(spec.package_path)} "
+                        f"(no {shown(str(expected))}); give the module's dotted name inside the package, e.g. "
+                        "trainer.task for trainer/task.py")
 
 
 # How the CLI names the settings local_notes speaks of (the Python API passes JobSpec's fields)

@@ -275,6 +275,12 @@ def string_list(value: Any, field_name: str) -> tuple[str, ...]:
     return items
 
 
+def shown(text: str) -> str:
+    """A value in a message as itself when it prints so, else as its repr: the message stays
+    one line, without the value's line breaks or terminal escapes (a path with an ESC)."""
+    return text if text.isprintable() else repr(text)
+
+
 def _example(text: str, fallback: str) -> str:
     """`text`, derived from a refused value, as a message's example when it prints as itself,
     else `fallback`: the message stays one line, without the value's line breaks or terminal
@@ -312,7 +318,8 @@ def check_image(image: Any) -> None:
         if _IMAGE_PATH.fullmatch(path.lower()):
             fixed = f"{host}/" * bool(host) + path.lower() + (f":{tag}" if tag is not None else "") + at + digest
             raise SpecError("--image", f"repository path {path!r} of {image!r} must be lowercase; use e.g. "
-                            f"{_example(fixed, IMAGE_EXAMPLE)} (uppercase only in a registry host with a '.' or ':PORT')")
+                            f"{_example(fixed, IMAGE_EXAMPLE)} (uppercase only in a registry host with a '.' or "
+                            "':PORT')")
         raise generic
     if len(name) > IMAGE_NAME_MAX:
         raise SpecError("--image", f"the repository name of {image!r} has {len(name)} characters; "
@@ -746,7 +753,8 @@ class JobSpec:
         """The free-form strings (the others have patterns of their own): check_free_text."""
         for field_name, values in (("--env", [f"{k}={v}" for k, v in self.env.items()]),
                                    ("trainer arguments (after --)", self.trainer_args), ("command", self.command),
-                                   ("--job-dir", [self.job_dir or ""]), ("--volume", [v.mount_path for v in self.volumes]),
+                                   ("--job-dir", [self.job_dir or ""]),
+                                   ("--volume", [v.mount_path for v in self.volumes]),
                                    ("--package-path", [self.package_path or ""])):
             for value in values:
                 check_free_text(value, field_name)
@@ -795,7 +803,7 @@ class JobSpec:
         package = path.rsplit("/", 1)[-1]
         if package != self.module_name.split(".")[0]:
             raise SpecError("--package-path", f"the module {self.module_name} is not in package {package!r} "
-                            f"({self.package_path}); give the package's own directory, e.g. .../"
+                            f"({shown(self.package_path)}); give the package's own directory, e.g. .../"
                             f"{self.module_name.split('.')[0]}")
         if "PYTHONPATH" in self.env or any(s.name == "PYTHONPATH" for s in self.secret_env):
             raise SpecError("--env", "PYTHONPATH is set by --package-path (to the package's parent directory); "

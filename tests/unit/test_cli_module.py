@@ -83,3 +83,13 @@ def test_config_python_module_and_package_uris(cli, tmp_path):
     both = cli("render", "--name", "own", "--config", str(config))
     assert both.code == 2 and both.err.startswith(f"error: --config {config}: --module-name from the file: conflicts "
                                                   "with the container command")
+
+
+def test_a_package_path_with_a_terminal_escape_is_shown_as_its_repr(cli, tmp_path):
+    """The refusal stays one line: the path's ESC and carriage return never reach the terminal."""
+    package = tmp_path / "a\x1b[2J\rb" / "trainer"
+    for backend in ("local", "k8s"):
+        result = cli("render", "--backend", backend, "--name", "own", "--module-name", "trainer.task",
+                     "--package-path", str(package), backend=FakeBackend(name=backend))
+        assert result.code == 2 and result.err.count("\n") == 1, result.err
+        assert f"error: --package-path: {str(package)!r} is not " in result.err and "\x1b" not in result.err
