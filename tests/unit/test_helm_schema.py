@@ -54,6 +54,17 @@ BAD_VALUES = [
     ("root-pods", {"podSecurityContext": {"runAsNonRoot": False}}, "- podSecurityContext.runAsNonRoot:"),
     ("privilege-escalation", {"securityContext": {"allowPrivilegeEscalation": True}},
      "- securityContext.allowPrivilegeEscalation:"),
+    # Pod Security 'restricted', as the schema says: no root container, capability or unconfined profile
+    ("root-container", {"securityContext": {"runAsNonRoot": False, "runAsUser": 0}},
+     "- securityContext.runAsNonRoot:"),
+    ("added-capability", {"securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}}},
+     "- securityContext.capabilities.add.0:"),
+    ("capabilities-kept", {"securityContext": {"capabilities": {"drop": []}}}, "- securityContext.capabilities.drop:"),
+    ("unconfined-container", {"securityContext": {"seccompProfile": {"type": "Unconfined"}}},
+     "- securityContext.seccompProfile.type:"),
+    ("unmasked-proc", {"securityContext": {"procMount": "Unmasked"}}, "- securityContext.procMount:"),
+    ("super-privileged-selinux", {"podSecurityContext": {"seLinuxOptions": {"type": "spc_t"}}},
+     "Additional property seLinuxOptions is not allowed"),
     ("volume-bad-claim", {"volumes": [{"claimName": "Data", "mountPath": "/mnt/data"}]}, "- volumes.0.claimName:"),
     ("volume-relative-path", {"volumes": [{"claimName": "data", "mountPath": "mnt/data"}]}, "- volumes.0.mountPath:"),
     ("volume-unknown-key", {"volumes": [{"claimName": "data", "mountPath": "/d", "subPath": "x"}]},
@@ -240,6 +251,12 @@ GOOD_NEIGHBOURS = [
     ("label-prefix-of-253", {"labels": {("a" * 63 + ".") * 3 + "a" * 61 + "/x": "v"}}),
     ("accelerator-and-its-own-selector", {"accelerator": "nvidia-l4", "replicas": {"worker": {
         "gpus": 1, "nodeSelector": {ACCELERATOR_LABEL: "nvidia-l4"}}}}),
+    ("restricted-security-contexts", {
+        "podSecurityContext": {"supplementalGroups": [2000], "fsGroupChangePolicy": "OnRootMismatch",
+                               "appArmorProfile": {"type": "RuntimeDefault"}},
+        "securityContext": {"capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}, "runAsUser": 2000,
+                            "readOnlyRootFilesystem": True,
+                            "seccompProfile": {"type": "Localhost", "localhostProfile": "trainer.json"}}}),
 ]
 
 
