@@ -86,6 +86,19 @@ def test_existing_service_account_is_used_not_created(tmp_path):
     assert {pod["serviceAccountName"] for pod in pod_specs(docs["TFJob"])} == {"tfjob-trainer"}
 
 
+@pytest.mark.parametrize("account", [{}, {"create": False, "name": "tfjob-trainer"}, {"create": True}])
+def test_trainer_pods_mount_no_api_token_whichever_account(account, tmp_path):
+    """The trainer needs no API token, and whoever reaches a replica's TF port could read it
+    (no authentication there): the pods mount none, from the namespace's default account
+    or a named one too (the launcher's TFJob likewise, test_helm_parity); automount: true asks."""
+    docs = {d["kind"]: d for d in helm_template(CHART, [write_values(tmp_path, {"serviceAccount": account})],
+                                                tmp_path / "h")}
+    assert {pod["automountServiceAccountToken"] for pod in pod_specs(docs["TFJob"])} == {False}
+    opted = write_values(tmp_path, {"serviceAccount": {**account, "automount": True}}, "opted.yaml")
+    tfjob = [d for d in helm_template(CHART, [opted], tmp_path / "h2") if d["kind"] == "TFJob"][0]
+    assert {pod["automountServiceAccountToken"] for pod in pod_specs(tfjob)} == {True}
+
+
 def test_network_policy_admits_the_jobs_own_pods_on_the_tf_port_and_can_be_left_out(tmp_path):
     docs = {d["kind"]: d for d in helm_template(CHART, [write_values(tmp_path, {"jobName": "np"})],
                                                 tmp_path / "h", release="r", namespace="ml")}

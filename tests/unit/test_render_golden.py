@@ -115,6 +115,15 @@ def test_cloudml_tiers_become_replica_counts():
     assert counts["cloudml_custom"] == {"Chief": 1, "PS": 2, "Worker": 3, "Evaluator": 1}
 
 
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_pods_mount_no_api_token(case):
+    """The trainer needs no API token, and whoever reaches a replica's TF port (no
+    authentication there) could read it: no pod mounts one, whichever service account."""
+    manifest = yaml.safe_load((GOLDEN / f"{case}.yaml").read_text())
+    assert all(replica["template"]["spec"]["automountServiceAccountToken"] is False
+               for replica in manifest["spec"]["tfReplicaSpecs"].values())
+
+
 def test_volumes_are_mounted_in_every_replica():
     manifest = yaml.safe_load((GOLDEN / "volumes.yaml").read_text())
     for replica in manifest["spec"]["tfReplicaSpecs"].values():
