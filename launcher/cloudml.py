@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from .spec import SpecError, check_accelerator
@@ -118,6 +119,36 @@ def _count(value, *keys: str) -> int:
     return int(value)
 
 
+class _WrittenInt(int):
+    """An integer of the file that keeps the text it was written as: YAML 1.1 reads 0x10
+    as 16, 012 as 10, 1_000 as 1000 and 1:30 as 90, whose digits are not the ones written."""
+
+    text: str
+
+
+def _int_as_written(loader, node) -> _WrittenInt:
+    number = _WrittenInt(loader.construct_yaml_int(node))
+    number.text = node.value
+    return number
+
+
+@lru_cache(maxsize=1)
+def _loader() -> type:
+    """yaml.safe_load's loader, with integers that keep their text (_WrittenInt)."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_constructor("tag:yaml.org,2002:int", _int_as_written)
+    return Loader
+
+
+def _written(value) -> str:
+    """A str or whole number of the file as the text written (see _WrittenInt)."""
+    return getattr(value, "text", str(value))
+
+
 def _yaml_kind(value) -> str | None:
     """What YAML made of an unquoted scalar that is not the text written, or None: a bool
     (yes, on, true), a float (0.10 -> 0.1), null; whole numbers keep their digits."""
@@ -138,7 +169,7 @@ def _string_list(value, *keys: str) -> tuple[str, ...]:
         if kind:
             raise SpecError(_where(*keys), f"item {index} ({item!r}) is {kind}, not the text written; quote it "
                             "in the file so it stays text, e.g. \"0.10\" or \"yes\"")
-    return tuple(str(v) for v in value)
+    return tuple(_written(v) for v in value)
 
 
 def accelerator_label(cloudml_type: str) -> str:
@@ -299,7 +330,7 @@ def _apply_job_fields(config: CloudMLConfig, training: dict) -> None:
         if _yaml_kind(job_dir) or not isinstance(job_dir, (str, int)):
             raise SpecError(_where("jobDir"), f"{job_dir!r} is {_yaml_kind(job_dir) or 'not a path'}, not the text "
                             "written; give a path, quoted if YAML reads it otherwise, e.g. gs://my-bucket/runs/1")
-        config.job_dir = str(job_dir)
+        config.job_dir = _written(job_dir)
     if "pythonModule" in training:
         if not isinstance(training["pythonModule"], str):
             raise SpecError(_where("pythonModule"), "must be a module name; use e.g. trainer.task")
@@ -326,7 +357,7 @@ def _labels(labels) -> dict[str, str]:
             if kind:
                 raise SpecError(f"{FLAG} labels", f"the {what} {item!r}{f' of {key!r}' if what == 'value' else ''} is "
                                 f"{kind}, not the text written; quote it in the file so it stays text")
-    return {str(k): str(v) for k, v in labels.items()}
+    return {_written(k): _written(v) for k, v in labels.items()}
 
 
 def load(path: str | Path, scale_tier: str | None = None) -> CloudMLConfig:
@@ -359,7 +390,7 @@ def _job_fields(path: str | Path) -> tuple[str | None, list[str]]:
     are letters, digits and '_'), and a note on the server's output fields."""
     import yaml
 
-    document = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    document = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_loader())
     if not isinstance(document, dict) or "trainingInput" not in document:
         return None, []
     notes = []
@@ -384,7 +415,7 @@ def _document(path: str | Path) -> tuple[dict, dict | None]:
     import yaml
 
     try:
-        document = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        document = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_loader())
     except OSError as exc:
         raise SpecError(FLAG, f"cannot read {str(path)!r} ({exc.strerror}); check the path") from exc
     except UnicodeDecodeError as exc:

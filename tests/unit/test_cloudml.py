@@ -128,6 +128,12 @@ def test_whole_numbers_keep_their_digits_and_yaml_lookalikes_are_named(tmp_path)
     path.write_text("trainingInput: {args: [--train-steps, 1000, --name, '0.10']}\nlabels: {cost: 12}\n")
     config = cloudml.load(path)
     assert config.trainer_args == ("--train-steps", "1000", "--name", "0.10") and config.labels == {"cost": "12"}
+    # YAML 1.1 reads these as 16, 10, 1000, 90 and 12: the text written is kept, not those digits
+    path.write_text("trainingInput: {args: [0x10, 012, 1_000, '--x', 1:30, +12], jobDir: 0755}\n"
+                    "labels: {mode: 0755, 010: v}\n")
+    config = cloudml.load(path)
+    assert config.trainer_args == ("0x10", "012", "1_000", "--x", "1:30", "+12") and config.job_dir == "0755"
+    assert config.labels == {"mode": "0755", "010": "v"}
     path.write_text("trainingInput: {args: [--learning-rate, 0.10]}\n")
     with pytest.raises(SpecError) as caught:
         cloudml.load(path)
