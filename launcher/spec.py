@@ -115,19 +115,21 @@ def check_label_value(key: str, value: str, field_name: str) -> None:
                         "use at most 63 letters, digits, '-', '_', '.', starting and ending alphanumeric")
 
 
-def check_free_text(value: str, field_name: str) -> None:
+def check_free_text(value: str, field_name: str, what: str | None = None) -> None:
     """A free-form string that reaches a process (an argument, an env value, a path) through
     Kubernetes: without NUL, which no argument or environment of a process can hold (the
     container would never start), and UTF-8, as Kubernetes keeps strings; a lone surrogate (a
     byte of another encoding on the command line, as Python decodes it) is not: the API
-    server would store U+FFFD for it, and kubectl refuses the rendered YAML."""
+    server would store U+FFFD for it, and kubectl refuses the rendered YAML. `what` names
+    the value in the message (default: its repr; an env value, perhaps a token, by its name)."""
+    what = what or repr(value)
     if "\x00" in value:
-        raise SpecError(field_name, f"{value!r} holds a NUL byte, which no process can take in its arguments or "
+        raise SpecError(field_name, f"{what} holds a NUL byte, which no process can take in its arguments or "
                         "environment; drop it")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise SpecError(field_name, f"{value!r} is not UTF-8 text (a byte of another encoding?), which Kubernetes "
+        raise SpecError(field_name, f"{what} is not UTF-8 text (a byte of another encoding?), which Kubernetes "
                         "would change; give it in UTF-8") from None
 
 
@@ -751,8 +753,9 @@ class JobSpec:
 
     def _check_free_text(self) -> None:
         """The free-form strings (the others have patterns of their own): check_free_text."""
-        for field_name, values in (("--env", [f"{k}={v}" for k, v in self.env.items()]),
-                                   ("trainer arguments (after --)", self.trainer_args), ("command", self.command),
+        for key, value in self.env.items():  # named, not shown: a plain --env may hold a token
+            check_free_text(value, "--env", f"the value of {key}")
+        for field_name, values in (("trainer arguments (after --)", self.trainer_args), ("command", self.command),
                                    ("--job-dir", [self.job_dir or ""]),
                                    ("--volume", [v.mount_path for v in self.volumes]),
                                    ("--package-path", [self.package_path or ""])):

@@ -202,14 +202,14 @@ def test_replica_spec_fields_are_type_checked(args, kwargs, field):
     ({"replicas": {"Worker": ReplicaSpec(1, cpu="1.2.3")}},
      "--cpu worker=: '1.2.3' is not a Kubernetes quantity; use digits with at most one '.' and an optional "
      "suffix n, u, m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei or e<N> (e.g. 500m, 1.5, 4Gi)"),
-    ({"env": {"V": "a\udcffb"}}, "--env: 'V=a\\udcffb' is not UTF-8 text (a byte of another encoding?), "
+    ({"env": {"V": "a\udcffb"}}, "--env: the value of V is not UTF-8 text (a byte of another encoding?), "
                                   "which Kubernetes would change; give it in UTF-8"),
     ({"trainer_args": ("--x", "\ud83d")}, "trainer arguments (after --): '\\ud83d' is not UTF-8 text (a byte of "
                                          "another encoding?), which Kubernetes would change; give it in UTF-8"),
     ({"command": ("python", "-c", "print(1)\x00")}, "command: 'print(1)\\x00' holds a NUL byte, which no process "
                                                    "can take in its arguments or environment; drop it"),
-    ({"env": {"V": "\x00"}}, "--env: 'V=\\x00' holds a NUL byte, which no process can take in its arguments or "
-                            "environment; drop it"),
+    ({"env": {"HF_TOKEN": "hf_secret\x00"}}, "--env: the value of HF_TOKEN holds a NUL byte, which no process "
+                                            "can take in its arguments or environment; drop it"),
     ({"volumes": (Volume("data", "/mnt/\udce9"),)}, "--volume: '/mnt/\\udce9' is not UTF-8 text (a byte of "
                                                     "another encoding?), which Kubernetes would change; give it in UTF-8"),
 ])
