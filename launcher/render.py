@@ -128,5 +128,17 @@ def render_network_policy(spec: JobSpec) -> dict | None:
     return yaml.safe_load(_template("networkpolicy.yaml.j2").render(**network_policy_context(spec)))
 
 
+class _KubeDumper(yaml.SafeDumper):
+    """yaml.safe_dump's, quoting also the strings that Go's YAML (kubectl's, helm's: YAML 1.1
+    with Go's number syntax) reads as no string where PyYAML reads one: y, n (booleans);
+    1e3, 1.5e3, 0o17, 0X1F (numbers). A string is quoted when a resolver here matches it."""
+
+
+_KubeDumper.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^[yYnN]$"), list("yYnN"))
+_KubeDumper.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^[-+]?\.?[0-9][0-9a-zA-Z_.+-]*$"),
+                                  list("-+.0123456789"))
+
+
 def to_yaml(obj: dict) -> str:
-    return yaml.safe_dump(obj, sort_keys=False, default_flow_style=False)
+    """The object as YAML that kubectl (Go) and PyYAML both read back as it is."""
+    return yaml.dump(obj, Dumper=_KubeDumper, sort_keys=False, default_flow_style=False)

@@ -171,3 +171,16 @@ def test_user_strings_reach_the_tfjob_as_given(cli):
         container = replica["template"]["spec"]["containers"][0]
         assert [e["value"] for e in container["env"]] == list(TRICKY)
         assert container["args"] == list(TRICKY)
+
+
+def test_printed_strings_that_go_reads_otherwise_are_quoted(cli):
+    """kubectl and helm read YAML with Go's YAML 1.1, where a bare y or n is a boolean and 1e3,
+    1.5e3, 0o17 or 0X1F a number (PyYAML reads them all as text): `render | kubectl apply -f -`
+    gets the strings given only if the printed TFJob quotes them."""
+    go_not_text = ["y", "N", "1e3", "1.5e3", "-.5e1", "0o17", "0X1F", "0B11"]
+    result = cli("render", "--name", "quoted", "--image", "gcr.io/p/trainer:1", "--env", "FLAG=y", "--",
+                 *go_not_text, "--train-steps")
+    assert result.code == 0, result.err
+    lines = [line.strip() for line in result.out.splitlines()]
+    assert all(f"- '{value}'" in lines for value in go_not_text)
+    assert "value: 'y'" in lines and "- --train-steps" in lines  # the rest as before
