@@ -28,6 +28,10 @@ class ServingError(BackendError):
         self.status = status
 
 
+class NoAnswer(ServingError):
+    """The model server did not answer in time (it may have been reached: hung, or busy)."""
+
+
 class Server(Protocol):
     def url(self, path: str) -> str:
         """Where `path` of the REST API is (for messages)."""
@@ -73,6 +77,8 @@ class HttpServer:
             return error.code, error.read()
         except (urllib.error.URLError, OSError) as error:
             reason = getattr(error, "reason", error)
+            if isinstance(reason, TimeoutError):  # reached, perhaps, but no answer (a hung or busy server)
+                raise NoAnswer(f"{url}: the model server did not answer within {timeout:g} s") from None
             raise ServingError(f"{url}: cannot reach the model server ({reason})") from None
 
 

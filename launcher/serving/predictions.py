@@ -348,9 +348,12 @@ def signature_for(server: client.Server, name: str, instances: list, given: str 
                   note: Callable[[str], None]) -> str | None:
     """The signature to send: `given` (--signature-name) once the model's metadata shows it
     has one of that name (else SpecError naming those it has), or without it the one
-    choose_signature picks. A server without the metadata path: `given`, as it is."""
+    choose_signature picks. A server without the metadata path (or not reached): `given`, as
+    it is; one that does not answer in time: NoAnswer."""
     try:
         signatures = client.metadata(server, name)
+    except client.NoAnswer:  # the predictions would wait for it again
+        raise
     except client.ServingError:
         return given
     if given is None:

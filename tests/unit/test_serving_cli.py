@@ -15,11 +15,13 @@ import pytest
 from launcher.backends.local.procs import start_time
 from launcher.backends.local.runs import RunsDir, set_condition, write_json_atomic
 from launcher.serving.cli import job_export
-from launcher.serving.client import ServingError
+from launcher.serving.client import HttpServer, NoAnswer, ServingError
 from launcher.serving.local import check_port
 from launcher.serving.predictions import (choose_signature, first_refused, predict_placed, read_placed,
                                          read_request, signature_for, table)
 from launcher.spec import SpecError
+from tests.support.ports import free_port
+from tests.support.silent_server import SilentServer
 
 pytestmark = pytest.mark.usefixtures("cli_env")  # the packaged TFJob CRD, a per-session schema cache
 
@@ -265,17 +267,20 @@ class RefusingServer:
     tests/integration/test_serving_taxi.py): answers :predict with HTTP 400 when any
     instance is "bad" (or, with `clash`, when "x" and "y" come together; with `everything`,
     always, as for an unknown signature), 500 when `broken`; its metadata has `signatures`
-    (None: no metadata path, 404)."""
+    (None: no metadata path, 404); `silent`: no answer in time, to anything."""
 
     def __init__(self, clash: bool = False, broken: bool = False, everything: bool = False,
-                 signatures: dict[str, list[str]] | None = None):
+                 signatures: dict[str, list[str]] | None = None, silent: bool = False):
         self.clash, self.broken, self.everything, self.requests = clash, broken, everything, 0
-        self.signatures = signatures
+        self.signatures, self.silent = signatures, silent
 
     def url(self, path: str) -> str:
         return f"http://model{path}"
 
     def send(self, method, path, body, timeout):
+        if self.silent:
+            self.requests += 1
+            raise NoAnswer(f"{self.url(path)}: the model server did not answer within {timeout:g} s")
         if method == "GET":
             if self.signatures is None or not path.endswith("/metadata"):
                 return 404, b'{"error": "not found"}'
@@ -364,6 +369,20 @@ def test_a_signature_name_the_model_does_not_have_is_refused_before_any_predicti
     assert signature_for(server, "m", ["ok"], "unkeyed", print) == "unkeyed"
     # a server without the metadata path gets the name as given, and says itself what it lacks
     assert signature_for(RefusingServer(), "m", ["ok"], "nosuch", print) == "nosuch"
+
+
+def test_a_server_that_does_not_answer_is_said_so_once_not_unreachable():
+    """A hung or busy server was reached: 'did not answer within', and after the metadata
+    went unanswered no prediction waits for it again (before: 'cannot reach', twice the wait)."""
+    with SilentServer() as silent, pytest.raises(NoAnswer, match=r"^http://127\.0\.0\.1:\d+/v1/models/m/metadata: "
+                                                 r"the model server did not answer within 0\.5 s$"):
+        HttpServer(silent.url).send("GET", "/v1/models/m/metadata", None, timeout=0.5)
+    server = RefusingServer(silent=True)
+    with pytest.raises(NoAnswer):
+        signature_for(server, "m", ["ok"], None, print)
+    assert server.requests == 1
+    # a server not reached at all (nothing listens): the name as given, each batch says why it failed
+    assert signature_for(HttpServer(f"http://127.0.0.1:{free_port()}"), "m", ["ok"], "unkeyed", print) == "unkeyed"
 
 
 def test_models_flags_that_would_do_nothing_are_refused_or_said(cli, runs):
