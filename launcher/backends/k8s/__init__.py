@@ -29,7 +29,7 @@ from ...tfconfig import replica_counts
 from ..base import Backend, BackendError, JobStatus, JobSummary, LogOptions, NotFound, job_phase, stderr_note
 from .client import (CALL_TIMEOUT, TRANSPORT_ERRORS, CountingApiClient, KubeApi, RequestCounter, absent,
                          load_configuration, one_line, read_json, server_message, unreachable)
-from .events import ReplicaTracker, job_events, pod_fetcher
+from .events import UNCLAIMED_SECONDS, ReplicaTracker, job_events, pod_fetcher
 from .logs import (DRAIN_SECONDS, check_ended, check_replica, clean_pod_policy, ended_without_pods, follow_logs,
                    read_logs)
 from .objects import (created, job_conditions, owner_reference, parse_replica, pod_selector, queue_of, replica_order,
@@ -53,6 +53,7 @@ class KubernetesBackend(Backend):
                            request_timeout=request_timeout)
         self.log_drain_seconds = DRAIN_SECONDS
         self.delete_timeout = DELETE_TIMEOUT
+        self.unclaimed_seconds = UNCLAIMED_SECONDS  # see job_events
 
     def close(self) -> None:
         self.api.close()
@@ -124,7 +125,7 @@ class KubernetesBackend(Backend):
                          deleted=tuple(ended_without_pods(tfjob, pods)), clean_pod_policy=clean_pod_policy(tfjob))
 
     def events(self, name: str, namespace: str, stop: threading.Event | None = None) -> Iterator[Event]:
-        return job_events(self.api, name, namespace, stop)
+        return job_events(self.api, name, namespace, stop, self.note, self.unclaimed_seconds)
 
     def logs(self, name: str, namespace: str, replica: str | None = None,
              follow: bool = False, options: LogOptions | None = None,

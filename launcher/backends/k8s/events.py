@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from typing import Callable, Iterator
 
 from kubernetes.client.exceptions import ApiException
@@ -30,6 +31,7 @@ from .table import PodRow
 from .watch import JobFeed, Synced, WatchEvent, job_from
 
 STOP_POLL_SECONDS = 0.5  # how often a stream that may be stopped looks at its stop event
+UNCLAIMED_SECONDS = 30.0  # a TFJob followed this long without any condition: no operator has taken it up
 
 Fetch = Callable[[PodRow], "dict | None"]  # one pod object, for what its row does not say
 
@@ -51,6 +53,11 @@ class ConditionTracker:
         new = [c for c in job_conditions(tfjob) if self._last.get(c.type) != current[c.type]]
         self._last = current
         return new
+
+    @property
+    def seen(self) -> bool:
+        """Whether the TFJob last observed has any condition."""
+        return bool(self._last)
 
 
 class Unschedulable:
@@ -167,20 +174,39 @@ def pod_fetcher(api: KubeApi, namespace: str) -> Fetch:
     return fetch
 
 
-def job_events(api: KubeApi, name: str, namespace: str, stop: threading.Event | None = None) -> Iterator[Event]:
+def unclaimed_note(name: str, namespace: str, seconds: float) -> str:
+    """What to check when no training-operator has set any condition on a TFJob."""
+    return (f"note: tfjob {name} has no status after {seconds:g} s: no training-operator has taken it up; check that "
+            f"the Kubeflow training-operator runs (kubectl get pods -n kubeflow), watches namespace {namespace} and "
+            "has tfjob among its --enable-scheme")
+
+
+def job_events(api: KubeApi, name: str, namespace: str, stop: threading.Event | None = None,
+               note: Callable[[str], None] | None = None,
+               unclaimed_seconds: float = UNCLAIMED_SECONDS) -> Iterator[Event]:
     """JobCondition / ReplicaPhase transitions until the TFJob is Succeeded or Failed; the
     terminal condition comes last, after the pods' last states (`JobFeed.pods_now`: what
     the pod watch has not brought yet; if that list fails, the stream ends with what it
-    has). Once `stop` is set, it ends within STOP_POLL_SECONDS and closes the watches."""
+    has). Once `stop` is set, it ends within STOP_POLL_SECONDS and closes the watches.
+    `note` gets one line (unclaimed_note) when the TFJob still has no condition
+    `unclaimed_seconds` after the stream began: the operator is not running, or not for it."""
     conditions, replicas = ConditionTracker(), ReplicaTracker(name, pod_fetcher(api, namespace))
     job_synced = pods_synced = False
     held: list = []  # pod and scheduling items that came before the TFJob (its GPUs per type)
     final: list[JobCondition] = []  # the terminal condition (and any after it), held back
+    unclaimed_due = time.monotonic() + unclaimed_seconds if note is not None else None
     with JobFeed(api, name, namespace, scheduling=True) as feed:
         while not (final and pods_synced and feed.queue.empty()):
-            item = feed.get(timeout=None if stop is None else STOP_POLL_SECONDS)
+            timeouts = [STOP_POLL_SECONDS] if stop is not None else []
+            if unclaimed_due is not None:
+                timeouts.append(max(0.0, unclaimed_due - time.monotonic()))
+            item = feed.get(timeout=min(timeouts, default=None))
             if stop is not None and stop.is_set():
                 return
+            if unclaimed_due is not None and time.monotonic() >= unclaimed_due:
+                unclaimed_due = None
+                if job_synced and not conditions.seen:
+                    note(unclaimed_note(name, namespace, unclaimed_seconds))
             if item is None:
                 continue
             if isinstance(item, (Synced, WatchEvent)) and item.kind == "tfjob":
