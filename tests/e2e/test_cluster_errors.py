@@ -1,17 +1,90 @@
-"""A cluster that answers badly, against the real kube-apiserver and training-operator: a
-TFJob no training-operator takes up (the real operator leaves one with runPolicy.managedBy
-set to Kueue's MultiKueue alone, as it would a job it does not watch): a note instead of a
-silent wait."""
+"""A cluster that answers badly, against the real kube-apiserver and training-operator: each
+refusal is one line that names the problem and what to do about it. Credentials it does not
+accept (401: renew them), a right RBAC does not grant (403: the Role to ask for), a server
+certificate the kubeconfig's CA does not verify (not "cannot reach"), a namespace that does
+not exist (create it), a TFJob no training-operator takes up (the real operator leaves one
+with runPolicy.managedBy set to Kueue's MultiKueue alone, as it would a job it does not
+watch: a note instead of a silent wait), and the API server lost while a job is followed
+(the job goes on; not "check your kubeconfig")."""
 from __future__ import annotations
 
 import threading
+from urllib.parse import urlsplit
 
 import pytest
+import yaml
 
+from launcher.backends.base import BackendError
+from launcher.events import JobCondition
+from tests.support.certs import Authority
+from tests.support.faults import TcpRelay
 from tests.support.k8s_backend import Collector, manifest
+from tests.support.launcher_process import run_launcher
 from tests.support.polling import wait_for
 
 WAIT_S = 60.0
+
+
+def kubeconfig_with(cp, path, cluster: dict | None = None, user: dict | None = None):
+    """The control plane's kubeconfig with the cluster's and/or the user's fields changed."""
+    config = yaml.safe_load(cp.kubeconfig.read_text())
+    config["clusters"][0]["cluster"].update(cluster or {})
+    if user is not None:
+        config["users"][0]["user"] = user
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def one_error_line(result) -> str:
+    """The command's one error line (exit 1); notes may come before it, nothing else."""
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = result.stderr.splitlines()
+    assert lines and lines[-1].startswith("error: "), result.stderr
+    assert all(line.startswith("note: ") for line in lines[:-1]), result.stderr
+    return lines[-1]
+
+
+def test_credentials_the_server_refuses_say_to_renew_them(control_plane, tmp_path):
+    cp = control_plane
+    config = kubeconfig_with(cp, tmp_path / "config", user={"token": "expired-or-unknown-token"})
+    for command in (("list",), ("status", "job"), ("submit", "--name", "job", "--workers", "1", "--detach")):
+        line = one_error_line(run_launcher(cp, *command, "--kubeconfig", str(config)))
+        assert "Unauthorized" in line and cp.server in line and "renew them" in line, (command, line)
+
+
+def test_a_right_rbac_does_not_grant_names_the_role_to_ask_for(control_plane, tmp_path):
+    """A user who may read TFJobs but not pods, nor create or delete TFJobs."""
+    cp = control_plane
+    with cp.namespace("rbac") as ns:
+        assert run_launcher(cp, "submit", "--backend", "k8s", "-n", ns, "--name", "job", "--workers", "1",
+                            "--detach").returncode == 0
+        cp.service_account(ns, "reader", "get,list,watch", "tfjobs.kubeflow.org")
+        env = {"KUBECONFIG": str(cp.kubeconfig_as(ns, "reader", tmp_path / "reader"))}
+        for command, words in ((("status", "job"), 'cannot list resource "pods"'),
+                               (("delete", "job"), 'cannot delete resource "tfjobs"'),
+                               (("submit", "--name", "other", "--workers", "1", "--detach"),
+                                'cannot create resource "tfjobs"')):
+            line = one_error_line(run_launcher(cp, *command, env=env))
+            assert words in line and line.endswith("; ask the cluster's admin for that right (the launcher's "
+                                                   "k8s/rbac.yaml has the Role it needs)"), (command, line)
+        assert [j["metadata"]["name"] for j in cp.kubectl_json("get", "tfjobs", "-n", ns)["items"]] == ["job"]
+
+
+def test_a_server_certificate_the_kubeconfig_does_not_trust_is_said_so(control_plane, tmp_path):
+    cp = control_plane
+    other_ca = Authority().write(tmp_path / "other-ca.pem")
+    config = kubeconfig_with(cp, tmp_path / "config", cluster={"certificate-authority": str(other_ca)})
+    line = one_error_line(run_launcher(cp, "list", "--kubeconfig", str(config)))
+    assert f"the Kubernetes API server at {cp.server} answered with a certificate the kubeconfig does not trust" \
+        in line and "CERTIFICATE_VERIFY_FAILED" in line and "certificate-authority" in line, line
+    assert "cannot reach" not in line and "--backend local" not in line, line
+
+
+def test_a_namespace_that_does_not_exist_says_to_create_it(control_plane):
+    cp = control_plane
+    line = one_error_line(run_launcher(cp, "submit", "--backend", "k8s", "-n", "absent-ns", "--name", "job",
+                                       "--workers", "1", "--detach"))
+    assert 'namespaces "absent-ns" not found' in line and "kubectl create namespace absent-ns" in line, line
 
 
 @pytest.fixture
@@ -53,3 +126,29 @@ def test_a_tfjob_no_operator_takes_up_is_noted_while_followed(control_plane, bac
                         f"that the Kubeflow training-operator runs (kubectl get pods -n kubeflow), watches namespace "
                         f"{ns} and has tfjob among its --enable-scheme"]
         assert not cp.kubectl_json("get", "tfjob", "mnist", "-n", ns).get("status")
+
+
+def test_the_api_server_lost_while_a_job_is_followed_says_the_job_goes_on(control_plane, backend, tmp_path,
+                                                                          monkeypatch):
+    """Through a relay in front of the real apiserver that resets every connection and
+    refuses new ones, as a restarting apiserver does; the watches give up after one retry."""
+    from launcher.backends.k8s import watch as k8s_watch
+
+    cp = control_plane
+    monkeypatch.setattr(k8s_watch, "MAX_FAILURES", 1)
+    with TcpRelay(urlsplit(cp.server).port) as relay, cp.namespace("lost", wait=False) as ns:
+        through = f"https://127.0.0.1:{relay.port}"
+        k8s = backend(kubeconfig_with(cp, tmp_path / "relayed", cluster={"server": through}))
+        k8s.submit(manifest(namespace=ns, workers=1))
+        events = Collector(k8s.events("mnist", ns))
+        events.wait_for(lambda items: any(isinstance(e, JobCondition) for e in items), "a condition", WAIT_S)
+        listed = lambda: all(k8s.api.received.snapshot().get(kind, {}).get("lists")  # noqa: E731
+                             for kind in ("tfjob", "pod", "event"))
+        wait_for(listed, "the three watches listed", WAIT_S)  # the server has answered each of them
+        relay.down()
+        with pytest.raises(BackendError) as error:
+            events.wait_done(timeout=WAIT_S)
+        message = str(error.value)
+        assert message.startswith(f"lost the Kubernetes API server at {through}: ") and \
+            "the job goes on in the cluster" in message and "status -w" in message, message
+        assert "--backend local" not in message and "kubeconfig" not in message, message

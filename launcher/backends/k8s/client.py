@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import re
+import ssl
 import sys
 import threading
 import warnings
@@ -298,6 +299,28 @@ def server_message(exc: ApiException) -> str:
     return one_line("; ".join([text, *extra]))
 
 
+RBAC_HINT = "ask the cluster's admin for that right (the launcher's k8s/rbac.yaml has the Role it needs)"
+
+
+def refusal(action: str, exc: ApiException, host: str) -> BackendError:
+    """The server's refusal of `action` in one line, with what to do about it when that is
+    the user's to fix: credentials it does not accept (401), a right RBAC does not grant
+    (403), a namespace that does not exist."""
+    details = status_of(exc).get("details") or {}
+    if exc.status == 401:
+        fix = (f"the API server at {host} does not accept the kubeconfig's credentials (a token expired or unknown, "
+               "or a client certificate it does not trust); renew them (GKE: gcloud container clusters "
+               "get-credentials CLUSTER; kind: kind export kubeconfig) and retry")
+    elif exc.status == 403:
+        fix = RBAC_HINT
+    elif exc.status == 404 and details.get("kind") == "namespaces":
+        namespace = details.get("name", "")
+        fix = f"create it (kubectl create namespace {namespace}) or give another with -n/--namespace"
+    else:
+        return BackendError(one_line(f"{action}: {server_message(exc)}"))
+    return BackendError(one_line(f"{action}: {server_message(exc)}; {fix}"))
+
+
 def is_missing_api(exc: ApiException) -> bool:
     """404 for the resource type itself (CRD not installed), not for one object."""
     return exc.status == 404 and not (status_of(exc).get("details") or {}).get("name")
@@ -308,8 +331,21 @@ def timed_out(exc: Exception) -> bool:
     return any(isinstance(e, (urllib3.exceptions.ReadTimeoutError, TimeoutError)) for e in (exc, reason))
 
 
+def untrusted(exc: Exception) -> bool:
+    """Whether the TLS handshake failed on the server's certificate (the kubeconfig's CA does
+    not verify it, or it does not name the server's address)."""
+    reason = getattr(exc, "reason", None)
+    return any(isinstance(e, ssl.SSLCertVerificationError)
+               for e in (exc, reason, *getattr(exc, "args", ()), *getattr(reason, "args", ())))
+
+
 def unreachable(host: str, exc: Exception) -> BackendError:
     reason = getattr(exc, "reason", None) or exc
+    if untrusted(exc):
+        return BackendError(one_line(f"the Kubernetes API server at {host} answered with a certificate the kubeconfig "
+                                     f"does not trust ({reason}); fix the cluster's certificate-authority-data (or "
+                                     "certificate-authority) in the kubeconfig, e.g. fetch it again (GKE: gcloud "
+                                     "container clusters get-credentials CLUSTER; kind: kind export kubeconfig)"))
     if timed_out(exc):
         return BackendError(one_line(f"the Kubernetes API server at {host} did not answer in time ({reason}); "
                                      f"check that it is up (kubectl get --raw /readyz), raise --request-timeout, "
@@ -347,7 +383,7 @@ class KubeApi:
                 raise NotFound(not_found) from None
             if exc.status == 409 and exists:
                 raise AlreadyExists(exists) from None
-            raise BackendError(one_line(f"{action}: {server_message(exc)}")) from None
+            raise refusal(action, exc, self.host) from None
         except TRANSPORT_ERRORS as exc:
             raise unreachable(self.host, exc) from None
 
@@ -358,6 +394,8 @@ class KubeApi:
             return read_json(self.extensions.read_custom_resource_definition(
                 crd_name, _preload_content=False, _request_timeout=self.timeout))
         except ApiException as exc:
+            if exc.status == 401:  # credentials the server does not accept: nothing else will work either
+                raise refusal(f"reading CRD {crd_name}", exc, self.host) from None
             why = {403: "not permitted to read it", 404: "not installed"}.get(exc.status, server_message(exc))
             raise CRDUnavailable(f"cannot read CRD {crd_name} from {self.host} ({why})") from None
         except TRANSPORT_ERRORS as exc:

@@ -35,7 +35,7 @@ from ...spec import SpecError
 from ...tfconfig import replicas as job_replicas
 from ..base import BackendError, deleted_pods_reason, stderr_note
 from . import table
-from .client import CONNECT_TIMEOUT, TRANSPORT_ERRORS, KubeApi, abort, finish, iter_lines, one_line, server_message
+from .client import CONNECT_TIMEOUT, TRANSPORT_ERRORS, KubeApi, abort, finish, iter_lines, one_line, refusal
 from .objects import CONTAINER, container_status, is_terminal, pod_selector, replica_order
 from .table import PodRow
 from .watch import JobFeed, Synced, WatchEvent, job_from
@@ -222,7 +222,7 @@ class LogStream(threading.Thread):
                     self._feed.put(LogLine(self._replica, line))
         except ApiException as exc:
             if exc.status != _WAITING and exc.status != 404:
-                self._feed.put(BackendError(f"reading the log of {self._pod}: {server_message(exc)}"))
+                self._feed.put(refusal(f"reading the log of {self._pod}", exc, self._api.host))
         except TRANSPORT_ERRORS:
             pass  # closed by `close`, or the container's stream ended abruptly
         except Exception as exc:  # never leave the consumer waiting for this stream

@@ -38,7 +38,7 @@ from kubernetes.client.exceptions import ApiException
 
 from ..base import BackendError, NotFound
 from .client import (CONNECT_TIMEOUT, TRANSPORT_ERRORS, KubeApi, Received, abort, absent, finish, iter_lines,
-                         one_line, server_message, unreachable)
+                         one_line, refusal, unreachable)
 from .objects import pod_selector
 from .table import rows as table_rows
 
@@ -101,6 +101,15 @@ class Rows:
         return self.items(obj) if obj.get("kind") == "Table" else []
 
 
+def lost(host: str, exc: Exception) -> BackendError:
+    """A watch that had the server's answers and then lost it for good (MAX_FAILURES): the
+    kubeconfig was right, and the job goes on without the launcher."""
+    reason = getattr(exc, "reason", None) or exc
+    return BackendError(one_line(f"lost the Kubernetes API server at {host}: it did not answer again for about a "
+                                 f"minute ({reason}); the job goes on in the cluster: follow it again with "
+                                 "`status -w` or `logs -f` once the server is back"))
+
+
 class _Gone(Exception):
     pass
 
@@ -116,6 +125,7 @@ class ListWatch(threading.Thread):
         self._response: urllib3.BaseHTTPResponse | None = None
         self.version: str | None = None  # the last resourceVersion seen; None: list first
         self._failures = 0  # transport failures since the server last answered
+        self._listed = False  # whether the server has answered this watch's list once
 
     def run(self) -> None:
         try:
@@ -125,7 +135,7 @@ class ListWatch(threading.Thread):
         except ApiException as exc:
             if self._optional and exc.status == FORBIDDEN:
                 return
-            self._emit(WatchFailed(self.kind, BackendError(f"watching {self.kind}: {server_message(exc)}")))
+            self._emit(WatchFailed(self.kind, refusal(f"watching {self.kind}", exc, self._host)))
         except Exception as exc:  # a malformed answer: the consumer must not wait forever
             self._emit(WatchFailed(self.kind, BackendError(f"watching {self.kind}: {one_line(exc)}")))
 
@@ -152,7 +162,7 @@ class ListWatch(threading.Thread):
                 self._received.add(self.kind, drops=1)
                 self._failures += 1
                 if self._failures > MAX_FAILURES:
-                    raise unreachable(self._host, exc) from None
+                    raise (lost(self._host, exc) if self._listed else unreachable(self._host, exc)) from None
                 self._halt.wait(min(0.1 * 2 ** self._failures, 5.0))  # backoff before re-watching
 
     def _list(self) -> None:
@@ -167,6 +177,7 @@ class ListWatch(threading.Thread):
         finally:
             response.release_conn()
         body = json.loads(raw)
+        self._listed = True
         self._received.add(self.kind, list_bytes=len(raw), lists=1)
         self.version = body["metadata"]["resourceVersion"]
         self._emit(Synced(self.kind, tuple(self._decode.items(body)), self.version))
