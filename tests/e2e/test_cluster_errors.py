@@ -4,8 +4,9 @@ accept (401: renew them), a right RBAC does not grant (403: the Role to ask for)
 certificate the kubeconfig's CA does not verify (not "cannot reach"), a namespace that does
 not exist (create it), a TFJob no training-operator takes up (the real operator leaves one
 with runPolicy.managedBy set to Kueue's MultiKueue alone, as it would a job it does not
-watch: a note instead of a silent wait), and the API server lost while a job is followed
-(the job goes on; not "check your kubeconfig")."""
+watch: a note instead of a silent wait) or one whose pod the apiserver refuses (the
+operator's FailedCreatePod, in `status` and while followed), and the API server lost while
+a job is followed (the job goes on; not "check your kubeconfig")."""
 from __future__ import annotations
 
 import threading
@@ -16,6 +17,8 @@ import yaml
 
 from launcher.backends.base import BackendError
 from launcher.events import JobCondition
+from launcher.render import render
+from launcher.spec import JobSpec, ReplicaSpec
 from tests.support.certs import Authority
 from tests.support.faults import TcpRelay
 from tests.support.k8s_backend import Collector, manifest
@@ -126,6 +129,40 @@ def test_a_tfjob_no_operator_takes_up_is_noted_while_followed(control_plane, bac
                         f"that the Kubeflow training-operator runs (kubectl get pods -n kubeflow), watches namespace "
                         f"{ns} and has tfjob among its --enable-scheme"]
         assert not cp.kubectl_json("get", "tfjob", "mnist", "-n", ns).get("status")
+
+
+def test_a_pod_the_api_server_refuses_is_named_with_the_operators_reason(control_plane, backend, tmp_path):
+    """A LimitRange whose CPU maximum (the containers' default limit too) is below the
+    worker's request: the apiserver refuses the worker's pod, and the operator records
+    FailedCreatePod on the TFJob and writes no status (each reconcile ends at that error).
+    `status` and the followed events name the operator's reason."""
+    cp = control_plane
+    k8s = backend()
+    k8s.unclaimed_seconds = 1.0
+    limits = tmp_path / "limits.yaml"
+    limits.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "max-cpu"},
+                                      "spec": {"limits": [{"type": "Container", "max": {"cpu": "1"}}]}}))
+    with cp.namespace("limited", wait=False) as ns:
+        cp.kubectl("apply", "-n", ns, "-f", str(limits))
+        k8s.submit(render(JobSpec(name="mnist", namespace=ns, replicas={"Chief": ReplicaSpec(1),
+                                                                       "Worker": ReplicaSpec(1, cpu="2")})))
+        wait_for(lambda: any(e.get("reason") == "FailedCreatePod" for e in
+                             cp.kubectl_json("get", "events", "-n", ns)["items"]), "the operator's FailedCreatePod",
+                 WAIT_S)
+        why = ('the training-operator reports FailedCreatePod: Error creating: Pod "mnist-worker-0" is invalid: '
+               'spec.containers[0].resources.requests: Invalid value: "2": must be less than or equal to cpu limit '
+               f'of 1; fix that and submit again with --replace (kubectl describe tfjob mnist -n {ns} lists its '
+               'events)')
+        assert k8s.status("mnist", ns).phase == "Pending"
+        assert backend.notes == [f"note: tfjob mnist has no status: {why}"]
+        stop = threading.Event()
+        events = Collector(k8s.events("mnist", ns, stop))
+        try:
+            wait_for(lambda: len(backend.notes) == 2, "a note while following", WAIT_S)
+        finally:
+            stop.set()
+        events.wait_done(timeout=WAIT_S)
+        assert backend.notes[1] == f"note: tfjob mnist has no status after 1 s: {why}"
 
 
 def test_the_api_server_lost_while_a_job_is_followed_says_the_job_goes_on(control_plane, backend, tmp_path,

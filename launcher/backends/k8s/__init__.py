@@ -29,7 +29,7 @@ from ...tfconfig import replica_counts
 from ..base import Backend, BackendError, JobStatus, JobSummary, LogOptions, NotFound, job_phase, stderr_note
 from .client import (CALL_TIMEOUT, TRANSPORT_ERRORS, CountingApiClient, KubeApi, RequestCounter, absent,
                          load_configuration, one_line, read_json, server_message, unreachable)
-from .events import UNCLAIMED_SECONDS, ReplicaTracker, job_events, pod_fetcher
+from .events import UNCLAIMED_SECONDS, ReplicaTracker, job_events, pod_fetcher, unclaimed_note
 from .logs import (DRAIN_SECONDS, check_ended, check_replica, clean_pod_policy, ended_without_pods, follow_logs,
                    read_logs)
 from .objects import (created, job_conditions, owner_reference, parse_replica, pod_selector, queue_of, replica_order,
@@ -119,6 +119,8 @@ class KubernetesBackend(Backend):
             if any(not row.node for row in pods):  # why they wait: the scheduler's events, if RBAC allows
                 tracker.unschedulable_from(self.api.scheduling_messages(namespace))
             phases = sorted(filter(None, map(tracker.phase_of, pods)), key=replica_order)
+        if not job_conditions(tfjob) and (why := unclaimed_note(self.api, tfjob)):  # the operator fails on it
+            self.note(why)
         return JobStatus(name=name, namespace=namespace, conditions=job_conditions(tfjob),
                          replicas=tuple(phases), created=created(tfjob), backend=self.name,
                          suspended=suspended(tfjob), queue=queue_of(tfjob),

@@ -490,6 +490,18 @@ class KubeApi:
                 return []
             raise
 
+    def warnings_of(self, kind: str, uid: str, namespace: str) -> list[dict]:
+        """The Warning events of one object (a controller's, e.g. the training-operator's
+        FailedCreatePod on a TFJob); [] where RBAC does not allow reading events."""
+        selector = f"involvedObject.kind={kind},involvedObject.uid={uid},type=Warning"
+        try:
+            return read_json(self.core.list_namespaced_event(namespace, field_selector=selector, _preload_content=False,
+                                                             _request_timeout=self.timeout)).get("items") or []
+        except ApiException as exc:
+            if exc.status == 403:
+                return []
+            raise
+
     def pod_log(self, name: str, namespace: str, container: str, follow: bool,
                 tail_lines: int | None = None) -> urllib3.BaseHTTPResponse:
         """The current container instance's log (kubelet rules), its last `tail_lines` lines

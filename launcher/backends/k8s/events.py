@@ -25,7 +25,7 @@ from kubernetes.client.exceptions import ApiException
 
 from ...events import Event, JobCondition, ReplicaPhase
 from . import table
-from .client import TRANSPORT_ERRORS, KubeApi
+from .client import TRANSPORT_ERRORS, KubeApi, one_line
 from .objects import job_conditions, replica_phase
 from .table import PodRow
 from .watch import JobFeed, Synced, WatchEvent, job_from
@@ -60,6 +60,12 @@ class ConditionTracker:
         return bool(self._last)
 
 
+def event_time(event: dict) -> str:
+    """When a core/v1 Event last happened (RFC 3339, comparable as text)."""
+    return event.get("lastTimestamp") or event.get("eventTime") or (event.get("metadata") or {}).get(
+        "creationTimestamp") or ""
+
+
 class Unschedulable:
     """The scheduler's latest FailedScheduling message per pod name (core/v1 Events)."""
 
@@ -69,8 +75,7 @@ class Unschedulable:
     def note(self, event: dict) -> str | None:
         """Record one Event; the pod name whose message changed, else None."""
         pod = (event.get("involvedObject") or {}).get("name", "")
-        stamp = event.get("lastTimestamp") or event.get("eventTime") or (event.get("metadata") or {}).get(
-            "creationTimestamp") or ""
+        stamp = event_time(event)
         message = " ".join(str(event.get("message", "")).split())
         if not pod or not message or self.messages.get(pod, ("",))[0] > stamp:
             return None
@@ -174,11 +179,27 @@ def pod_fetcher(api: KubeApi, namespace: str) -> Fetch:
     return fetch
 
 
-def unclaimed_note(name: str, namespace: str, seconds: float) -> str:
-    """What to check when no training-operator has set any condition on a TFJob."""
-    return (f"note: tfjob {name} has no status after {seconds:g} s: no training-operator has taken it up; check that "
-            f"the Kubeflow training-operator runs (kubectl get pods -n kubeflow), watches namespace {namespace} and "
-            "has tfjob among its --enable-scheme")
+def unclaimed_note(api: KubeApi, tfjob: dict, seconds: float | None = None) -> str | None:
+    """Why a TFJob has no condition (`seconds` after it was followed): the training-operator's
+    latest Warning event on it (e.g. FailedCreatePod: a pod the API server refused, which
+    ends each of its reconciles before it writes a status), else, after `seconds`, that no
+    operator took it up (None without `seconds`: a job just created has no status either)."""
+    meta = tfjob["metadata"]
+    name, namespace = meta["name"], meta.get("namespace", "")
+    after = "" if seconds is None else f" after {seconds:g} s"
+    try:
+        latest = max(api.warnings_of("TFJob", meta.get("uid", ""), namespace), key=event_time, default=None)
+    except (ApiException, *TRANSPORT_ERRORS):
+        latest = None
+    if latest is not None:
+        return one_line(f"note: tfjob {name} has no status{after}: the training-operator reports "
+                        f"{latest.get('reason', '')}: {latest.get('message', '')}; fix that and submit again with "
+                        f"--replace (kubectl describe tfjob {name} -n {namespace} lists its events)")
+    if seconds is None:
+        return None
+    return (f"note: tfjob {name} has no status{after}: no training-operator has taken it up; check that the "
+            f"Kubeflow training-operator runs (kubectl get pods -n kubeflow), watches namespace {namespace} and has "
+            "tfjob among its --enable-scheme")
 
 
 def job_events(api: KubeApi, name: str, namespace: str, stop: threading.Event | None = None,
@@ -189,7 +210,8 @@ def job_events(api: KubeApi, name: str, namespace: str, stop: threading.Event | 
     the pod watch has not brought yet; if that list fails, the stream ends with what it
     has). Once `stop` is set, it ends within STOP_POLL_SECONDS and closes the watches.
     `note` gets one line (unclaimed_note) when the TFJob still has no condition
-    `unclaimed_seconds` after the stream began: the operator is not running, or not for it."""
+    `unclaimed_seconds` after the stream began: the operator is not running, not for it, or
+    fails on it."""
     conditions, replicas = ConditionTracker(), ReplicaTracker(name, pod_fetcher(api, namespace))
     job_synced = pods_synced = False
     held: list = []  # pod and scheduling items that came before the TFJob (its GPUs per type)
@@ -206,7 +228,7 @@ def job_events(api: KubeApi, name: str, namespace: str, stop: threading.Event | 
             if unclaimed_due is not None and time.monotonic() >= unclaimed_due:
                 unclaimed_due = None
                 if job_synced and not conditions.seen:
-                    note(unclaimed_note(name, namespace, unclaimed_seconds))
+                    note(unclaimed_note(api, job, unclaimed_seconds))
             if item is None:
                 continue
             if isinstance(item, (Synced, WatchEvent)) and item.kind == "tfjob":
