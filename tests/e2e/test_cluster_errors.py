@@ -2,7 +2,7 @@
 refusal is one line that names the problem and what to do about it. Credentials it does not
 accept (401: renew them), a right RBAC does not grant (403: the Role to ask for), a server
 certificate the kubeconfig's CA does not verify (not "cannot reach"), a namespace that does
-not exist (create it), a TFJob no training-operator takes up (the real operator leaves one
+not exist (create it), an admission webhook whose server is down (which one, what to check), a TFJob no training-operator takes up (the real operator leaves one
 with runPolicy.managedBy set to Kueue's MultiKueue alone, as it would a job it does not
 watch: a note instead of a silent wait) or one whose pod the apiserver refuses (the
 operator's FailedCreatePod, in `status` and while followed), and the API server lost while
@@ -24,6 +24,7 @@ from tests.support.faults import TcpRelay
 from tests.support.k8s_backend import Collector, manifest
 from tests.support.launcher_process import run_launcher
 from tests.support.polling import wait_for
+from tests.support.ports import free_port
 
 WAIT_S = 60.0
 
@@ -88,6 +89,48 @@ def test_a_namespace_that_does_not_exist_says_to_create_it(control_plane):
     line = one_error_line(run_launcher(cp, "submit", "--backend", "k8s", "-n", "absent-ns", "--name", "job",
                                        "--workers", "1", "--detach"))
     assert 'namespaces "absent-ns" not found' in line and "kubectl create namespace absent-ns" in line, line
+
+
+def test_an_admission_webhook_nobody_serves_names_it_and_what_to_check(control_plane, tmp_path):
+    """A validating webhook for TFJobs whose server is down (its address refuses
+    connections), as training-operator's own is while the operator is not running;
+    failurePolicy Fail, so the apiserver refuses the TFJob. Only this test's namespace is
+    selected, so no other test meets it."""
+    cp = control_plane
+    hook = "down.e2e.tfjob-launcher.test"
+    with cp.namespace("webhook-down") as ns:
+        cp.kubectl("label", "namespace", ns, f"e2e-webhook-down={ns}")
+        config = tmp_path / "webhook.yaml"
+        config.write_text(yaml.safe_dump({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": ns},
+            "webhooks": [{"name": hook, "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                          "failurePolicy": "Fail", "timeoutSeconds": 5,
+                          "clientConfig": {"url": f"https://127.0.0.1:{free_port()}/validate"},
+                          "namespaceSelector": {"matchLabels": {"e2e-webhook-down": ns}},
+                          "rules": [{"apiGroups": ["kubeflow.org"], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                     "resources": ["tfjobs"]}]}]}))
+        cp.kubectl("apply", "-f", str(config))
+        try:
+            line = wait_for(lambda: refused_by_webhook(cp, ns, hook), f"the apiserver calling webhook {hook}", WAIT_S)
+        finally:
+            cp.kubectl("delete", "-f", str(config), "--ignore-not-found")
+        assert line.endswith(f"; the admission webhook {hook} could not be called: the controller that serves it is "
+                             "down or unreachable; check that it runs (the training-operator's: kubectl get pods -n "
+                             "kubeflow) or ask the cluster's admin"), line
+        assert cp.kubectl_json("get", "tfjobs", "-n", ns)["items"] == []
+
+
+def refused_by_webhook(cp, namespace: str, hook: str) -> str | None:
+    """The launcher's error line once the apiserver calls the webhook (its configuration
+    takes effect a moment after it is created); None before."""
+    result = run_launcher(cp, "submit", "--backend", "k8s", "-n", namespace, "--name", "job", "--workers", "1",
+                          "--detach")
+    if result.returncode == 0:  # admitted before the webhook was in force: try again
+        cp.kubectl("delete", "tfjob", "job", "-n", namespace, "--wait=true")
+        return None
+    line = one_error_line(result)
+    return line if f'failed calling webhook "{hook}"' in line else None
 
 
 @pytest.fixture

@@ -299,13 +299,14 @@ def server_message(exc: ApiException) -> str:
     return one_line("; ".join([text, *extra]))
 
 
+_WEBHOOK_FAILED = re.compile(r'failed calling webhook "([^"]+)"')
 RBAC_HINT = "ask the cluster's admin for that right (the launcher's k8s/rbac.yaml has the Role it needs)"
 
 
 def refusal(action: str, exc: ApiException, host: str) -> BackendError:
     """The server's refusal of `action` in one line, with what to do about it when that is
     the user's to fix: credentials it does not accept (401), a right RBAC does not grant
-    (403), a namespace that does not exist."""
+    (403), an admission webhook nobody answers (500), a namespace that does not exist."""
     details = status_of(exc).get("details") or {}
     if exc.status == 401:
         fix = (f"the API server at {host} does not accept the kubeconfig's credentials (a token expired or unknown, "
@@ -313,6 +314,10 @@ def refusal(action: str, exc: ApiException, host: str) -> BackendError:
                "get-credentials CLUSTER; kind: kind export kubeconfig) and retry")
     elif exc.status == 403:
         fix = RBAC_HINT
+    elif exc.status == 500 and (hook := _WEBHOOK_FAILED.search(str(status_of(exc).get("message", "")))):
+        fix = (f"the admission webhook {hook[1]} could not be called: the controller that serves it is down or "
+               "unreachable; check that it runs (the training-operator's: kubectl get pods -n kubeflow) or ask the "
+               "cluster's admin")
     elif exc.status == 404 and details.get("kind") == "namespaces":
         namespace = details.get("name", "")
         fix = f"create it (kubectl create namespace {namespace}) or give another with -n/--namespace"
