@@ -5,8 +5,9 @@ certificate the kubeconfig's CA does not verify (not "cannot reach"), a namespac
 not exist (create it), an admission webhook whose server is down (which one, what to check), a TFJob no training-operator takes up (the real operator leaves one
 with runPolicy.managedBy set to Kueue's MultiKueue alone, as it would a job it does not
 watch: a note instead of a silent wait) or one whose pod the apiserver refuses (the
-operator's FailedCreatePod, in `status` and while followed), and the API server lost while
-a job is followed (the job goes on; not "check your kubeconfig")."""
+operator's FailedCreatePod, in `status` and while followed), `logs` of a replica that has not
+started (a note saying so, not silence), and the API server lost while a job is followed
+(the job goes on; not "check your kubeconfig")."""
 from __future__ import annotations
 
 import threading
@@ -198,6 +199,8 @@ def test_a_pod_the_api_server_refuses_is_named_with_the_operators_reason(control
                'events)')
         assert k8s.status("mnist", ns).phase == "Pending"
         assert backend.notes == [f"note: tfjob mnist has no status: {why}"]
+        assert list(k8s.logs("mnist", ns, replica="worker-0")) == []
+        assert backend.notes.pop() == "note: worker-0 has not started (it has no pod yet): no log yet; follow it with -f"
         stop = threading.Event()
         events = Collector(k8s.events("mnist", ns, stop))
         try:
@@ -206,6 +209,18 @@ def test_a_pod_the_api_server_refuses_is_named_with_the_operators_reason(control
             stop.set()
         events.wait_done(timeout=WAIT_S)
         assert backend.notes[1] == f"note: tfjob mnist has no status after 1 s: {why}"
+
+
+def test_the_log_of_a_replica_whose_pod_waits_is_a_note_not_nothing(control_plane, backend):
+    """The ps cannot be placed (a node selector no node has): its pod stays Pending."""
+    cp = control_plane
+    k8s = backend()
+    with cp.namespace("waiting", wait=False) as ns:
+        k8s.submit(manifest(namespace=ns, workers=1, role_node_selectors={"PS": {"pool": "absent"}}))
+        wait_for(lambda: [r.phase for r in k8s.status("mnist", ns).replicas if r.replica == "ps-0"] == ["Pending"],
+                 "ps-0 Pending", WAIT_S)
+        assert list(k8s.logs("mnist", ns, replica="ps-0")) == []
+        assert backend.notes == ["note: ps-0 has not started (its pod is Pending): no log yet; follow it with -f"]
 
 
 def test_the_api_server_lost_while_a_job_is_followed_says_the_job_goes_on(control_plane, backend, tmp_path,

@@ -119,6 +119,9 @@ def read_logs(api: KubeApi, tfjob: dict, replica: tuple[str, int] | None = None,
     check_pods(tfjob, found, replica, note)
     started = [(phase, row) for row in found if (phase := table.replica_phase(row, name))
                and table.log_instance(row) is not None]
+    if replica is not None and not started:  # asked for by name: say why there is nothing, rather than nothing
+        why = f"its pod is {found[0].status}" if found else "it has no pod yet"
+        note(f"note: {short_replica(*replica)} has not started ({why}): no log yet; follow it with -f")
     if api.log_options.get("previous"):  # a container before the current one: only after a restart
         first = [phase.replica for phase, row in started if not row.restarts]
         if replica is not None and first:
