@@ -15,7 +15,7 @@ import pytest
 from tests.support.launcher_process import LAUNCHER
 from tests.support.polling import wait_for
 from tests.support.ports import free_port
-from tests.support.serving import ROOT, get, post
+from tests.support.serving import ROOT, get, post, post_raw
 from tests.support.trainer_cluster import reap, trainer_env
 
 pytestmark = pytest.mark.slow
@@ -103,6 +103,29 @@ def test_launcher_predict_format_json_prints_the_predictions_as_the_server_sent_
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == [{"first": "h", "length": 5}, {"first": {"b64": "/w=="}, "length": 3}]
+
+
+def test_nan_and_infinities_reach_a_float_input_and_come_back_as_tf_serving_writes_them(tmp_path):
+    """TF Serving's JSON takes and writes NaN, Infinity and -Infinity for floats (api_rest.md,
+    "JSON conformance"), whatever the Content-Type; kserve's own handler refused them."""
+    import tensorflow as tf
+
+    class Double(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.float32, name="x")])
+        def serve(self, x):
+            return {"y": 2 * x}
+
+    module = Double()
+    tf.saved_model.save(module, str(tmp_path / "export" / "1"), signatures={"serving_default": module.serve})
+    proc, url = start_server(tmp_path / "export", tmp_path / "server.log")
+    try:
+        for content_type in ("application/json", None):
+            status, _, answer = post_raw(f"{url}:predict", b'{"instances": [NaN, Infinity, -Infinity, 1.5]}',
+                                         {"Content-Type": content_type} if content_type else {})
+            assert status == 200, answer
+            assert answer.replace(b" ", b"") == b'{"predictions":[NaN,Infinity,-Infinity,3.0]}'
+    finally:
+        reap(proc)
 
 
 def test_the_served_version_is_the_highest_numeric_dir_and_metadata_comes_from_the_signature(text_model):

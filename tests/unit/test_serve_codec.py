@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from trainer.serve.codec import InputSpec, RequestError, parse_body, to_arrays, to_response
+from trainer.serve.codec import InputSpec, RequestError, dumps, parse_body, to_arrays, to_response
 
 IMAGE = {"image": InputSpec("image", np.dtype(np.float32), None)}
 KEYED = {"image": InputSpec("image", np.dtype(np.float32), None), "key": InputSpec("key", np.dtype(np.int64), (None,))}
@@ -119,6 +119,20 @@ def test_row_response_has_one_object_per_example_and_columnar_one_value_per_outp
     assert to_response(outputs, columnar=True) == {"outputs": {"classes": [7, 2],
                                                                "probabilities": [[0.25, 0.75], [0.5, 0.5]]}}
     assert to_response({"y": np.array([1.5])}, columnar=False) == {"predictions": [1.5]}
+
+
+def test_nan_and_infinities_go_in_and_out_as_tf_serving_writes_them():
+    """TF Serving's REST API takes and writes the tokens NaN, Infinity and -Infinity for
+    float values (api_rest.md, "JSON conformance"); orjson alone refuses them and writes null."""
+    got = arrays(b'{"instances": [[NaN, 1.5], [Infinity, -Infinity]]}', IMAGE)["image"]
+    assert np.isnan(got[0, 0]) and got[0, 1] == 1.5 and got[1].tolist() == [np.inf, -np.inf]
+    outputs = {"y": np.array([np.nan, np.inf, -np.inf, 2.0], np.float32), "k": np.array([1, 2, 3, 4])}
+    assert dumps(to_response(outputs, columnar=True), outputs) == \
+        b'{"outputs": {"k": [1, 2, 3, 4], "y": [NaN, Infinity, -Infinity, 2.0]}}'
+    finite = {"y": np.array([0.5], np.float32)}
+    assert json.loads(dumps(to_response(finite, columnar=False), finite)) == {"predictions": [0.5]}
+    with pytest.raises(RequestError, match="not JSON"):
+        parse_body(b'{"instances": [Nan]}')
 
 
 def test_float32_outputs_keep_full_precision():

@@ -136,7 +136,7 @@ def serve(args: argparse.Namespace, sock: socket.socket) -> int:
         logging.getLogger(quiet).setLevel(logging.WARNING)
     logging.getLogger("kserve").addFilter(_OneLineClientErrors())
     warnings.filterwarnings("ignore", message="ORJSONResponse is deprecated")  # kserve 0.21 on fastapi 0.12x+
-    add_routes(app, server.dataplane, model)
+    add_routes(app, model)
     rest = RESTServer(FASTAPI_APP_IMPORT_STRING, server.dataplane, server.model_repository_extension,
                       sock.getsockname()[1], grace_period=10)
     rest.config.access_log = False

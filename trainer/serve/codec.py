@@ -51,12 +51,29 @@ class Request:
 
 
 def loads(body: bytes | str) -> Any:
+    """JSON as TF Serving reads it: also the tokens NaN, Infinity and -Infinity for float
+    values (its REST API's "JSON conformance"), which orjson, the fast path, refuses."""
     try:
         import orjson  # the model server's own JSON library (a kserve dependency)
-
-        return orjson.loads(body)
     except ImportError:
         return json.loads(body)
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return json.loads(body)
+
+
+def dumps(answer: Any, outputs: dict[str, np.ndarray]) -> bytes:
+    """The JSON of an answer made of `outputs`: orjson's, but where a float output holds NaN
+    or an infinity, TF Serving's tokens NaN, Infinity and -Infinity (orjson writes null)."""
+    if all(array.dtype.kind != "f" or np.isfinite(array).all() for array in outputs.values()):
+        try:
+            import orjson
+
+            return orjson.dumps(answer)
+        except ImportError:
+            pass
+    return json.dumps(answer).encode()
 
 
 def parse_body(body: Any) -> Request:

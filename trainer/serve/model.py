@@ -9,14 +9,16 @@ out, as `trainer.predict` does (TF Serving itself fills in nothing).
       1700000000/saved_model.pb       numeric version dirs; the highest is served
       1700000300/saved_model.pb
 
-kserve 0.21 gives `GET /v1/models/NAME` (ready), `POST /v1/models/NAME:predict` and its
-error handlers; `add_routes` adds what TF Serving also has: the versioned paths
-(`/v1/models/NAME/versions/V[:predict]`) and `GET /v1/models/NAME[/versions/V]/metadata`
-(each signature's inputs and outputs). It also answers the Open Inference Protocol's
-`POST /v2/models/NAME[/versions/V]/infer` (KServe's v2, `trainer.serve.v2`) in place of
-kserve's own handler, which turns a binary tensor into a Python list and back: here a
-binary batch goes from the request body to TensorFlow without a copy in Python. kserve's
-`GET /v2/models/NAME` (metadata) describes serving_default.
+kserve 0.21 gives `GET /v1/models/NAME` (ready) and its error handlers; `add_routes` adds
+`POST /v1/models/NAME[/versions/V]:predict` (its own, as TF Serving reads JSON: with NaN,
+Infinity and -Infinity, which kserve's handler refuses, and writes them back, where kserve
+would write null), and what TF Serving also has: the versioned paths and `GET
+/v1/models/NAME[/versions/V]/metadata` (each signature's inputs and outputs). It also
+answers the Open Inference Protocol's `POST /v2/models/NAME[/versions/V]/infer` (KServe's
+v2, `trainer.serve.v2`) in place of kserve's own handler, which turns a binary tensor into
+a Python list and back: here a binary batch goes from the request body to TensorFlow
+without a copy in Python. kserve's `GET /v2/models/NAME` (metadata) describes
+serving_default.
 """
 from __future__ import annotations
 
@@ -29,12 +31,11 @@ import numpy as np
 import tensorflow as tf
 from fastapi import Request, Response
 from kserve.errors import InvalidInput, ModelNotFound, ModelNotReady
-from kserve.protocol.rest.v1_endpoints import V1Endpoints
 from tensorflow.core.framework import types_pb2
 
 from trainer.predict import instance_defaults, saved_versions
 from trainer.serve import v2
-from trainer.serve.codec import DEFAULT_SIGNATURE, InputSpec, RequestError, parse_body, to_arrays, to_response
+from trainer.serve.codec import DEFAULT_SIGNATURE, InputSpec, RequestError, dumps, parse_body, to_arrays, to_response
 
 
 class ModelDirError(ValueError):
@@ -144,12 +145,12 @@ class SavedModel(kserve.Model):
             raise RequestError(tf_message(getattr(error, "message", None) or str(error))) from None
         return {name: value.numpy() for name, value in outputs.items()}
 
-    def run(self, body: Any) -> dict:
-        """One predict request, body to response (raises RequestError for a bad request)."""
+    def run(self, body: bytes) -> bytes:
+        """One predict request, body to the answer's JSON (raises RequestError for a bad request)."""
         request = parse_body(body)
         signature = self.signature(request.signature_name)
-        arrays = to_arrays(request, signature.inputs, self.defaults)
-        return to_response(self.call(signature, arrays), request.columnar)
+        outputs = self.call(signature, to_arrays(request, signature.inputs, self.defaults))
+        return dumps(to_response(outputs, request.columnar), outputs)
 
     def infer(self, body: bytes, headers: dict[str, str]) -> tuple[bytes, dict[str, str]]:
         """One Open Inference Protocol request: (answer body, its headers)."""
@@ -174,18 +175,19 @@ class SavedModel(kserve.Model):
         signature = self.signatures.get(DEFAULT_SIGNATURE)
         return self._types(signature.outputs) if signature else []
 
-    async def predict(self, payload: Any, headers: dict[str, str] | None = None) -> dict:
-        # TensorFlow releases the GIL: run it off the event loop, so that health checks and
-        # other requests are answered while a batch computes.
-        try:
-            return await asyncio.get_running_loop().run_in_executor(None, self.run, payload)
-        except RequestError as error:
-            raise InvalidInput(str(error)) from None
+
+async def _off_loop(function: Callable, *args):
+    """`function(*args)` in a thread: TensorFlow releases the GIL, so health checks and other
+    requests are answered while a batch computes. A RequestError is kserve's InvalidInput (400)."""
+    try:
+        return await asyncio.get_running_loop().run_in_executor(None, function, *args)
+    except RequestError as error:
+        raise InvalidInput(str(error)) from None
 
 
-def add_routes(app, dataplane, model: SavedModel) -> None:
-    """TF Serving's versioned and metadata paths beside kserve's V1 routes of `app`."""
-    v1 = V1Endpoints(dataplane)
+def add_routes(app, model: SavedModel) -> None:
+    """TF Serving's predict (the body read here, not by kserve, whose JSON parser refuses
+    NaN and Infinity), versioned and metadata paths beside kserve's V1 routes of `app`."""
 
     def check(name: str, version: str | None) -> None:
         if name != model.name:
@@ -198,9 +200,15 @@ def add_routes(app, dataplane, model: SavedModel) -> None:
         return {"model_version_status": [{"version": model.version, "state": "AVAILABLE" if model.ready
                                           else "LOADING", "status": {"error_code": "OK", "error_message": ""}}]}
 
-    async def versioned_predict(model_name: str, version: str, request: Request):
+    async def predict(model_name: str, request: Request, version: str | None = None) -> Response:
         check(model_name, version)
-        return await v1.predict(model_name, request)
+        if not model.ready:
+            raise ModelNotReady(model_name)
+        answer = await _off_loop(model.run, await request.body())
+        return Response(answer, media_type="application/json")
+
+    async def versioned_predict(model_name: str, version: str, request: Request) -> Response:
+        return await predict(model_name, request, version)
 
     async def metadata(model_name: str):
         check(model_name, None)
@@ -214,18 +222,14 @@ def add_routes(app, dataplane, model: SavedModel) -> None:
         check(model_name, version)
         if not model.ready:
             raise ModelNotReady(model_name)
-        body = await request.body()
-        try:
-            answer, headers = await asyncio.get_running_loop().run_in_executor(
-                None, model.infer, body, dict(request.headers))
-        except RequestError as error:
-            raise InvalidInput(str(error)) from None
+        answer, headers = await _off_loop(model.infer, await request.body(), dict(request.headers))
         return Response(answer, headers=headers)
 
     async def versioned_infer(model_name: str, version: str, request: Request) -> Response:
         return await infer(model_name, request, version)
 
     app.add_api_route("/v1/models/{model_name}/versions/{version}", version_status, methods=["GET"])
+    app.add_api_route("/v1/models/{model_name}:predict", predict, methods=["POST"], response_model=None)
     app.add_api_route("/v1/models/{model_name}/versions/{version}:predict", versioned_predict,
                       methods=["POST"], response_model=None)
     app.add_api_route("/v1/models/{model_name}/metadata", metadata, methods=["GET"])
