@@ -145,6 +145,18 @@ def test_binary_outputs_are_text_when_utf8_else_b64():
     assert got == {"predictions": ["seven", {"b64": base64.b64encode(b"\xff\x00").decode()}]}
 
 
+def test_a_string_output_named_bytes_is_always_b64_as_tf_serving_writes_it():
+    """TF Serving b64-encodes every value of a string output whose name ends in _bytes,
+    UTF-8 or not: its clients decode them."""
+    outputs = {"image_bytes": np.array([b"PNG", b"\xff"], dtype=object),
+               "label": np.array([b"cat", b"dog"], dtype=object)}
+    b64 = {"b64": base64.b64encode(b"PNG").decode()}, {"b64": base64.b64encode(b"\xff").decode()}
+    assert to_response(outputs, columnar=False) == {"predictions": [{"image_bytes": b64[0], "label": "cat"},
+                                                                    {"image_bytes": b64[1], "label": "dog"}]}
+    assert to_response(outputs, columnar=True) == {"outputs": {"image_bytes": list(b64), "label": ["cat", "dog"]}}
+    assert to_response({"x_bytes": outputs["image_bytes"]}, columnar=False) == {"predictions": list(b64)}
+
+
 def test_row_response_needs_a_shared_batch_dimension():
     with pytest.raises(RequestError, match="batch dimension"):
         to_response({"a": np.array([1, 2]), "b": np.array([1, 2, 3])}, columnar=False)

@@ -13,7 +13,9 @@ Request (https://www.tensorflow.org/tfx/serving/api_rest#predict_api):
 A row is the value of the signature's only input, or an object naming every input.
 `{"b64": "..."}` stands for a binary (string) value. The response is `{"predictions":
 [...]}` for the row format (one object per example, or bare values when the signature
-has one output) and `{"outputs": ...}` for the columnar format.
+has one output) and `{"outputs": ...}` for the columnar format. A string output is text
+when it is UTF-8, else `{"b64": ...}`; one whose name ends in `_bytes` is always
+`{"b64": ...}`, as TF Serving writes it (its json_tensor.cc, IsNamedTensorBytes).
 """
 from __future__ import annotations
 
@@ -252,20 +254,26 @@ def to_arrays(request: Request, specs: dict[str, InputSpec], defaults: dict | No
     return {name: to_array(value, specs[name]) for name, value in values.items()}
 
 
-def _jsonable(array: np.ndarray) -> Any:
+BYTES_SUFFIX = "_bytes"  # TF Serving (and Cloud ML before it): a string output so named is binary, always b64
+
+
+def _jsonable(array: np.ndarray, name: str) -> Any:
     if array.dtype == np.dtype(object) or array.dtype.kind == "S":
-        return _text(array.tolist())
+        return _text(array.tolist(), name.endswith(BYTES_SUFFIX))
     return array.tolist()
 
 
-def _text(value: Any) -> Any:
+def _text(value: Any, binary: bool) -> Any:
+    """Strings as JSON: {"b64": ...} when `binary` (or not UTF-8), else the text."""
     if isinstance(value, list):
-        return [_text(item) for item in value]
+        return [_text(item, binary) for item in value]
     if isinstance(value, bytes):
-        try:
-            return value.decode()
-        except UnicodeDecodeError:
-            return {"b64": base64.b64encode(value).decode()}
+        if not binary:
+            try:
+                return value.decode()
+            except UnicodeDecodeError:
+                pass
+        return {"b64": base64.b64encode(value).decode()}
     return value
 
 
@@ -274,8 +282,8 @@ def to_response(outputs: dict[str, np.ndarray], columnar: bool) -> dict:
     names = sorted(outputs)
     if columnar:
         if len(names) == 1:
-            return {"outputs": _jsonable(outputs[names[0]])}
-        return {"outputs": {name: _jsonable(outputs[name]) for name in names}}
+            return {"outputs": _jsonable(outputs[names[0]], names[0])}
+        return {"outputs": {name: _jsonable(outputs[name], name) for name in names}}
     batch = {name: (outputs[name].shape[0] if outputs[name].ndim else None) for name in names}
     sizes = set(batch.values())
     if None in sizes or len(sizes) != 1:
@@ -283,6 +291,6 @@ def to_response(outputs: dict[str, np.ndarray], columnar: bool) -> dict:
                            f"({', '.join(f'{n}: {s}' for n, s in batch.items())}); use the columnar "
                            'format ("inputs")')
     if len(names) == 1:
-        return {"predictions": _jsonable(outputs[names[0]])}
-    columns = {name: _jsonable(outputs[name]) for name in names}
+        return {"predictions": _jsonable(outputs[names[0]], names[0])}
+    columns = {name: _jsonable(outputs[name], name) for name in names}
     return {"predictions": [{name: columns[name][row] for name in names} for row in range(sizes.pop())]}
