@@ -152,6 +152,15 @@ def test_a_model_or_version_not_served_is_a_404_logged_in_one_line_as_a_400_is(t
     assert "Traceback" not in text and " ERROR " not in text, text
 
 
+def test_a_path_or_method_the_server_lacks_is_answered_with_an_error_key_as_tf_serving_does(text_model):
+    """TF Serving: "In case of error, all APIs will return a JSON object ... with error as key"
+    (FastAPI's own 404 and 405 said {"detail": ...})."""
+    status, answer = post(f"{text_model}/labels/stable:predict", b'{"instances": ["a"]}')
+    assert (status, answer) == (404, {"error": "Not Found: POST /v1/models/text/labels/stable:predict"})
+    status, answer = post(f"{text_model}:classify", b'{"examples": []}')
+    assert (status, answer) == (405, {"error": "Method Not Allowed: POST /v1/models/text:classify"})
+
+
 def test_a_wrong_rank_for_a_known_shape_is_a_400(text_model):
     status, answer = post(f"{text_model}:predict", json.dumps({"inputs": {"text": [["a", "b"]]}}).encode())
     assert status == 400 and "does not match the signature's [-1]" in answer["error"]

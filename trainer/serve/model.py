@@ -30,7 +30,9 @@ import kserve
 import numpy as np
 import tensorflow as tf
 from fastapi import Request, Response
+from fastapi.responses import JSONResponse
 from kserve.errors import InvalidInput, ModelNotFound, ModelNotReady
+from starlette.exceptions import HTTPException
 from tensorflow.core.framework import types_pb2
 
 from trainer.predict import instance_defaults, saved_versions
@@ -228,6 +230,12 @@ def add_routes(app, model: SavedModel) -> None:
     async def versioned_infer(model_name: str, version: str, request: Request) -> Response:
         return await infer(model_name, request, version)
 
+    async def no_route(request: Request, error: HTTPException) -> Response:
+        """TF Serving answers every error with {"error": ...}; FastAPI's 404 and 405 say {"detail": ...}."""
+        return JSONResponse({"error": f"{error.detail}: {request.method} {request.url.path}"},
+                            status_code=error.status_code, headers=error.headers)
+
+    app.add_exception_handler(HTTPException, no_route)
     app.add_api_route("/v1/models/{model_name}/versions/{version}", version_status, methods=["GET"])
     app.add_api_route("/v1/models/{model_name}:predict", predict, methods=["POST"], response_model=None)
     app.add_api_route("/v1/models/{model_name}/versions/{version}:predict", versioned_predict,
