@@ -161,6 +161,21 @@ def test_a_path_or_method_the_server_lacks_is_answered_with_an_error_key_as_tf_s
     assert (status, answer) == (405, {"error": "Method Not Allowed: POST /v1/models/text:classify"})
 
 
+def test_a_savedmodel_that_cannot_be_loaded_is_one_line_and_exit_2(tmp_path):
+    """A corrupt or cut-off export is the --model-dir's fault, as a missing one is: one
+    `error: --model-dir:` line (what `launcher serve` and KServe's termination message show),
+    not a traceback."""
+    version = tmp_path / "export" / "5"
+    version.mkdir(parents=True)
+    (version / "saved_model.pb").write_bytes(b"not a SavedModel")
+    done = subprocess.run([sys.executable, "-m", "trainer.serve", "--model-dir", str(tmp_path / "export"), "--port",
+                           "0"], cwd=ROOT, env=trainer_env(), capture_output=True, text=True, timeout=READY_TIMEOUT)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith(f"error: --model-dir: cannot load the SavedModel {version} ("
+                                                           "Cannot parse file"), done.stderr
+
+
 def test_a_wrong_rank_for_a_known_shape_is_a_400(text_model):
     status, answer = post(f"{text_model}:predict", json.dumps({"inputs": {"text": [["a", "b"]]}}).encode())
     assert status == 400 and "does not match the signature's [-1]" in answer["error"]

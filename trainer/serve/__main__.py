@@ -126,9 +126,9 @@ def serve(args: argparse.Namespace, sock: socket.socket) -> int:
 
     try:
         model = SavedModel(args.name, args.model_dir)
+        model.load()
     except ModelDirError as error:
         return fail(str(error))
-    model.load()
     server = ModelServer(http_port=sock.getsockname()[1], enable_grpc=False, workers=1,
                          enable_latency_logging=False)
     server.register_model(model)

@@ -116,7 +116,14 @@ class SavedModel(kserve.Model):
         self.defaults: dict[str, Any] = {}
 
     def load(self) -> bool:
-        self._loaded = tf.saved_model.load(self.path)
+        """ModelDirError when the SavedModel cannot be loaded (a cut-off or corrupt export, an
+        op this TensorFlow lacks)."""
+        try:
+            self._loaded = tf.saved_model.load(self.path)
+        except (OSError, ValueError, tf.errors.OpError) as error:
+            reason = tf_message(getattr(error, "message", None) or str(error))
+            raise ModelDirError(f"--model-dir: cannot load the SavedModel {self.path} ({reason}); export it "
+                                "again, or pass another version dir") from None
         self.signatures = signatures(self._loaded)
         self.defaults, required = instance_defaults(self._loaded)  # a feature model's optional fields
         self.defaults = {name: value for name, value in self.defaults.items() if name not in required}
