@@ -78,6 +78,19 @@ def resolve(model_dir: str) -> str:
     return f"{root}/{stamps[0]}"
 
 
+def load(path: str):
+    """The SavedModel at `path`; RequestError naming --model-dir when it cannot be loaded (a
+    cut-off or corrupt export, an op this TensorFlow lacks). The rule of predict and of
+    trainer.serve."""
+    try:
+        return tf.saved_model.load(path)
+    except (OSError, ValueError, tf.errors.OpError) as error:
+        lines = [line.strip() for line in (getattr(error, "message", None) or str(error)).splitlines() if line.strip()]
+        reason = lines[0] if lines else error.__class__.__name__
+        raise RequestError(f"--model-dir: cannot load the SavedModel {path} ({reason}); export it again, or pass "
+                           "another version dir") from None
+
+
 def check_instances_file(path: str) -> None:
     """One line naming --json-instances when `path` is no file to read."""
     if tf.io.gfile.isdir(path):
@@ -269,7 +282,7 @@ def feature_table(outputs: dict[str, np.ndarray]) -> list[str]:
 def predict(model_dir: str, images: np.ndarray, keys: np.ndarray | None,
             signature: str | None = None) -> dict[str, np.ndarray]:
     """Outputs of `signature` (default: see the module doc) for images and their keys."""
-    loaded = tf.saved_model.load(resolve(model_dir))
+    loaded = load(resolve(model_dir))
     function = choose(loaded.signatures, signature, keys is not None)
     feed = {"image": tf.constant(images)}
     if keys is not None:
@@ -304,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         check_instances_file(args.json_instances)
-        loaded = tf.saved_model.load(resolve(args.model_dir))
+        loaded = load(resolve(args.model_dir))
         if hasattr(loaded, "instance_defaults"):  # a feature model (taxi)
             print("\n".join(feature_table(predict_features(loaded, args.json_instances, args.signature_name))))
             return 0

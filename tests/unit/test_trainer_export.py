@@ -216,6 +216,19 @@ def test_a_byte_order_mark_is_no_part_of_the_first_instance(exported, tmp_path, 
     assert err == "" and out.splitlines()[1].startswith("3 ")
 
 
+def test_an_export_that_cannot_be_loaded_is_one_line_exit_2(tmp_path, capsys):
+    """A corrupt or cut-off saved_model.pb: the --model-dir's fault, one line, not a traceback."""
+    version = tmp_path / "export" / "5"
+    version.mkdir(parents=True)
+    (version / "saved_model.pb").write_bytes(b"not a SavedModel")
+    request = tmp_path / "request.json"
+    request.write_text(json.dumps({"image": [0.1] * 784, "key": 3}) + "\n")
+    assert predict.main(["--model-dir", str(tmp_path / "export"), "--json-instances", str(request)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith(f"trainer.predict: --model-dir: cannot load the SavedModel {version} (Cannot "
+                                        "parse file") and err.count("\n") == 1, err
+
+
 def test_bad_requests_are_refused(tmp_path, exported, capsys):
     request = tmp_path / "request.json"
     for line, expected in ((json.dumps({"pixels": [0.0] * 784}), 'line 1: no "image" field'),

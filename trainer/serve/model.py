@@ -35,7 +35,7 @@ from kserve.errors import InvalidInput, ModelNotFound, ModelNotReady
 from starlette.exceptions import HTTPException
 from tensorflow.core.framework import types_pb2
 
-from trainer.predict import instance_defaults, saved_versions
+from trainer.predict import RequestError as LoadError, instance_defaults, load, saved_versions
 from trainer.serve import v2
 from trainer.serve.codec import DEFAULT_SIGNATURE, InputSpec, RequestError, dumps, parse_body, to_arrays, to_response
 
@@ -119,11 +119,9 @@ class SavedModel(kserve.Model):
         """ModelDirError when the SavedModel cannot be loaded (a cut-off or corrupt export, an
         op this TensorFlow lacks)."""
         try:
-            self._loaded = tf.saved_model.load(self.path)
-        except (OSError, ValueError, tf.errors.OpError) as error:
-            reason = tf_message(getattr(error, "message", None) or str(error))
-            raise ModelDirError(f"--model-dir: cannot load the SavedModel {self.path} ({reason}); export it "
-                                "again, or pass another version dir") from None
+            self._loaded = load(self.path)
+        except LoadError as error:
+            raise ModelDirError(str(error)) from None
         self.signatures = signatures(self._loaded)
         self.defaults, required = instance_defaults(self._loaded)  # a feature model's optional fields
         self.defaults = {name: value for name, value in self.defaults.items() if name not in required}
