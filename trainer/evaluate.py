@@ -17,7 +17,7 @@ class Evaluation:
     over the whole evaluation split. `name`: the model's registry name."""
 
     def __init__(self, model: keras.Model, source: str | data.Source, batch_size: int, threads: int = 0,
-                 name: str = "mnist"):
+                 name: str = models.DEFAULT):
         self.model = model
         self.spec = models.get(name)
         self.metrics = self.spec.metrics()

@@ -37,7 +37,7 @@ SAVED_MODEL = "saved_model.pb"
 _TEMP = re.compile(rf"{TEMP_PREFIX}\d+")
 
 
-def export(model: keras.Model, job_dir: str, name: str = "mnist", source=None) -> str:
+def export(model: keras.Model, job_dir: str, name: str = models.DEFAULT, source=None) -> str:
     """Save `model` (a plain Keras model of registry model `name`) with its serving
     signatures as a new timestamped SavedModel; returns its path. `source`: the
     data.Source of the training data (models whose serving preprocessing needs its

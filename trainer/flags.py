@@ -9,7 +9,7 @@ import os
 import re
 import sys
 
-from trainer.models import DATA_DIRS, MODELS, TRAIN_STEPS, default_data_dir
+from trainer.models import DATA_DIRS, DEFAULT as DEFAULT_MODEL, MODELS, TRAIN_STEPS, default_data_dir
 
 
 JOB_DIR_FLAGS = ("--job-dir", "--job_dir", "--output_path", "--model_dir")  # the Cloud ML samples' spellings too
@@ -209,7 +209,7 @@ def parser() -> Parser:
                    help="when --data-dir has no records, write the model's dataset there first (each replica that reads "
                         "data does it: for a pod's own disk, e.g. on kind, where no bucket is shared; replicas sharing a "
                         "data dir leave one whole copy)")
-    p.add_argument("--model", default="mnist", choices=sorted(MODELS), help="model to train")
+    p.add_argument("--model", default=DEFAULT_MODEL, choices=sorted(MODELS), help="model to train")
     _flag(p, "--train-steps", aliases=("--train_steps", "--max_steps", "--max-steps"), dest="train_steps",
           type=positive_int, default=None, help="global training steps in total (default: the model's: "
           + ", ".join(f"{name} {steps}" for name, steps in TRAIN_STEPS.items()) + ")")

@@ -5,22 +5,24 @@
     KEY  CLASSES  PROBABILITIES
     0    7        [0.0000, 0.0000, ..., 0.9991, 0.0000, 0.0002]
 
-Image models (MNIST): each line of --json-instances is {"image": [...], "key": K} ("key"
-optional) or a bare image list.
+Each line of --json-instances is one instance, read as the model server reads a row of
+`instances` (trainer.serve.codec, TF Serving's REST format): the value of the signature's
+only input (MNIST: a bare list of 784 pixels), or an object naming its inputs (MNIST:
+{"image": [...]}; taxi: {"trip_miles": 3.1, "trip_seconds": 600, "fare": 10.25,
+"payment_type": "Credit Card", ...}), {"b64": ...} for binary strings. A SavedModel that
+carries `instance_defaults()` (taxi) lets an instance leave its optional inputs out. A line
+that is no JSON, an unknown or missing input, or a value of the wrong type or shape is
+refused in one line naming the line.
 
 Keys: an integer "key" on every line, or on none (a string key, or keys on only some
 lines, are refused naming the line). Without --signature-name, instances with keys go to
 `serving_default`, which takes the key and returns it (as TF Serving and KServe serve the
 export); instances without keys go to `serving_default` when it takes no key, else to the
 one signature whose inputs are serving_default's without "key" (MNIST: `unkeyed`, whose
-`key` output is the row index).
+`key` output, the row index, is not shown).
 
-Feature models (`--model taxi`: the SavedModel has `instance_defaults()`): each line is
-an object of raw fields, e.g. {"trip_miles": 3.1, "trip_seconds": 600, "fare": 10.25,
-"payment_type": "Credit Card", "company": "Taxi Affiliation Services"} (keys as above, when
-the model's signatures take one); a field left
-out gets the model's default, a required one left out, an unknown field or a value of
-the wrong type is refused naming the field.
+The table has one column per output (KEY first): a number as it is (4 decimals for a
+fraction), more as a list, e.g. for taxi
 
     CLASSES  LOGISTIC  PROBABILITIES
     1        0.9731    [0.0269, 0.9731]
@@ -39,6 +41,7 @@ import numpy as np
 from trainer import lazy
 from trainer.flags import Parser, location
 from trainer.outputs import command
+from trainer.serve import codec  # the model server's reading of an instance (no TensorFlow, no kserve)
 
 tf = lazy.module("tensorflow")  # --help and flag errors without TensorFlow's import
 
@@ -107,17 +110,6 @@ def instance_lines(path: str) -> list[tuple[int, str]]:
     return [(number, line) for number, line in enumerate(text.split("\n"), 1) if line.strip()]
 
 
-def image(value, number: int) -> np.ndarray:
-    try:
-        pixels = np.asarray(value, dtype=np.float32)
-    except (TypeError, ValueError):
-        raise RequestError(f"--json-instances line {number}: image must be numbers in [0, 1]") from None
-    if pixels.size != 784:
-        raise RequestError(f"--json-instances line {number}: image has {pixels.size} values; "
-                           "send 784 (28x28) floats in [0, 1]")
-    return pixels.reshape(784)
-
-
 def key_of(value: dict, number: int) -> int | None:
     """The integer "key" of one instance object, or None when it has none."""
     key = value.get(KEY)
@@ -137,25 +129,24 @@ def key_column(keys: list[int | None]) -> np.ndarray | None:
     return np.asarray(keys, dtype=np.int64)
 
 
-def instance(line: str, number: int) -> tuple[np.ndarray, int | None]:
-    """(image, key or None) of one --json-instances line."""
-    try:
-        value = json.loads(line)
-    except json.JSONDecodeError as error:
-        raise RequestError(f"--json-instances line {number}: not JSON ({error.msg})") from None
-    if not isinstance(value, dict):
-        return image(value, number), None
-    if "image" not in value:
-        raise RequestError(f"--json-instances line {number}: no \"image\" field")
-    return image(value["image"], number), key_of(value, number)
-
-
-def read_instances(path: str) -> tuple[np.ndarray, np.ndarray | None]:
-    """(images float32 [N,784], keys int64 [N] or None) from a --json-instances file."""
-    rows = [instance(line, number) for number, line in instance_lines(path)]
+def read_instances(path: str) -> tuple[list[tuple[int, object]], np.ndarray | None]:
+    """([(line number, instance without its "key")], keys int64 [N] or None) of a
+    --json-instances file: each line one JSON instance, as the model server's rows."""
+    rows, keys = [], []
+    for number, line in instance_lines(path):
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise RequestError(f"--json-instances line {number}: not JSON ({error.msg})") from None
+        if isinstance(value, dict) and KEY in value:
+            keys.append(key_of(value, number))
+            value = {name: item for name, item in value.items() if name != KEY}
+        else:
+            keys.append(None)
+        rows.append((number, value))
     if not rows:
         raise RequestError(f"--json-instances: {path} holds no instances")
-    return np.stack([pixels for pixels, _ in rows]), key_column([key for _, key in rows])
+    return rows, key_column(keys)
 
 
 def inputs_of(function) -> dict[str, tf.TensorSpec]:
@@ -170,8 +161,8 @@ def named(signatures, name: str):
     return signatures[name]
 
 
-def choose(signatures, name: str | None, keyed: bool):
-    """The signature for instances with (or without) keys: `name`
+def choose(signatures, name: str | None, keyed: bool) -> str:
+    """The name of the signature for instances with (or without) keys: `name`
     (--signature-name) checked against them, else the rule of the module doc."""
     if name is not None:
         takes_key = KEY in inputs_of(named(signatures, name))
@@ -180,10 +171,10 @@ def choose(signatures, name: str | None, keyed: bool):
                                "instances, or drop --signature-name")
         if takes_key and not keyed:
             raise RequestError(f"--signature-name {name}: it takes a \"key\" on every instance; add keys")
-        return signatures[name]
+        return name
     default = set(inputs_of(named(signatures, DEFAULT)))
     if (KEY in default) == keyed:
-        return signatures[DEFAULT]
+        return DEFAULT
     if keyed:
         raise RequestError(f"--json-instances: the instances carry a \"key\", which the model does not take "
                            f"({DEFAULT} takes {', '.join(sorted(default))}); leave the keys out")
@@ -191,113 +182,80 @@ def choose(signatures, name: str | None, keyed: bool):
     if len(matches) != 1:
         raise RequestError(f"--json-instances: the instances carry no \"key\", which {DEFAULT} takes; "
                            "give every instance an integer key, or pass --signature-name")
-    return signatures[matches[0]]
+    return matches[0]
 
 
-# ---- feature models ----------------------------------------------------------------
-KINDS = {"float32": "a number", "int64": "an integer", "string": "a string"}  # by DType.name
-
-
-def field_value(name: str, value, dtype: tf.DType, number: int):
-    """One raw field of a json instance, checked against the signature's dtype."""
-    ok = (isinstance(value, str) if dtype == tf.string
-          else not isinstance(value, bool) and (isinstance(value, int) or (dtype == tf.float32 and isinstance(value, float))))
-    if not ok:
-        raise RequestError(f"--json-instances line {number}: field \"{name}\" must be {KINDS[dtype.name]}, "
-                           f"got {json.dumps(value)}")
-    return value
-
-
-def feature_rows(path: str, inputs: dict[str, tf.TensorSpec], defaults: dict, required: set[str]
-                 ) -> tuple[dict, np.ndarray | None]:
-    """({field: np array [N]}, keys int64 [N] or None) of a --json-instances file for a
-    feature model's signature (`inputs`: its raw fields, "key" left out)."""
-    columns: dict[str, list] = {name: [] for name in inputs}
-    keys: list[int | None] = []
-    lines = instance_lines(path)
-    if not lines:
-        raise RequestError(f"--json-instances: {path} holds no instances")
-    for number, line in lines:
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise RequestError(f"--json-instances line {number}: not JSON ({error.msg})") from None
-        if not isinstance(value, dict):
-            raise RequestError(f"--json-instances line {number}: an instance is an object of fields, "
-                               f"e.g. {{\"{sorted(required or inputs)[0]}\": ...}}")
-        keys.append(key_of(value, number))
-        value = {field: item for field, item in value.items() if field != KEY}
-        unknown = sorted(set(value) - set(inputs))
-        if unknown:
-            raise RequestError(f"--json-instances line {number}: unknown field \"{unknown[0]}\"; the model takes "
-                               f"{', '.join(sorted(inputs))}")
-        for name, spec in inputs.items():
-            if name not in value:
-                if name in required or name not in defaults:
-                    raise RequestError(f"--json-instances line {number}: missing required field \"{name}\"")
-                columns[name].append(defaults[name])
-            else:
-                columns[name].append(field_value(name, value[name], spec.dtype, number))
-    return ({name: np.asarray(values, dtype=inputs[name].dtype.as_numpy_dtype if inputs[name].dtype != tf.string
-                              else object) for name, values in columns.items()}, key_column(keys))
-
-
-def instance_defaults(loaded) -> tuple[dict, set[str]]:
-    """(default of each field a request may leave out, required fields) of a feature
-    model's SavedModel (one with `instance_defaults()`, e.g. taxi); ({}, set()) otherwise."""
+def instance_defaults(loaded) -> dict:
+    """The value of each input a request may leave out, from a SavedModel that carries
+    `instance_defaults()` and `required_fields()` (a model of raw fields, e.g. taxi's); {}
+    otherwise. The rule of predict and of trainer.serve."""
     if not hasattr(loaded, "instance_defaults"):
-        return {}, set()
-    defaults = {key: value.numpy() for key, value in loaded.instance_defaults().items()}
-    defaults = {key: value.decode() if isinstance(value, bytes) else value.item() for key, value in defaults.items()}
-    return defaults, {field.decode() for field in loaded.required_fields().numpy()}
+        return {}
+    required = {field.decode() for field in loaded.required_fields().numpy()}
+    defaults = {key: value.numpy() for key, value in loaded.instance_defaults().items() if key not in required}
+    return {key: value.decode() if isinstance(value, bytes) else value.item() for key, value in defaults.items()}
 
 
-def predict_features(loaded, path: str, signature: str | None) -> dict[str, np.ndarray]:
-    fields = {key: spec for key, spec in inputs_of(named(loaded.signatures, signature or DEFAULT)).items()
-              if key != KEY}
-    defaults, required = instance_defaults(loaded)
-    columns, keys = feature_rows(path, fields, defaults, required)
-    function = choose(loaded.signatures, signature, keys is not None)
-    inputs = inputs_of(function)
-    feed = {key: tf.constant(value, inputs[key].dtype) for key, value in columns.items()}
+def columns(rows: list[tuple[int, object]], inputs: dict[str, tf.TensorSpec], signature: str,
+            defaults: dict) -> dict[str, np.ndarray]:
+    """One array per input of the signature (`inputs`, "key" left out) from the instances,
+    each read as the model server reads a row (trainer.serve.codec): the value of the only
+    input, or an object naming the inputs, those with a default left out at will, {"b64":
+    ...} for binary strings. A problem is one line naming the file's line."""
+    specs = {name: codec.input_spec(name, spec) for name, spec in inputs.items()}
+    found: dict[str, list[np.ndarray]] = {name: [] for name in specs}
+    first = rows[0][0]
+    for number, value in rows:
+        try:
+            arrays = codec.to_arrays(codec.Request(signature, False, [value]), specs, defaults)
+        except codec.RequestError as error:
+            raise RequestError(f"--json-instances line {number}: {str(error).removeprefix('instance 0: ')}") from None
+        for name, array in arrays.items():
+            shape, before = list(array.shape[1:]), found[name] and list(found[name][0].shape[1:])
+            if found[name] and shape != before:  # one batch, as the server's
+                raise RequestError(f"--json-instances line {number}: input {name!r} has shape {shape} where line "
+                                   f"{first}'s has {before}; give every instance one shape")
+            found[name].append(array)
+    return {name: np.concatenate(arrays) for name, arrays in found.items()}
+
+
+def predict(loaded, rows: list[tuple[int, object]], keys: np.ndarray | None,
+            signature: str | None = None) -> dict[str, np.ndarray]:
+    """Outputs of `signature` (default: see the module doc) for the instances and their
+    keys; without keys, no "key" output (an unkeyed signature's row index)."""
+    name = choose(loaded.signatures, signature, keys is not None)
+    function = loaded.signatures[name]
+    inputs = {key: spec for key, spec in inputs_of(function).items() if key != KEY}
+    feed = {key: tf.constant(value, inputs[key].dtype)
+            for key, value in columns(rows, inputs, name, instance_defaults(loaded)).items()}
     if keys is not None:
         feed[KEY] = tf.constant(keys)
-    return {key: value.numpy() for key, value in function(**feed).items()}
+    outputs = {key: value.numpy() for key, value in function(**feed).items()}
+    if keys is None:
+        outputs.pop(KEY, None)
+    return outputs
 
 
-def feature_table(outputs: dict[str, np.ndarray]) -> list[str]:
+def table(outputs: dict[str, np.ndarray]) -> list[str]:
+    """The outputs, one column each (KEY first), one row per instance: a single number as
+    it is (4 decimals for a fraction), more as a list."""
     names = sorted(outputs, key=lambda name: (name != KEY, name))
     lines = ["  ".join(name.upper() for name in names)]
     for row in range(len(next(iter(outputs.values())))):
         cells = []
         for name in names:
             value = np.asarray(outputs[name][row]).reshape(-1)
-            text = (f"{value[0]:.4f}" if value.size == 1 and value.dtype.kind == "f" else
-                    str(value[0]) if value.size == 1 else f"[{', '.join(f'{v:.4f}' for v in value)}]")
-            cells.append(text.ljust(len(name)))
+            cells.append(_cell(value).ljust(len(name)))
         lines.append("  ".join(cells).rstrip())
     return lines
 
 
-def predict(model_dir: str, images: np.ndarray, keys: np.ndarray | None,
-            signature: str | None = None) -> dict[str, np.ndarray]:
-    """Outputs of `signature` (default: see the module doc) for images and their keys."""
-    loaded = load(resolve(model_dir))
-    function = choose(loaded.signatures, signature, keys is not None)
-    feed = {"image": tf.constant(images)}
-    if keys is not None:
-        feed[KEY] = tf.constant(keys)
-    outputs = function(**feed)
-    return {name: value.numpy() for name, value in outputs.items()}
-
-
-def table(outputs: dict[str, np.ndarray], keyed: bool) -> list[str]:
-    header = ("KEY  " if keyed else "") + "CLASSES  PROBABILITIES"
-    lines = [header]
-    for key, cls, probs in zip(outputs["key"], outputs["classes"], outputs["probabilities"]):
-        row = f"{int(key):<5d}" if keyed else ""
-        lines.append(f"{row}{int(cls):<9d}[{', '.join(f'{p:.4f}' for p in probs)}]")
-    return lines
+def _cell(value: np.ndarray) -> str:
+    def one(item) -> str:
+        if value.dtype.kind == "f":
+            return f"{item:.4f}"
+        return item.decode(errors="backslashreplace") if isinstance(item, bytes) else str(item)
+    return one(value[0]) if value.size == 1 else f"[{', '.join(one(item) for item in value)}]"
 
 
 @command("trainer.predict")  # Ctrl-C: `Interrupted.`, exit 130
@@ -313,20 +271,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--signature-name", default=None,
                         help="signature to call, as `gcloud ai-platform predict --signature-name` (default: "
                              "serving_default for instances with keys, or when it takes none; else the signature "
-                             "taking serving_default's inputs without \"key\", e.g. MNIST's unkeyed)")
+                             "taking serving_default's inputs without \"key\", e.g. an export's unkeyed)")
     args = parser.parse_args(argv)
     try:
         check_instances_file(args.json_instances)
         loaded = load(resolve(args.model_dir))
-        if hasattr(loaded, "instance_defaults"):  # a feature model (taxi)
-            print("\n".join(feature_table(predict_features(loaded, args.json_instances, args.signature_name))))
-            return 0
-        images, keys = read_instances(args.json_instances)
-        outputs = predict(args.model_dir, images, keys, args.signature_name)
+        rows, keys = read_instances(args.json_instances)
+        outputs = predict(loaded, rows, keys, args.signature_name)
     except (RequestError, tf.errors.NotFoundError) as error:
         print(f"trainer.predict: {error}", file=sys.stderr)
         return 2
-    print("\n".join(table(outputs, keys is not None)))
+    print("\n".join(table(outputs)))
     return 0
 
 

@@ -177,7 +177,7 @@ def test_unkeyed_signature_numbers_the_rows(exported):
 def test_predict_prints_classes_and_probabilities(exported, tmp_path, capsys):
     request = tmp_path / "request.json"
     request.write_text(json.dumps({"image": [0.0] * 784, "key": 5}) + "\n"
-                       + json.dumps({"image": [[0.5] * 28] * 28, "key": 6}) + "\n")
+                       + json.dumps({"image": [0.5] * 784, "key": 6}) + "\n")
     assert predict.main(["--model-dir", exported.rsplit("/", 1)[0], "--json-instances", str(request)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "KEY  CLASSES  PROBABILITIES"
@@ -200,8 +200,8 @@ def test_the_command_prints_the_table_and_no_tensorflow_start_up_lines(exported,
 def test_instances_without_keys_go_to_the_unkeyed_signature(exported, tmp_path, capsys):
     request = tmp_path / "request.json"
     request.write_text(json.dumps([0.1] * 784) + "\n" + json.dumps({"image": [0.2] * 784}) + "\n")
-    images, keys = predict.read_instances(str(request))
-    assert images.shape == (2, 784) and keys is None
+    rows, keys = predict.read_instances(str(request))
+    assert [number for number, _ in rows] == [1, 2] and keys is None
     assert predict.main(["--model-dir", exported, "--json-instances", str(request)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "CLASSES  PROBABILITIES" and len(lines) == 3
@@ -231,12 +231,21 @@ def test_an_export_that_cannot_be_loaded_is_one_line_exit_2(tmp_path, capsys):
 
 def test_bad_requests_are_refused(tmp_path, exported, capsys):
     request = tmp_path / "request.json"
-    for line, expected in ((json.dumps({"pixels": [0.0] * 784}), 'line 1: no "image" field'),
-                           (json.dumps({"image": [0.5] * 10}), "line 1: image has 10 values; send 784"),
-                           ("{image", "line 1: not JSON")):
-        request.write_text(line + "\n")
+    """Each line read as the model server reads a row (trainer.serve.codec): what it refuses,
+    named with the file's line."""
+    image = json.dumps({"image": [0.5] * 784})
+    for lines, expected in (
+            ([json.dumps({"pixels": [0.0] * 784})], "line 1: 'pixels' is not an input of signature 'unkeyed' "
+                                                    "(inputs: image)"),
+            ([image, json.dumps({"image": ["a"] * 784})], "line 2: input 'image': expects JSON numbers (float32), "
+                                                          "got strings"),
+            ([image, json.dumps({"image": [[0.5] * 28] * 28})], "line 2: input 'image' has shape [28, 28] where "
+                                                                "line 1's has [784]; give every instance one shape"),
+            ([image, "", "{image"], "line 3: not JSON (Expecting property name enclosed in double quotes)")):
+        request.write_text("\n".join(lines) + "\n")
         assert predict.main(["--model-dir", exported, "--json-instances", str(request)]) == 2
-        assert expected in capsys.readouterr().err
+        out, err = capsys.readouterr()
+        assert out == "" and err == f"trainer.predict: --json-instances {expected}\n"
 
 
 def test_missing_model_is_refused(tmp_path, capsys):

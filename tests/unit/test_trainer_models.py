@@ -1,6 +1,10 @@
 """trainer.models: the registry's models build, with stable, distinct variable paths."""
 from __future__ import annotations
 
+import ast
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -29,3 +33,30 @@ def test_variable_paths_differ_between_models():
     paths = {name: {v.path for v in models.build(name).weights} for name in models.MODELS}
     assert "mnist/conv1/kernel" in paths["mnist"]
     assert not paths["mnist"] & paths["mnist-cloudml"]
+
+
+GENERIC = ("trainer/train/*.py", "trainer/serve/*.py", "trainer/evaluate.py", "trainer/evaluator.py",
+           "trainer/export.py", "trainer/predict.py", "trainer/session.py", "trainer/checkpoints.py")
+MODEL_WORDS = re.compile(r"mnist|taxi|\b784\b|\bimage|pixel|\btrip|\bfare\b", re.IGNORECASE)
+
+
+def test_the_loops_evaluator_export_serving_and_predict_know_no_model():
+    """A model is its folder under trainer/models/: the code that trains, evaluates, exports,
+    serves and predicts names none (docstrings may name them as examples). trainer.predict
+    read MNIST's "image" of 784 pixels and printed MNIST's columns."""
+    root = Path(__file__).resolve().parents[2]
+    found = []
+    for path in sorted(p for pattern in GENERIC for p in root.glob(pattern)):
+        tree = ast.parse(path.read_text())
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                      and node.body and isinstance(node.body[0], ast.Expr)
+                      and isinstance(node.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            words = ([str(node.value)] if isinstance(node, ast.Constant) and id(node) not in docstrings else
+                     [node.id] if isinstance(node, ast.Name) else [node.attr] if isinstance(node, ast.Attribute)
+                     else [getattr(node, "module", None) or "", *(alias.name for alias in node.names)]
+                     if isinstance(node, (ast.Import, ast.ImportFrom)) else [])
+            found += [f"{path.relative_to(root)}:{node.lineno}: {word[:60]!r}" for word in words
+                      if MODEL_WORDS.search(word)]
+    assert found == []

@@ -71,13 +71,16 @@ def test_predict_on_raw_instances_fills_in_the_defaults(exported, tmp_path, caps
 
 
 @pytest.mark.parametrize("instance, expected", [
-    (dict(REQUIRED, tip=1.0), 'line 1: unknown field "tip"; the model takes company, dropoff_community_area'),
-    (dict(REQUIRED, trip_miles="3.1"), 'line 1: field "trip_miles" must be a number, got "3.1"'),
-    (dict(REQUIRED, trip_start_hour=7.5), 'line 1: field "trip_start_hour" must be an integer, got 7.5'),
-    (dict(REQUIRED, payment_type=1), 'line 1: field "payment_type" must be a string, got 1'),
-    (dict(REQUIRED, fare=True), 'line 1: field "fare" must be a number, got true'),
-    ({"trip_miles": 1.0, "trip_seconds": 60, "fare": 5.0}, 'line 1: missing required field "payment_type"'),
-    ([1.0, 2.0], "line 1: an instance is an object of fields"),
+    (dict(REQUIRED, tip=1.0),
+     "line 1: 'tip' is not an input of signature 'serving_default' (inputs: company, dropoff_community_area"),
+    (dict(REQUIRED, trip_miles="3.1"), "line 1: input 'trip_miles': expects JSON numbers (float32), got strings"),
+    (dict(REQUIRED, trip_start_hour=7.5),
+     "line 1: input 'trip_start_hour': expects JSON integers (int64), got numbers with a fraction"),
+    (dict(REQUIRED, payment_type=1), 'line 1: input \'payment_type\': expects strings (or {"b64": ...} values)'),
+    (dict(REQUIRED, fare=True), "line 1: input 'fare': expects JSON numbers (float32), got booleans"),
+    ({"trip_miles": 1.0, "trip_seconds": 60, "fare": 5.0},
+     "line 1: input 'payment_type' of signature 'serving_default' is missing"),
+    ([1.0, 2.0], "line 1: signature 'serving_default' has inputs company,"),
     (dict(REQUIRED, key=7), '--json-instances: the instances carry a "key", which the model does not take'),
     (dict(REQUIRED, key="a7"), 'line 1: key must be an integer, got "a7"'),
     ("{trip", "line 1: not JSON"),

@@ -39,6 +39,7 @@ MODELS = {  # name -> module
     "mnist-cloudml": "trainer.models.mnist.cloudml",
     "taxi": "trainer.models.taxi",
 }
+DEFAULT = "mnist"  # --model's default
 DATASETS = {"mnist": "mnist", "mnist-cloudml": "mnist", "taxi": "taxi"}  # model -> `trainer.data --dataset`
 DATA_DIRS = {"mnist": ("MNIST_DATA_DIR", os.path.join("data", "mnist")),
              "taxi": ("TAXI_DATA_DIR", os.path.join("data", "taxi"))}

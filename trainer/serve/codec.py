@@ -45,6 +45,14 @@ class InputSpec:
         return self.dtype == np.dtype(object)
 
 
+def input_spec(name: str, spec: Any) -> InputSpec:
+    """The InputSpec of a signature's input given as a tf.TensorSpec (read by its
+    attributes: no TensorFlow import here)."""
+    dtype = np.dtype(object) if spec.dtype.name == "string" else np.dtype(spec.dtype.as_numpy_dtype)
+    shape = None if spec.shape.rank is None else tuple(spec.shape.as_list())
+    return InputSpec(name, dtype, shape)
+
+
 @dataclass(frozen=True)
 class Request:
     signature_name: str

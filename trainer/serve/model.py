@@ -37,7 +37,8 @@ from tensorflow.core.framework import types_pb2
 
 from trainer.predict import RequestError as LoadError, instance_defaults, load, saved_versions
 from trainer.serve import v2
-from trainer.serve.codec import DEFAULT_SIGNATURE, InputSpec, RequestError, dumps, parse_body, to_arrays, to_response
+from trainer.serve.codec import (DEFAULT_SIGNATURE, InputSpec, RequestError, dumps, input_spec, parse_body,
+                                 to_arrays, to_response)
 
 
 class ModelDirError(ValueError):
@@ -70,17 +71,11 @@ class Signature:
     tensor_inputs: dict[str, tf.TensorSpec]
 
 
-def _input_spec(name: str, spec: tf.TensorSpec) -> InputSpec:
-    dtype = np.dtype(object) if spec.dtype == tf.string else np.dtype(spec.dtype.as_numpy_dtype)
-    shape = None if spec.shape.rank is None else tuple(spec.shape.as_list())
-    return InputSpec(name, dtype, shape)
-
-
 def signatures(loaded) -> dict[str, Signature]:
     found = {}
     for key, function in loaded.signatures.items():
         _, kwargs = function.structured_input_signature
-        found[key] = Signature(function, {name: _input_spec(name, spec) for name, spec in kwargs.items()},
+        found[key] = Signature(function, {name: input_spec(name, spec) for name, spec in kwargs.items()},
                                dict(function.structured_outputs), dict(kwargs))
     return found
 
@@ -123,8 +118,7 @@ class SavedModel(kserve.Model):
         except LoadError as error:
             raise ModelDirError(str(error)) from None
         self.signatures = signatures(self._loaded)
-        self.defaults, required = instance_defaults(self._loaded)  # a feature model's optional fields
-        self.defaults = {name: value for name, value in self.defaults.items() if name not in required}
+        self.defaults = instance_defaults(self._loaded)  # a feature model's optional fields
         self.ready = True
         return self.ready
 
@@ -168,7 +162,7 @@ class SavedModel(kserve.Model):
 
     @staticmethod
     def _types(specs: dict[str, tf.TensorSpec]) -> list[dict]:
-        described = [_input_spec(name, spec) for name, spec in sorted(specs.items())]
+        described = [input_spec(name, spec) for name, spec in sorted(specs.items())]
         return [{"name": spec.name, "datatype": v2.datatype(spec.dtype),
                  "shape": [-1] if spec.shape is None else [-1 if d is None else d for d in spec.shape]}
                 for spec in described]
