@@ -273,6 +273,8 @@ def _conditions(given: Iterable[str], field_name: str) -> tuple[str, ...]:
     """The condition names a wait stops at, checked: a bare string is one name, not letters."""
     if isinstance(given, str):
         raise SpecError(field_name, f"{given!r} is a string; give a set of condition names, e.g. {{{given!r}}}")
+    if not isinstance(given, Iterable) or not all(isinstance(name, str) for name in given):
+        raise SpecError(field_name, f"{given!r} is not a set of condition names; give e.g. {{'Succeeded'}}")
     names = tuple(sorted(set(given)))
     unknown = set(names) - JOB_CONDITIONS
     if not names or unknown:

@@ -43,6 +43,9 @@ def test_create_job_refuses_what_submit_refuses_and_starts_nothing(tmp_path, mon
 @pytest.mark.parametrize("call, message", [
     (lambda c: c.wait_for_job("mnist", conditions="Running"), r"^conditions: 'Running' is a string; give a set"),
     (lambda c: c.wait_for_job("mnist", conditions=("Done",)), r"^conditions: \['Done'\]; use some of"),
+    (lambda c: c.wait_for_job("mnist", conditions=5), r"^conditions: 5 is not a set of condition names"),
+    (lambda c: c.wait_for_job_conditions("mnist", expected_conditions={1, "Succeeded"}),
+     r"^expected_conditions: \{.*\} is not a set of condition names"),  # a TypeError from sorting, it was
     (lambda c: c.wait_for_job("mnist", timeout=-5), r"^timeout: -5 is not a number of seconds"),
     (lambda c: c.wait_for_job_conditions("mnist", expected_conditions="Succeeded"),
      r"^expected_conditions: 'Succeeded' is a string"),
