@@ -30,8 +30,10 @@ def yaml_json(obj, **kwargs) -> str:
     return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m[0]):04x}", json.dumps(obj, ensure_ascii=False, **kwargs))
 
 
-@lru_cache(maxsize=2)
-def _template(name: str = "tfjob.yaml.j2") -> jinja2.Template:
+@lru_cache(maxsize=3)
+def template(name: str = "tfjob.yaml.j2") -> jinja2.Template:
+    """One of the package's templates (the TFJob, its NetworkPolicy, serving's
+    InferenceService), whose `tojson` writes YAML-safe JSON (yaml_json)."""
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("launcher", "templates"),
         undefined=jinja2.StrictUndefined,
@@ -98,7 +100,7 @@ def context(spec: JobSpec) -> dict:
 
 def render_yaml(spec: JobSpec) -> str:
     """The TFJob manifest as the template writes it."""
-    return _template().render(**context(spec))
+    return template().render(**context(spec))
 
 
 def render(spec: JobSpec) -> dict:
@@ -125,7 +127,7 @@ def render_network_policy(spec: JobSpec) -> dict | None:
     only on the TensorFlow port and only from the job's own pods."""
     if not spec.network_policy:
         return None
-    return yaml.safe_load(_template("networkpolicy.yaml.j2").render(**network_policy_context(spec)))
+    return yaml.safe_load(template("networkpolicy.yaml.j2").render(**network_policy_context(spec)))
 
 
 class _KubeDumper(yaml.SafeDumper):

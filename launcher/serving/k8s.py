@@ -26,7 +26,7 @@ import re
 import time
 from functools import lru_cache
 
-from ..backends.base import AlreadyExists, BackendError, NotFound
+from ..backends.base import BackendError, NotFound
 from ..spec import RUN_AS_USER, SpecError
 
 GROUP, VERSION, PLURAL = "serving.kserve.io", "v1beta1", "inferenceservices"
@@ -62,8 +62,9 @@ def render(name: str, namespace: str, storage_uri: str, runtime_version: str = D
 
     check_storage_uri(storage_uri, runtime_image)
     mounted = storage_uri if storage_uri.startswith("pvc://") else None
-    template = _template()
-    text = template.render(
+    from ..render import template  # the TFJob's: its tojson writes YAML-safe JSON
+
+    text = template("inferenceservice.yaml.j2").render(
         name=name, namespace=namespace, storage_uri=storage_uri, runtime_version=runtime_version,
         runtime_image=runtime_image, service_account=service_account, port=SERVER_PORT,
         labels={"app.kubernetes.io/name": "inferenceservice", "app.kubernetes.io/instance": name,
@@ -79,15 +80,6 @@ def render(name: str, namespace: str, storage_uri: str, runtime_version: str = D
                               "fsGroup": RUN_AS_USER, "seccompProfile": {"type": "RuntimeDefault"}},
         container_security_context={"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}})
     return yaml.safe_load(text)
-
-
-@lru_cache(maxsize=1)
-def _template():
-    import jinja2
-
-    env = jinja2.Environment(loader=jinja2.PackageLoader("launcher", "templates"),
-                             undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True)
-    return env.get_template("inferenceservice.yaml.j2")
 
 
 @lru_cache(maxsize=2)
@@ -200,23 +192,12 @@ class KServeApi:
         self.timeout = (min(10, read), read)  # (connect, read) seconds of every call
 
     def _call(self, action: str, call, not_found: str | None = None, exists: str | None = None):
-        from kubernetes.client.exceptions import ApiException
+        from ..backends.k8s.client import api_errors
 
-        from ..backends.k8s.client import TRANSPORT_ERRORS, is_missing_api, server_message, unreachable
-
-        try:
+        with api_errors(self.host, action, f"the server has no {PLURAL}.{GROUP}/{VERSION} API; install KServe (it "
+                        "brings the InferenceService CRD), or use --backend local", not_found, exists,
+                        webhook_owner="KServe's: kubectl get pods -n kserve"):
             return call()
-        except ApiException as exc:
-            if is_missing_api(exc):
-                raise BackendError(f"{action}: the server has no {PLURAL}.{GROUP}/{VERSION} API; install KServe "
-                                   "(it brings the InferenceService CRD), or use --backend local") from None
-            if exc.status == 404 and not_found:
-                raise NotFound(not_found) from None
-            if exc.status == 409 and exists:
-                raise AlreadyExists(exists) from None
-            raise BackendError(f"{action}: {server_message(exc)}") from None
-        except TRANSPORT_ERRORS as exc:
-            raise unreachable(self.host, exc) from None
 
     def create(self, isvc: dict, dry_run: bool = False) -> dict:
         meta = isvc["metadata"]

@@ -1,13 +1,14 @@
 """A cluster that answers badly, against the real kube-apiserver and training-operator: each
 refusal is one line that names the problem and what to do about it. Credentials it does not
-accept (401: renew them), a right RBAC does not grant (403: the Role to ask for), a server
-certificate the kubeconfig's CA does not verify (not "cannot reach"), a namespace that does
-not exist (create it), an admission webhook whose server is down (which one, what to check), a TFJob no training-operator takes up (the real operator leaves one
-with runPolicy.managedBy set to Kueue's MultiKueue alone, as it would a job it does not
-watch: a note instead of a silent wait) or one whose pod the apiserver refuses (the
-operator's FailedCreatePod, in `status` and while followed), `logs` of a replica that has not
-started (a note saying so, not silence), and the API server lost while a job is followed
-(the job goes on; not "check your kubeconfig")."""
+accept (401: renew them) and a right RBAC does not grant (403: the Role to ask for), for
+TFJobs and serving's InferenceServices alike; a server certificate the kubeconfig's CA does
+not verify (not "cannot reach"), a namespace that does not exist (create it), an admission
+webhook whose server is down (which one, what to check), a TFJob no training-operator takes
+up (the real operator leaves one with runPolicy.managedBy set to Kueue's MultiKueue alone,
+as it would a job it does not watch: a note instead of a silent wait) or one whose pod the
+apiserver refuses (the operator's FailedCreatePod, in `status` and while followed), `logs`
+of a replica that has not started (a note saying so, not silence), and the API server lost
+while a job is followed (the job goes on; not "check your kubeconfig")."""
 from __future__ import annotations
 
 import threading
@@ -52,7 +53,8 @@ def one_error_line(result) -> str:
 def test_credentials_the_server_refuses_say_to_renew_them(control_plane, tmp_path):
     cp = control_plane
     config = kubeconfig_with(cp, tmp_path / "config", user={"token": "expired-or-unknown-token"})
-    for command in (("list",), ("status", "job"), ("submit", "--name", "job", "--workers", "1", "--detach")):
+    for command in (("list",), ("status", "job"), ("submit", "--name", "job", "--workers", "1", "--detach"),
+                    ("models", "list", "--backend", "k8s")):  # serving's calls read refusals the same way
         line = one_error_line(run_launcher(cp, *command, "--kubeconfig", str(config)))
         assert "Unauthorized" in line and cp.server in line and "renew them" in line, (command, line)
 
@@ -68,7 +70,8 @@ def test_a_right_rbac_does_not_grant_names_the_role_to_ask_for(control_plane, tm
         for command, words in ((("status", "job"), 'cannot list resource "pods"'),
                                (("delete", "job"), 'cannot delete resource "tfjobs"'),
                                (("submit", "--name", "other", "--workers", "1", "--detach"),
-                                'cannot create resource "tfjobs"')):
+                                'cannot create resource "tfjobs"'),
+                               (("models", "list", "--backend", "k8s"), 'cannot list resource "inferenceservices"')):
             line = one_error_line(run_launcher(cp, *command, env=env))
             assert words in line and line.endswith("; ask the cluster's admin for that right (the launcher's "
                                                    "k8s/rbac.yaml has the Role it needs)"), (command, line)

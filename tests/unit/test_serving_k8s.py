@@ -88,7 +88,8 @@ def test_cluster_address_is_the_predictor_service():
         k8s.cluster_address({"metadata": {"name": "mnist"}, "status": {"url": "http://mnist.training.example.com"}})
 
 
-@pytest.mark.parametrize("hostile", ['a"b', "x: y", "{evil: 1}", "- item", "#c", "'q'", "a\\b", "ü & *ref"])
+@pytest.mark.parametrize("hostile", ['a"b', "x: y", "{evil: 1}", "- item", "#c", "'q'", "a\\b", "ü & *ref",
+                                     "caf\U0001f642"])  # beyond U+FFFF: was written as a surrogate pair
 def test_user_strings_come_back_exactly_as_given(hostile):
     isvc = k8s.render("mnist", "training", f"gs://bucket/{hostile}", runtime_version=hostile,
                       service_account=hostile)

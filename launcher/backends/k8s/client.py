@@ -303,10 +303,14 @@ _WEBHOOK_FAILED = re.compile(r'failed calling webhook "([^"]+)"')
 RBAC_HINT = "ask the cluster's admin for that right (the launcher's k8s/rbac.yaml has the Role it needs)"
 
 
-def refusal(action: str, exc: ApiException, host: str) -> BackendError:
+TRAINING_OPERATOR = "the training-operator's: kubectl get pods -n kubeflow"  # whose webhook a TFJob meets
+
+
+def refusal(action: str, exc: ApiException, host: str, webhook_owner: str = TRAINING_OPERATOR) -> BackendError:
     """The server's refusal of `action` in one line, with what to do about it when that is
     the user's to fix: credentials it does not accept (401), a right RBAC does not grant
-    (403), an admission webhook nobody answers (500), a namespace that does not exist."""
+    (403), an admission webhook nobody answers (500; `webhook_owner`: the controller that
+    serves it, and how to look at it), a namespace that does not exist."""
     details = status_of(exc).get("details") or {}
     if exc.status == 401:
         fix = (f"the API server at {host} does not accept the kubeconfig's credentials (a token expired or unknown, "
@@ -316,14 +320,34 @@ def refusal(action: str, exc: ApiException, host: str) -> BackendError:
         fix = RBAC_HINT
     elif exc.status == 500 and (hook := _WEBHOOK_FAILED.search(str(status_of(exc).get("message", "")))):
         fix = (f"the admission webhook {hook[1]} could not be called: the controller that serves it is down or "
-               "unreachable; check that it runs (the training-operator's: kubectl get pods -n kubeflow) or ask the "
-               "cluster's admin")
+               f"unreachable; check that it runs ({webhook_owner}) or ask the cluster's admin")
     elif exc.status == 404 and details.get("kind") == "namespaces":
         namespace = details.get("name", "")
         fix = f"create it (kubectl create namespace {namespace}) or give another with -n/--namespace"
     else:
         return BackendError(one_line(f"{action}: {server_message(exc)}"))
     return BackendError(one_line(f"{action}: {server_message(exc)}; {fix}"))
+
+
+@contextmanager
+def api_errors(host: str, action: str, missing_api: str, not_found: str | None = None, exists: str | None = None,
+               webhook_owner: str = TRAINING_OPERATOR) -> Iterator[None]:
+    """The one reading of a failed call to the API server at `host` for `action`, for the
+    TFJob and the InferenceService alike: `missing_api`, the line's end when the server
+    lacks the resource type (its CRD); NotFound / AlreadyExists with their lines when given;
+    else refusal(); a server not reached, unreachable()."""
+    try:
+        yield
+    except ApiException as exc:
+        if is_missing_api(exc):
+            raise BackendError(f"{action}: {missing_api}") from None
+        if exc.status == 404 and not_found:
+            raise NotFound(not_found) from None
+        if exc.status == 409 and exists:
+            raise AlreadyExists(exists) from None
+        raise refusal(action, exc, host, webhook_owner) from None
+    except TRANSPORT_ERRORS as exc:
+        raise unreachable(host, exc) from None
 
 
 def is_missing_api(exc: ApiException) -> bool:
@@ -376,21 +400,10 @@ class KubeApi:
         self.networking = client.NetworkingV1Api(api_client)
         self.extensions = client.ApiextensionsV1Api(api_client)
 
-    @contextmanager
-    def errors(self, action: str, not_found: str | None = None, exists: str | None = None) -> Iterator[None]:
-        try:
-            yield
-        except ApiException as exc:
-            if is_missing_api(exc):
-                raise BackendError(f"{action}: the server has no {PLURAL}.{GROUP}/{VERSION} API; install the "
-                                   f"Kubeflow training-operator v1.9 (it brings the TFJob CRD), {LOCAL_HINT}") from None
-            if exc.status == 404 and not_found:
-                raise NotFound(not_found) from None
-            if exc.status == 409 and exists:
-                raise AlreadyExists(exists) from None
-            raise refusal(action, exc, self.host) from None
-        except TRANSPORT_ERRORS as exc:
-            raise unreachable(self.host, exc) from None
+    def errors(self, action: str, not_found: str | None = None, exists: str | None = None):
+        """api_errors() of a TFJob call."""
+        return api_errors(self.host, action, f"the server has no {PLURAL}.{GROUP}/{VERSION} API; install the "
+                          f"Kubeflow training-operator v1.9 (it brings the TFJob CRD), {LOCAL_HINT}", not_found, exists)
 
     # ---- CRDs ---------------------------------------------------------------------
     def get_crd(self, crd_name: str) -> dict:
