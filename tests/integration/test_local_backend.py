@@ -325,3 +325,29 @@ def test_names_conflict_and_delete_removes_everything(backend, state):
     with pytest.raises(NotFound):
         backend.delete("dup", NS)
     assert backend.list(None) == []
+
+
+# ---- $(VAR) in the command, args and env, as the kubelet expands them ----------------------
+SHOW = ("import json, os, sys; print('argv', json.dumps(sys.argv[1:])); "
+        "print('env', json.dumps({k: os.environ.get(k) for k in ('GREETING', 'PHRASE')}))")
+
+
+def test_variable_references_are_expanded_from_the_containers_own_env_as_in_a_pod(backend):
+    """A job runs here as in its pods: Kubernetes expands $(VAR) in command, args and env
+    values from the container's env (an env value from the entries before it; args also
+    from TF_CONFIG, which the operator adds), leaves a reference to anything else as it
+    is (this machine's HOME is no variable of the pod), and reads $$ as one $. Passed
+    through literally before, the same arguments meant other things here than there."""
+    spec = JobSpec(name="refs", replicas={"Worker": ReplicaSpec(2)}, command=("python", "-c", SHOW),
+                   env={"GREETING": "hi", "PHRASE": "$(GREETING) there $$(GREETING) $(HOME)"},
+                   trainer_args=("$(GREETING)", "$$(GREETING)", "$(PHRASE)", "$(MISSING)", "$(HOME)", "cost $5",
+                                 "$$", "$(", "$(TF_CONFIG)"))
+    backend.submit(render(spec))
+    assert wait_phase(backend, "refs").phase == "Succeeded"
+    lines = {line.line.split(" ", 1)[0]: json.loads(line.line.split(" ", 1)[1])
+             for line in backend.logs("refs", NS, replica="worker-1")}
+    *plain, tf_config = lines["argv"]
+    assert plain == ["hi", "$(GREETING)", "hi there $(GREETING) $(HOME)", "$(MISSING)", "$(HOME)", "cost $5", "$",
+                     "$("]
+    assert json.loads(tf_config)["task"] == {"type": "worker", "index": 1}
+    assert lines["env"] == {"GREETING": "hi", "PHRASE": "hi there $(GREETING) $(HOME)"}

@@ -83,6 +83,13 @@ def container_env(spec: dict) -> dict[str, str]:
     return {e["name"]: str(e["value"]) for e in spec.get("env") or [] if "value" in e}
 
 
+def declared(spec: dict) -> list[tuple[str, bool]]:
+    """The container's env names in its order, each with whether a Secret gives its value,
+    then TF_CONFIG, which the training-operator adds to each replica's container."""
+    return [(e["name"], "valueFrom" in e) for e in spec.get("env") or [] if "value" in e or "valueFrom" in e] \
+        + [("TF_CONFIG", False)]
+
+
 def replica_env(tfjob: dict, rtype: str, index: int, address, environ: dict) -> dict[str, str | None]:
     """Env overrides of one replica; None means "unset" (no TF_CONFIG for a 1-replica job).
     PYTHONPATH: the container's own first (--package-path), then the launcher's checkout
@@ -150,6 +157,7 @@ def build_plan(tfjob: dict, environ: dict | None = None) -> dict:
                 "cwd": container(tfjob, rtype).get("workingDir"),  # None: the launcher's
                 "env": replica_env(tfjob, rtype, index, address, environ),
                 "secretEnv": secret_refs(container(tfjob, rtype)),  # references only, never values
+                "declared": declared(container(tfjob, rtype)),  # for $(VAR) in argv and env (expansion)
                 "restartPolicy": specs[rtype].get("restartPolicy") or DEFAULT_RESTART_POLICY,
                 "nice": replica_nice(tfjob, rtype),
             }

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from .netns import HOST, ISOLATED, Namespace, network_need, outbound_blocker
 from .plan import child_env
+from .expansion import container_variables, expand
 from .secrets import resolve, unresolved
 from .policy import BACKOFF_RESET_AFTER, backoff_exceeded, restart_delay, should_restart
 from .procs import alive, die_with_parent, exit_code, start_time, terminate_groups
@@ -213,6 +214,10 @@ class Supervisor:
                 replica.message = f"no value for secret env {ref['name']}"
                 return self.fail("TFJobFailed", f"replica {replica.id}: {unresolved([ref], env)}")
             env[ref["name"]] = value
+        # $(VAR) as the kubelet expands it, from the container's own variables only
+        variables = container_variables(replica.spec.get("declared", []), env)
+        env.update(variables)
+        argv = [expand(arg, variables) for arg in argv]
         try:
             with open_private(replica.log_path) as out:
                 replica.proc = subprocess.Popen(
