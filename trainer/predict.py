@@ -94,8 +94,13 @@ def load(path: str):
                            "another version dir") from None
 
 
+STDIN = "-"  # gcloud's name for standard input
+
+
 def check_instances_file(path: str) -> None:
     """One line naming --json-instances when `path` is no file to read."""
+    if path == STDIN:
+        return
     if tf.io.gfile.isdir(path):
         raise RequestError(f"--json-instances: {path}: a directory; pass a file with one JSON instance per line")
     if not tf.io.gfile.exists(path):
@@ -104,9 +109,12 @@ def check_instances_file(path: str) -> None:
 
 def instance_lines(path: str) -> list[tuple[int, str]]:
     """(number, line) of each non-blank line of a --json-instances file, as gcloud reads it:
-    a UTF-8 byte order mark (Windows editors write one) is no part of line 1."""
-    with tf.io.gfile.GFile(path) as handle:
-        text = handle.read().removeprefix("\ufeff")
+    a UTF-8 byte order mark (Windows editors write one) is no part of line 1. `-`: stdin."""
+    if path == STDIN:
+        text = sys.stdin.read().removeprefix("\ufeff")
+    else:
+        with tf.io.gfile.GFile(path) as handle:
+            text = handle.read().removeprefix("\ufeff")
     return [(number, line) for number, line in enumerate(text.split("\n"), 1) if line.strip()]
 
 
@@ -145,7 +153,7 @@ def read_instances(path: str) -> tuple[list[tuple[int, object]], np.ndarray | No
             keys.append(None)
         rows.append((number, value))
     if not rows:
-        raise RequestError(f"--json-instances: {path} holds no instances")
+        raise RequestError(f"--json-instances: {'stdin' if path == STDIN else path} holds no instances")
     return rows, key_column(keys)
 
 
@@ -266,7 +274,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model-dir", required=True, help="JOB_DIR/export (its newest version is used) or one "
                         "version's dir JOB_DIR/export/<version>, local or gs://",
                         type=functools.partial(location, what="JOB_DIR/export or JOB_DIR/export/<version>"))
-    parser.add_argument("--json-instances", required=True, help="file with one JSON instance per line",
+    parser.add_argument("--json-instances", required=True, help="file with one JSON instance per line, local or "
+                        "gs:// (- for stdin, as gcloud)",
                         type=functools.partial(location, what="a file with one JSON instance per line"))
     parser.add_argument("--signature-name", default=None,
                         help="signature to call, as `gcloud ai-platform predict --signature-name` (default: "

@@ -207,6 +207,18 @@ def test_instances_without_keys_go_to_the_unkeyed_signature(exported, tmp_path, 
     assert lines[0] == "CLASSES  PROBABILITIES" and len(lines) == 3
 
 
+def test_instances_come_from_stdin_given_as_dash_as_gcloud_reads_them(exported, monkeypatch, capsys):
+    """`--json-instances -` looked for a file named `-`."""
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps({"image": [0.1] * 784, "key": 4}) + "\n"))
+    assert predict.main(["--model-dir", exported, "--json-instances", "-"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].startswith("4 ")
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n"))
+    assert predict.main(["--model-dir", exported, "--json-instances", "-"]) == 2
+    assert capsys.readouterr().err == "trainer.predict: --json-instances: stdin holds no instances\n"
+
+
 def test_a_byte_order_mark_is_no_part_of_the_first_instance(exported, tmp_path, capsys):
     """As gcloud reads --json-instances (utf-8-sig): Windows editors start the file with one."""
     request = tmp_path / "request.json"
