@@ -12,6 +12,7 @@ from ..backends import resolve_kind
 from ..backends.base import BackendError
 from . import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, REQUEST_TIMEOUT_UNUSED, unused_request_timeout
 from .args import build_spec
+from .jobs import RESOURCE
 from ..checks import check_submission, local_notes
 from ..events import JobCondition, evaluator_line
 from ..spec import DEFAULT_NAMESPACE, JobSpec, SpecError, check_trainer_args
@@ -194,8 +195,8 @@ def submit(args, trainer_args, factory) -> int:
             _note("note: --dry-run=server: the local backend has no API server; printing what it would run on "
                   "this machine (use --backend k8s to have a cluster's API server check the TFJob)")
         answer = tfjob if dry_run == "client" else backend.dry_run(tfjob)
-        if output == "name":
-            _out(f"tfjob.kubeflow.org/{spec.name} created (dry run)")
+        if output == "name":  # kubectl's -o name: the resource alone, no "created (dry run)"
+            _out(f"{RESOURCE}/{spec.name}")
         elif output == "wide":
             _out(job_row(spec, kind, "(dry run)"))
         elif output == "yaml" and policy and dry_run == "client":  # the policy follows the TFJob it goes with
@@ -213,7 +214,7 @@ def submit(args, trainer_args, factory) -> int:
     if resuming:
         _note(resuming)
     if args.output == "name":
-        _out(f"tfjob.kubeflow.org/{spec.name} created")
+        _out(f"{RESOURCE}/{spec.name}")
     elif args.output == "wide":
         _out(job_row(spec, backend.name))
     elif args.output:
@@ -222,8 +223,8 @@ def submit(args, trainer_args, factory) -> int:
         queued = f"; {suspended_note(spec.queue_name, spec.namespace)}" if kind == "k8s" and spec.queue_name else ""
         _out(f"tfjob {spec.name} submitted (namespace {spec.namespace}, {backend.name} backend){queued}")
     hints = Hints(spec, args.backend, args.kubeconfig, args.context)
-    if args.detach:
-        _out(hints.follow())
+    if args.detach:  # a hint, not the command's output: stdout stays what -o asked for
+        _note(hints.follow())
         return EXIT_OK
     limit = DEFAULT_MAX_RESUBMITS if args.max_resubmits is None else args.max_resubmits
     return follow(backend, spec, hints, Resubmitter(backend, tfjob, policy, spec, limit), wide=args.output == "wide")

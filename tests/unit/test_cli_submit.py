@@ -112,7 +112,8 @@ def test_detach_returns_after_submit(cli):
     backend = FakeBackend(name="k8s")
     result = submit(cli, backend, "--detach", "-n", "team-a")
     assert result.code == 0
-    assert "python -m launcher logs mnist -n team-a --backend k8s -f" in result.out
+    assert result.out == "tfjob mnist submitted (namespace team-a, k8s backend)\n"  # the hint: a note on stderr
+    assert "python -m launcher logs mnist -n team-a --backend k8s -f" in result.err
     assert backend.log_requests == [] and len(backend.submitted) == 1
 
 
@@ -479,9 +480,13 @@ def test_output_formats_of_submit(cli):
     backend = FakeBackend(name="k8s")
     as_json = json.loads(submit(cli, backend, "--dry-run", "--no-network-policy", "-o", "json").out)
     assert as_json["kind"] == "TFJob" and as_json["metadata"]["name"] == "mnist"
-    assert submit(cli, backend, "--dry-run=server", "-o", "name").out == "tfjob.kubeflow.org/mnist created (dry run)\n"
-    named = submit(cli, backend, "--detach", "-o", "name")
-    assert named.code == 0 and named.out.splitlines()[0] == "tfjob.kubeflow.org/mnist created"
+    # kubectl's -o name: the resource alone, dry run or not, and nothing else on stdout (the
+    # hint of --detach is a note on stderr), so that NAME=$(submit --detach -o name) is the name
+    for extra in (("--dry-run=server",), ("--dry-run",), ("--detach",)):
+        named = submit(cli, FakeBackend(name="k8s"), *extra, "-o", "name")
+        assert named.code == 0 and named.out == "tfjob.kubeflow.org/mnist\n", (extra, named)
+    detached = submit(cli, FakeBackend(name="k8s"), "--detach", "-o", "json")
+    assert json.loads(detached.out)["kind"] == "TFJob" and "Follow it:" in detached.err
 
 
 def test_local_backend_notes_cluster_only_scheduling_flags(cli):
@@ -499,7 +504,7 @@ def test_local_backend_notes_cluster_only_scheduling_flags(cli):
 def test_gclouds_async_is_detach_and_stream_logs_the_default(cli):
     backend = FakeBackend(name="k8s")
     detached = submit(cli, backend, "--async")
-    assert detached.code == 0 and backend.log_requests == [] and detached.out.splitlines()[-1].startswith("Follow it:")
+    assert detached.code == 0 and backend.log_requests == [] and detached.err.splitlines()[-1].startswith("Follow it:")
     streamed = submit(cli, FakeBackend(name="k8s", logs=CHIEF_LOGS), "--stream-logs")
     assert streamed.code == 0 and "[chief-0] starting" in streamed.out
 
