@@ -114,7 +114,7 @@ class Parser(argparse.ArgumentParser):
         argv = list(sys.argv[1:] if args is None else args)
         if twice := given_twice(self, argv):
             raise UsageError(twice[0], f"given twice, also as {twice[1]}; give it once")
-        return super().parse_known_args(argv, namespace)
+        return super().parse_known_args(_on_off(self, argv), namespace)
 
     def error(self, message: str) -> NoReturn:
         match = re.match(r"argument ([^:]+): (.*)", message, re.S)
@@ -122,6 +122,25 @@ class Parser(argparse.ArgumentParser):
         if ";" not in detail:
             detail += f"; see {self.prog} --help"
         raise UsageError(field, " ".join(detail.split()))
+
+
+_BOOLS = {**dict.fromkeys(("true", "True", "TRUE", "t", "T", "1"), True),
+          **dict.fromkeys(("false", "False", "FALSE", "f", "F", "0"), False)}  # Go's strconv.ParseBool
+
+
+def _on_off(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """kubectl's form of an on/off flag, --wait=false, --ignore-not-found=true (pflag's bools
+    take =VALUE): the flag itself or nothing, as argparse has it; other values stay for
+    argparse to refuse."""
+    taken = []
+    for token in argv:
+        flag, sep, value = token.partition("=")
+        action = parser._option_string_actions.get(flag) if sep and flag.startswith("--") else None
+        if isinstance(action, argparse._StoreTrueAction) and value in _BOOLS:
+            taken += [flag] if _BOOLS[value] else []
+        else:
+            taken.append(token)
+    return taken
 
 
 def _primary(names: list[str]) -> str:
@@ -295,7 +314,9 @@ def build_parser() -> argparse.ArgumentParser:
     board.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     delete = command("delete", "delete a job and its replicas")
     delete.add_argument("name", metavar="NAME", help=NAME_HELP)
-    delete.add_argument("--wait", action="store_true", help="return once it is gone")
+    delete.add_argument("--wait", action="store_true", help="return once it is gone, its replicas too (without it, "
+                        "delete returns once the deletion is accepted, where kubectl waits by default; "
+                        "the local backend always waits)")
     delete.add_argument("--ignore-not-found", action="store_true", help="exit 0 when there is no such job (kubectl's flag)")
     delete.add_argument("--purge", action="store_true",
                         help="local backend: also remove the outputs kept in the job's default job dir")

@@ -131,6 +131,18 @@ def test_delete(cli, wait):
     assert fake.deleted == [("mnist", "team-a", wait)]
 
 
+def test_on_off_flags_take_kubectls_true_and_false(cli):
+    """pflag's bools take =VALUE (scripts write --ignore-not-found=true, --wait=false): the
+    flag or nothing; another value is refused."""
+    for flags, wait in ((["--wait=true"], True), (["--wait=false"], False), (["--wait=1", "--ignore-not-found=F"], True)):
+        fake = backend()
+        assert cli("delete", "mnist", "--backend", "k8s", *flags, backend=fake).code == 0
+        assert fake.deleted == [("mnist", "default", wait)], flags
+    assert cli("delete", "ghost", "--backend", "k8s", "--ignore-not-found=true", backend=backend()).code == 0
+    assert cli("delete", "ghost", "--backend", "k8s", "--ignore-not-found=false", backend=backend()).code == 1
+    assert "'maybe'" in cli("delete", "mnist", "--backend", "k8s", "--wait=maybe", backend=backend()).refused("--wait")
+
+
 def test_delete_missing_exits_1(cli):
     result = cli("delete", "ghost", "--backend", "k8s", backend=backend())
     assert result.code == 1 and "not found" in result.err
