@@ -207,12 +207,22 @@ def unknown_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace,
     return UsageError(flag if flag.isprintable() else repr(flag), f"unknown flag of {prog}; {hint}see {prog} --help")
 
 
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|[smh])")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
+
+
 def duration(text: str) -> float:
-    """argparse type: kubectl's --request-timeout form, a positive number of seconds or 30s, 2m, 1h."""
-    match = re.fullmatch(r"(\d+(?:\.\d+)?)([smh]?)", text.strip())
-    seconds = float(match[1]) * {"": 1, "s": 1, "m": 60, "h": 3600}[match[2]] if match else 0
+    """argparse type: kubectl's durations (--since, --request-timeout), a positive number of
+    seconds or Go's form: 30s, 2m, 1h, 1h30m, 500ms."""
+    text = text.strip()
+    if re.fullmatch(r"\d+(?:\.\d+)?", text):
+        seconds = float(text)
+    elif re.fullmatch(f"(?:{_DURATION_PART.pattern})+", text):
+        seconds = sum(float(number) * _UNIT_SECONDS[unit] for number, unit in _DURATION_PART.findall(text))
+    else:
+        seconds = 0
     if seconds <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive duration; use e.g. 30s, 2m or 45")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive duration; use e.g. 30s, 2m, 1h30m or 45")
     return seconds
 
 
@@ -300,7 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
     logs.add_argument("-p", "--previous", action="store_true", help="the replica's previous container (local: "
                       "process), the one before its current one, as kubectl's lastState; it has ended, so -f "
                       "adds nothing")
-    logs.add_argument("--since", type=duration, metavar="DURATION", help="only lines newer than e.g. 10m, 2h")
+    logs.add_argument("--since", type=duration, metavar="DURATION", help="only lines newer than e.g. 10m, 2h, 1h30m")
     logs.add_argument("--timestamps", action="store_true",
                       help="each line starts with its time, RFC 3339 in UTC as the kubelet gives it (local "
                       "backend: when its supervisor saw the line, at most 0.1 s after it was written)")

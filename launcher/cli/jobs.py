@@ -1,6 +1,7 @@
 """`status`, `logs`, `list` and `delete`: commands on existing jobs, any backend."""
 from __future__ import annotations
 
+import math
 import queue
 import signal
 from pathlib import Path
@@ -117,7 +118,8 @@ def logs(args, factory) -> int:
     if args.tail is not None and args.tail < 0:
         raise SpecError("--tail", f"{args.tail} is not a number of lines; use 0 or more (e.g. --tail 20), or -1 for all")
     options = LogOptions(previous=args.previous, timestamps=args.timestamps,
-                         since_seconds=max(1, int(args.since)) if args.since else None, tail_lines=args.tail)
+                         since_seconds=math.ceil(args.since) if args.since else None,  # whole seconds, as kubectl
+                         tail_lines=args.tail)
     if options.previous:  # as kubectl: the previous container has ended, so -f prints it and returns
         args.follow = False
     backend = _backend(args, factory)

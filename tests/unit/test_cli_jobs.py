@@ -195,6 +195,17 @@ def test_output_formats_of_status_and_list(cli):
     assert wide[0].split() == ["NAME", "NAMESPACE", "PHASE", "REPLICAS", "AGE", "CREATED", "QUEUE"]
 
 
+def test_since_takes_kubectls_durations_rounded_up_to_whole_seconds(cli):
+    fake = FakeBackend(name="k8s", existing=("mnist",), logs={"chief-0": ["c1"]})
+    fake.log_options_note = None  # as the k8s backend: the kubelet takes sinceSeconds
+    for since in ("1h30m", "2m30s", "1.5s", "300ms", "45"):
+        assert cli("logs", "mnist", "--backend", "k8s", "--since", since, backend=fake).code == 0, since
+    assert [opts.since_seconds for opts in fake.log_options] == [5400, 150, 2, 1, 45]
+    for bad in ("1x", "m5", "0s", "1h-5m"):
+        assert "is not a positive duration" in cli("logs", "mnist", "--backend", "k8s", "--since", bad,
+                                                    backend=fake).refused("--since"), bad
+
+
 def test_tail_goes_to_the_backend_with_or_without_follow(cli):
     """Each backend keeps the last lines itself (k8s: the kubelet's tailLines; tested with
     the real backends in tests/integration)."""
