@@ -273,7 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "NetworkPolicy, two YAML documents or json's v1 List, unless --no-network-policy), "
                              "or, when submitting, "
                              "name (tfjob.kubeflow.org/NAME alone, as kubectl's -o name; also for a dry run), yaml or json (the "
-                             "TFJob sent), or wide: "
+                             "TFJob sent; with name, the one output on stdout: the job is followed on stderr), or wide: "
                              "one table row of the job (NAME, NAMESPACE, BACKEND, REPLICAS, IMAGE, JOB DIR, QUEUE; "
                              "also for a dry run) and, while following, the replica table with each replica's "
                              "EXIT CODE and MESSAGE (as status -o wide)")

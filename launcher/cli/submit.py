@@ -227,7 +227,11 @@ def submit(args, trainer_args, factory) -> int:
         _note(hints.follow())
         return EXIT_OK
     limit = DEFAULT_MAX_RESUBMITS if args.max_resubmits is None else args.max_resubmits
-    return follow(backend, spec, hints, Resubmitter(backend, tfjob, policy, spec, limit), wide=args.output == "wide")
+    # -o name|json|yaml: stdout holds that alone (to pipe, as kubectl's); the job is followed on
+    # stderr, where gcloud's --stream-logs writes it
+    view = sys.stderr if args.output in ("name", "json", "yaml") else sys.stdout
+    return follow(backend, spec, hints, Resubmitter(backend, tfjob, policy, spec, limit, out=view),
+                  wide=args.output == "wide", out=view)
 
 
 def job_row(spec: JobSpec, backend_name: str, note: str = "") -> str:
@@ -280,15 +284,16 @@ def log_replica(spec: JobSpec) -> str:
     return "chief-0" if spec.count("Chief") else "worker-0"
 
 
-def follow(backend, spec: JobSpec, hints: Hints, resubmit=None, wide: bool = False) -> int:
+def follow(backend, spec: JobSpec, hints: Hints, resubmit=None, wide: bool = False, out=None) -> int:
     """Live view until the job is terminal: 0 Succeeded, 1 Failed, 130 on Ctrl-C. When a
     deleted pod failed the job (see launcher.resubmit), `resubmit(deletion)` may submit it
-    again (it returns True when it did) and the view follows the new run."""
+    again (it returns True when it did) and the view follows the new run. `out`: where the
+    view prints (default stdout)."""
     from ..resubmit import deleted_in
 
     while True:
         try:
-            terminal, failed, fault = _follow_once(backend, spec, wide)
+            terminal, failed, fault = _follow_once(backend, spec, wide, out)
         except KeyboardInterrupt:
             if backend.name == "local":  # a foreground job: stopped before the prompt comes back
                 _note(f"Interrupted; stopping local job {spec.name} ...")
@@ -311,7 +316,7 @@ def follow(backend, spec: JobSpec, hints: Hints, resubmit=None, wide: bool = Fal
         return EXIT_OK if terminal == "Succeeded" else EXIT_FAILED
 
 
-def _follow_once(backend, spec: JobSpec, wide: bool = False):
+def _follow_once(backend, spec: JobSpec, wide: bool = False, out=None):
     """One run of the job until it is terminal: (its phase, the terminal condition, what failed first)."""
     from ..follow import merged
     from ..resubmit import FirstFault
@@ -319,7 +324,7 @@ def _follow_once(backend, spec: JobSpec, wide: bool = False):
 
     terminal, failed, fault = None, None, FirstFault()
     queue = spec.queue_name if backend.name != "local" and spec.queue_name else ""  # local: ignored
-    with JobView(spec.name, spec.namespace, suspended=bool(queue), queue=queue, wide=wide) as view:
+    with JobView(spec.name, spec.namespace, out=out, suspended=bool(queue), queue=queue, wide=wide) as view:
         side = {"evaluator-0": evaluator_line} if spec.count("Evaluator") else None  # its Eval lines
         for event in merged(backend, spec.name, spec.namespace, log_replica(spec), side=side):
             view.handle(event)
@@ -338,8 +343,9 @@ def _follow_once(backend, spec: JobSpec, wide: bool = False):
 class Resubmitter:
     """Submits a job again after a deleted pod failed it (`--max-resubmits`), saying why."""
 
-    def __init__(self, backend, tfjob: dict, policy: dict | None, spec: JobSpec, limit: int) -> None:
+    def __init__(self, backend, tfjob: dict, policy: dict | None, spec: JobSpec, limit: int, out=None) -> None:
         self.backend, self.tfjob, self.policy, self.spec, self.limit = backend, tfjob, policy, spec, limit
+        self.out = out  # where the followed job's lines go (None: stdout)
         self.done = 0
 
     def __call__(self, deletion) -> bool:
@@ -360,5 +366,6 @@ class Resubmitter:
             self.backend.submit(self.tfjob, replace=True)
         else:
             self.backend.submit(self.tfjob, replace=True, network_policy=self.policy)
-        _out(f"tfjob {spec.name} submitted again (namespace {spec.namespace}, {self.backend.name} backend)")
+        print(f"tfjob {spec.name} submitted again (namespace {spec.namespace}, {self.backend.name} backend)",
+              file=self.out or sys.stdout, flush=True)
         return True

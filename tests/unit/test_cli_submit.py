@@ -6,6 +6,7 @@ import os
 import signal
 
 import pytest
+import yaml
 
 from launcher.backends.base import BackendError
 from launcher.cli import main
@@ -487,6 +488,15 @@ def test_output_formats_of_submit(cli):
         assert named.code == 0 and named.out == "tfjob.kubeflow.org/mnist\n", (extra, named)
     detached = submit(cli, FakeBackend(name="k8s"), "--detach", "-o", "json")
     assert json.loads(detached.out)["kind"] == "TFJob" and "Follow it:" in detached.err
+    # followed (no --detach), the job's lines go to stderr, as gcloud's --stream-logs: stdout stays -o's
+    for output in ("json", "yaml", "name"):
+        followed = submit(cli, FakeBackend(name="k8s", logs=CHIEF_LOGS), "-o", output)
+        assert followed.code == 0, followed.err
+        assert "[chief-0] starting" in followed.err and "mnist: Succeeded" in followed.err.splitlines()[-1]
+        if output == "name":
+            assert followed.out == "tfjob.kubeflow.org/mnist\n"
+        else:
+            assert (json.loads if output == "json" else yaml.safe_load)(followed.out)["metadata"]["name"] == "mnist"
 
 
 def test_local_backend_notes_cluster_only_scheduling_flags(cli):
