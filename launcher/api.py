@@ -132,10 +132,10 @@ class TrainingClient:
 
     def get_job_logs(self, name: str, namespace: str = "default", replica: str | None = None,
                      follow: bool = False, tail: int | None = None) -> Iterator[LogLine]:
-        """Log lines of one replica ("chief-0", gcloud's "master-0", "worker-1") or of all (None
-        or "all"); `follow` waits for Pending replicas and follows across restarts until the job
-        ends. `tail`: only the last N lines of each replica's log (with `follow`: of what is
-        there, then every new line), as `launcher logs --tail N`."""
+        """Log lines of one replica ("chief-0", gcloud's "master-replica-0" or "master-0",
+        "worker-1") or of all (None or "all"); `follow` waits for Pending replicas and follows
+        across restarts until the job ends. `tail`: only the last N lines of each replica's log
+        (with `follow`: of what is there, then every new line), as `launcher logs --tail N`."""
         _check_job(name, namespace)
         replica = _replica(replica)
         check_bool(follow, "follow")

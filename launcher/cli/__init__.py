@@ -302,7 +302,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "column says why in a word")
     logs = command("logs", "log lines of one replica or all")
     logs.add_argument("name", metavar="NAME", help=NAME_HELP)
-    logs.add_argument("--replica", help="chief-0 (or gcloud's master-0), ps-0, worker-1, ... or all "
+    logs.add_argument("--replica", help="chief-0, ps-0, worker-1, ... (or gcloud's task names: master-replica-0, "
+                      "worker-replica-1, ...; master-0) or all "
                       "(default: chief-0, else worker-0)")
     logs.add_argument("-f", "--follow", action="store_true", help="follow across restarts until the job ends")
     logs.add_argument("--tail", type=int, metavar="N", help="only the last N lines of each replica; with -f, the "
@@ -387,11 +388,16 @@ def namespace_of(args: argparse.Namespace) -> str:
     return namespace
 
 
+_GCLOUD_TASK = re.compile(r"(master|worker|ps|evaluator)(?:-replica)?-(\d+)")
+
+
 def replica_alias(replica: str | None) -> str | None:
-    """gcloud's name of the chief, master-N, is chief-N."""
-    if replica and replica.startswith("master-"):
-        return "chief-" + replica[len("master-"):]
-    return replica
+    """gcloud's names of a replica: its task names (--task-name, the logs' task_name label:
+    master-replica-0, worker-replica-1, ps-replica-0) and master-N; master is the chief."""
+    match = _GCLOUD_TASK.fullmatch(replica) if replica else None
+    if match is None:
+        return replica
+    return f"{'chief' if match[1] == 'master' else match[1]}-{match[2]}"
 
 
 def check_replica(replica: str | None, field_name: str = "--replica") -> None:

@@ -177,6 +177,16 @@ def test_master_is_gclouds_name_of_the_chief(cli):
     assert fake.log_requests == [("mnist", "chief-0", False)]
 
 
+def test_gclouds_task_names_are_replicas(cli):
+    """gcloud ai-platform jobs stream-logs --task-name and its logs name replicas master-replica-0,
+    worker-replica-1, ps-replica-0."""
+    fake = backend()
+    for task in ("master-replica-0", "worker-replica-0", "ps-replica-0"):
+        assert cli("logs", "mnist", "--backend", "k8s", "--replica", task, backend=fake).code == 0, task
+    assert [request[1] for request in fake.log_requests] == ["chief-0", "worker-0", "ps-0"]
+    assert cli("logs", "mnist", "--backend", "k8s", "--replica", "chief-replica-0", backend=fake).refused("--replica")
+
+
 def test_output_formats_of_status_and_list(cli):
     import json
 
