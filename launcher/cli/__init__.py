@@ -295,7 +295,8 @@ def build_parser() -> argparse.ArgumentParser:
     status = command("status", "conditions and replicas of a job")
     status.add_argument("name", metavar="NAME", help=NAME_HELP)
     status.add_argument("-w", "--watch", action="store_true", help="follow until the job ends")
-    status.add_argument("-o", "--output", choices=OUTPUTS, help="yaml, json (the status as data), name, or wide "
+    status.add_argument("-o", "--output", choices=OUTPUTS, help="yaml, json (the status as data: name, phase, "
+                        "conditions, replicas; not the TFJob object of kubectl get tfjob NAME -o yaml), name, or wide "
                         "(the replica table with each replica's EXIT CODE and MESSAGE: why it waits or ended, e.g. "
                         "Unschedulable: ..., ImagePullBackOff: ..., CrashLoopBackOff; also with -w, which refuses the "
                         "others: they print one snapshot); default: conditions and a replica table whose REASON "
@@ -317,7 +318,9 @@ def build_parser() -> argparse.ArgumentParser:
                       "backend: when its supervisor saw the line, at most 0.1 s after it was written)")
     listing = command("list", "jobs in a namespace")
     listing.add_argument("-A", "--all-namespaces", action="store_true", help="the jobs of every namespace")
-    listing.add_argument("-o", "--output", choices=OUTPUTS, help="yaml, json, name (tfjob.kubeflow.org/NAME), "
+    listing.add_argument("-o", "--output", choices=OUTPUTS, help="yaml, json (the rows as data: items of name, "
+                         "namespace, phase, created, replicas, queue; not kubectl's List of TFJob objects), name "
+                         "(tfjob.kubeflow.org/NAME), "
                          "wide (with the creation time and Kueue queue); default: a table")
     board = command("tensorboard", "TensorBoard on the job dir of a job (local path or gs://)")
     board.add_argument("name", metavar="NAME", help=NAME_HELP)

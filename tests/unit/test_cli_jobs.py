@@ -187,6 +187,22 @@ def test_gclouds_task_names_are_replicas(cli):
     assert cli("logs", "mnist", "--backend", "k8s", "--replica", "chief-replica-0", backend=fake).refused("--replica")
 
 
+def test_help_says_json_and_yaml_are_not_kubectls_objects(capsys):
+    """-o json|yaml of status and list are the launcher's own data, not the TFJob objects (and
+    v1 List) of kubectl get: the help says so, naming the keys there are."""
+    from launcher.backends.base import JobSummary
+    from launcher.cli import main
+
+    texts = {}
+    for command in ("status", "list"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        texts[command] = " ".join(capsys.readouterr().out.split())
+    assert "not the TFJob object of kubectl get tfjob NAME -o yaml" in texts["status"]
+    assert "not kubectl's List of TFJob objects" in texts["list"]
+    assert "items of " + ", ".join(JobSummary.__dataclass_fields__) in texts["list"]
+
+
 def test_output_formats_of_status_and_list(cli):
     import json
 
