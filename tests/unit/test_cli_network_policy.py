@@ -64,3 +64,17 @@ def test_submit_hands_the_policy_to_the_k8s_backend_only(cli):
     local = FakeBackend(name="local")
     assert cli("submit", "--name", "mnist", "--backend", "local", "--detach", backend=local).code == 0
     assert local.network_policies == [None]  # the local backend isolates by network namespace instead
+
+
+def test_a_server_dry_run_sends_and_prints_the_tfjob_alone_as_its_help_says(cli, capsys):
+    """kubectl's --dry-run=server sends every object; the launcher's sends the TFJob only, so
+    its help must not say the API server checks the policy too."""
+    from launcher.cli import main
+
+    backend = FakeBackend(name="k8s")
+    result = cli("submit", "--name", "mnist", "--backend", "k8s", "--dry-run=server", backend=backend)
+    assert result.code == 0, result.err
+    assert [d["kind"] for d in yaml.safe_load_all(result.out)] == ["TFJob"] and len(backend.dry_runs) == 1
+    with pytest.raises(SystemExit):
+        main(["submit", "--help"])
+    assert "validate the TFJob (not its NetworkPolicy" in " ".join(capsys.readouterr().out.split())
