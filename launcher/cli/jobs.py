@@ -8,7 +8,7 @@ from pathlib import Path
 import sys
 import time
 
-from ..backends.base import BackendError, LogOptions, NotFound, deleted_pods_reason
+from ..backends.base import BackendError, LogOptions, NotFound, deleted_pods_reason, stderr_note
 from . import EXIT_FAILED, EXIT_OK, check_name, check_replica, namespace_of, replica_alias, resolve_backend
 from ..events import JobCondition, TERMINAL
 from ..spec import DEFAULT_NAMESPACE, SpecError, check_listen_port
@@ -194,8 +194,8 @@ def _delete(args, factory) -> int:
     _print(f"tfjob {args.name} deleted")
     if kept:
         again = f"python -m launcher delete {args.name}{'' if namespace == DEFAULT_NAMESPACE else f' -n {namespace}'}"
-        _print(f"Kept its outputs ({outputs_in(Path(kept))}) in {kept}; a new job named {args.name} resumes from "
-               f"them. Remove them with `{again} --purge`.")
+        stderr_note(f"note: kept its outputs ({outputs_in(Path(kept))}) in {kept}; a new job named {args.name} "
+                    f"resumes from them. Remove them with `{again} --purge`.")  # stdout: what was deleted, as kubectl
     return EXIT_OK
 
 

@@ -86,10 +86,10 @@ def test_detached_job_is_followed_and_deleted_from_later_launchers(local_env, st
     deleted = run_launcher(local_env, "delete", "bg", "--backend", "local", timeout=DEADLINE)
     assert deleted.returncode == 0, deleted.stderr
     assert all(gone(pid) for pid in replica_pids(state).values())
-    assert deleted.stdout.splitlines() == [
-        "tfjob bg deleted",
-        f"Kept its outputs (checkpoints) in {run.output}; a new job named bg resumes from them. Remove them with "
-        "`python -m launcher delete bg --purge`."]  # only what is there: no events, no export yet
+    assert deleted.stdout == "tfjob bg deleted\n"  # what was deleted, as kubectl's; the hint is a note on stderr
+    assert deleted.stderr.splitlines()[-1] == (
+        f"note: kept its outputs (checkpoints) in {run.output}; a new job named bg resumes from them. Remove them "
+        "with `python -m launcher delete bg --purge`.")  # only what is there: no events, no export yet
     assert (run.output / "checkpoints" / "ckpt-1.index").read_text() == "a checkpoint"
     missing = run_launcher(local_env, "status", "bg", "--backend", "local", timeout=DEADLINE)
     assert missing.returncode == 1 and "bg" in missing.stderr
