@@ -133,7 +133,9 @@ def _on_off(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
     take =VALUE): the flag itself or nothing, as argparse has it; other values stay for
     argparse to refuse."""
     taken = []
-    for token in argv:
+    for position, token in enumerate(argv):
+        if token == "--":  # the trainer's arguments follow, untouched
+            return taken + argv[position:]
         flag, sep, value = token.partition("=")
         action = parser._option_string_actions.get(flag) if sep and flag.startswith("--") else None
         if isinstance(action, argparse._StoreTrueAction) and value in _BOOLS:

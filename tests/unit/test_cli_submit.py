@@ -197,10 +197,12 @@ def test_trainer_arguments_the_trainer_would_refuse_stop_submit(cli, backend_nam
 @pytest.mark.parametrize("flags", [["--image", "gcr.io/project/own-program:1"], ["--module-name", "my_trainer.task"]])
 def test_arguments_of_another_program_go_through_unchecked(cli, flags):
     backend = FakeBackend(name="k8s")
-    assert submit(cli, backend, *flags, "--", "--its-own-flag", "x").code == 0
+    # --detach=false is the program's own: the launcher's reading of kubectl's =false (which
+    # drops the flag) stops at --
+    assert submit(cli, backend, *flags, "--", "--its-own-flag", "x", "--detach=false").code == 0
     tfjob, _ = backend.submitted[0]
-    assert tfjob["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]["containers"][0]["args"][-2:] == \
-        ["--its-own-flag", "x"]
+    assert tfjob["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]["containers"][0]["args"][-3:] == \
+        ["--its-own-flag", "x", "--detach=false"]
 
 
 def test_trainer_arguments_from_a_config_file_are_blamed_on_it(cli, tmp_path):
