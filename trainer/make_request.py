@@ -25,7 +25,7 @@ LABELS_SHOWN = 5000  # labels printed in full up to this many (scripts read them
 LABELS_CUT = 20      # beyond: the first this many, then "... of N"
 
 
-def instances(data_dir: str, count: int, keys: bool, model: str = "mnist") -> tuple[list[dict], list[int]]:
+def instances(data_dir: str, count: int, keys: bool, model: str = models.DEFAULT) -> tuple[list[dict], list[int]]:
     """(instances, true labels) of the first `count` evaluation examples."""
     return models.get(model).request_instances(data_dir, count, keys)
 
@@ -42,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     lazy.quiet_tensorflow()
     parser = Parser(prog="python -m trainer.make_request", description=__doc__, label="trainer.make_request",
                     formatter_class=argparse.RawDescriptionHelpFormatter)  # one-line errors, as those below
-    parser.add_argument("--model", default="mnist", choices=sorted(MODELS), help="model the request is for (default: mnist)")
+    parser.add_argument("--model", default=models.DEFAULT, choices=sorted(MODELS),
+                        help=f"model the request is for (default: {models.DEFAULT})")
     parser.add_argument("--data-dir", default=None, type=location, help="dir or gs:// URL with the evaluation "
                         "records (default: the model's, as trainer.task's --data-dir)")
     parser.add_argument("--count", default=3, type=positive_int, metavar="N",

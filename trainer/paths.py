@@ -1,4 +1,4 @@
-"""Where things live: the default data dir and the layout of --job-dir.
+"""Where things live in --job-dir (the data dirs are the models': trainer.models.default_data_dir).
 
     JOB_DIR/checkpoints/ckpt-<step>   tf.train.CheckpointManager
     JOB_DIR/train/                    TensorBoard events of training
@@ -8,15 +8,6 @@
     JOB_DIR/done.json                 the chief's "job finished" marker (see lifecycle.py)
 """
 from __future__ import annotations
-
-import os
-
-DEFAULT_DATA_DIR = os.path.join("data", "mnist")
-
-
-def default_data_dir() -> str:
-    return os.environ.get("MNIST_DATA_DIR", DEFAULT_DATA_DIR)
-
 
 def join(job_dir: str, *names: str) -> str:
     """Join for local paths and gs:// URLs alike."""

@@ -36,14 +36,17 @@ def test_variable_paths_differ_between_models():
 
 
 GENERIC = ("trainer/train/*.py", "trainer/serve/*.py", "trainer/evaluate.py", "trainer/evaluator.py",
-           "trainer/export.py", "trainer/predict.py", "trainer/session.py", "trainer/checkpoints.py")
+           "trainer/export.py", "trainer/predict.py", "trainer/session.py", "trainer/checkpoints.py",
+           "trainer/task.py", "trainer/paths.py", "trainer/cluster.py", "trainer/runtime.py", "trainer/lifecycle.py",
+           "trainer/failures.py", "trainer/progress.py", "trainer/variables.py", "trainer/outputs.py")
 MODEL_WORDS = re.compile(r"mnist|taxi|\b784\b|\bimage|pixel|\btrip|\bfare\b", re.IGNORECASE)
 
 
 def test_the_loops_evaluator_export_serving_and_predict_know_no_model():
     """A model is its folder under trainer/models/: the code that trains, evaluates, exports,
     serves and predicts names none (docstrings may name them as examples). trainer.predict
-    read MNIST's "image" of 784 pixels and printed MNIST's columns."""
+    read MNIST's "image" of 784 pixels and printed MNIST's columns; trainer.paths kept an
+    unused default data dir of MNIST's (data/mnist, $MNIST_DATA_DIR) beside the models'."""
     root = Path(__file__).resolve().parents[2]
     found = []
     for path in sorted(p for pattern in GENERIC for p in root.glob(pattern)):
