@@ -277,17 +277,11 @@ def string_list(value: Any, field_name: str) -> tuple[str, ...]:
     return items
 
 
-def shown(text: str) -> str:
-    """A value in a message as itself when it prints so, else as its repr: the message stays
-    one line, without the value's line breaks or terminal escapes (a path with an ESC)."""
-    return text if text.isprintable() else repr(text)
-
-
-def _example(text: str, fallback: str) -> str:
-    """`text`, derived from a refused value, as a message's example when it prints as itself,
-    else `fallback`: the message stays one line, without the value's line breaks or terminal
-    escapes (the value itself is shown as its repr)."""
-    return text if text.isprintable() else fallback
+def shown(text: str, fallback: str | None = None) -> str:
+    """A value in a message as itself when it prints so, else as its repr (or `fallback`,
+    e.g. for an example derived from a refused value): the message stays one line, without
+    the value's line breaks or terminal escapes (a path with an ESC)."""
+    return text if text.isprintable() else repr(text) if fallback is None else fallback
 
 
 def check_image(image: Any) -> None:
@@ -315,12 +309,12 @@ def check_image(image: Any) -> None:
         repository, _, after = path.partition(":")
         example = f"{host}/" * bool(host) + f"{repository}:{after.partition('/')[0] or 'TAG'}"
         raise SpecError("--image", f"{image!r} has a ':' inside its repository path; use one tag after the last '/', "
-                        f"e.g. {_example(example, IMAGE_EXAMPLE)}")
+                        f"e.g. {shown(example, IMAGE_EXAMPLE)}")
     if not _IMAGE_PATH.fullmatch(path):
         if _IMAGE_PATH.fullmatch(path.lower()):
             fixed = f"{host}/" * bool(host) + path.lower() + (f":{tag}" if tag is not None else "") + at + digest
             raise SpecError("--image", f"repository path {path!r} of {image!r} must be lowercase; use e.g. "
-                            f"{_example(fixed, IMAGE_EXAMPLE)} (uppercase only in a registry host with a '.' or "
+                            f"{shown(fixed, IMAGE_EXAMPLE)} (uppercase only in a registry host with a '.' or "
                             "':PORT')")
         raise generic
     if len(name) > IMAGE_NAME_MAX:
@@ -378,7 +372,7 @@ def check_job_dir(job_dir: str | None) -> None:
         if problem:
             fixed = bucket.lower() if _bucket_problem(bucket.lower()) is None else "my-bucket"
             raise SpecError("--job-dir", f"{bucket!r} in {job_dir!r} {problem}; {GCS_BUCKET_RULE}, "
-                            f"e.g. gs://{fixed}/{_example(path or 'runs/1', 'runs/1')}")
+                            f"e.g. gs://{fixed}/{shown(path or 'runs/1', 'runs/1')}")
         if "\n" in path or "\r" in path:
             raise SpecError("--job-dir", f"{job_dir!r} has a line break in its object path, which Cloud Storage "
                             "refuses; use a path without one")

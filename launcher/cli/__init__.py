@@ -23,7 +23,7 @@ from typing import Callable, NoReturn
 
 from ..backends import KINDS, check_cluster_args
 from ..backends.base import stderr_note
-from ..spec import _DNS1035, DEFAULT_NAMESPACE, SpecError, check_namespace
+from ..spec import _DNS1035, DEFAULT_NAMESPACE, SpecError, check_namespace, shown
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 _REPLICA = re.compile(r"(chief|ps|worker|evaluator)-\d+")
@@ -206,7 +206,7 @@ def unknown_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace,
                           "see python -m trainer.task --help")
     hint = did_you_mean(flag, sub)
     hint += " " if hint else ""
-    return UsageError(flag if flag.isprintable() else repr(flag), f"unknown flag of {prog}; {hint}see {prog} --help")
+    return UsageError(shown(flag), f"unknown flag of {prog}; {hint}see {prog} --help")
 
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|[smh])")
