@@ -202,3 +202,26 @@ def test_an_image_no_replica_can_pull_is_read_once_per_replica_type_and_reason()
     now.clear()
     track.apply("MODIFIED", row("j-worker-7", "Error", ended="Failed"))
     assert fetched[-1] == "j-worker-7"
+
+
+def test_only_rbacs_403_says_to_ask_for_the_right():
+    """A 403 is RBAC's missing right only in the apiserver's own words (User "..." cannot
+    VERB resource ...); an admission webhook's or policy's denial (controller-runtime's
+    Denied is a 403) and an exceeded ResourceQuota are 403s too, for which asking for a Role
+    is no fix: the server's line alone."""
+    from launcher.backends.k8s.client import RBAC_HINT, refusal
+
+    def forbidden(message: str) -> str:
+        exc = ApiException(status=403, reason="Forbidden")
+        exc.body = json.dumps({"kind": "Status", "status": "Failure", "reason": "Forbidden", "code": 403,
+                               "message": message})
+        return str(refusal("creating tfjob j", exc, "https://h"))
+
+    rbac = forbidden('tfjobs.kubeflow.org is forbidden: User "dev" cannot create resource "tfjobs" in API group '
+                     '"kubeflow.org" in the namespace "team-a"')
+    assert rbac.endswith(f"; {RBAC_HINT}"), rbac
+    for message in ('admission webhook "validate.kyverno.svc" denied the request: images must be signed',
+                    'tfjobs.kubeflow.org "j" is forbidden: exceeded quota: jobs, requested: '
+                    "count/tfjobs.kubeflow.org=1, used: count/tfjobs.kubeflow.org=5, limited: "
+                    "count/tfjobs.kubeflow.org=5"):
+        assert forbidden(message) == f"creating tfjob j: Forbidden: {message}"

@@ -300,6 +300,9 @@ def server_message(exc: ApiException) -> str:
 
 
 _WEBHOOK_FAILED = re.compile(r'failed calling webhook "([^"]+)"')
+# RBAC's 403 (the apiserver's forbiddenMessage); other 403s (an admission webhook's or a
+# policy's denial, an exceeded ResourceQuota) are no missing right
+_RBAC_FORBIDDEN = re.compile(r'forbidden: User "[^"]*" cannot ')
 RBAC_HINT = "ask the cluster's admin for that right (the launcher's k8s/rbac.yaml has the Role it needs)"
 
 
@@ -309,16 +312,18 @@ TRAINING_OPERATOR = "the training-operator's: kubectl get pods -n kubeflow"  # w
 def refusal(action: str, exc: ApiException, host: str, webhook_owner: str = TRAINING_OPERATOR) -> BackendError:
     """The server's refusal of `action` in one line, with what to do about it when that is
     the user's to fix: credentials it does not accept (401), a right RBAC does not grant
-    (403), an admission webhook nobody answers (500; `webhook_owner`: the controller that
-    serves it, and how to look at it), a namespace that does not exist."""
+    (RBAC's 403; another 403, a webhook's or policy's denial or an exceeded quota, is the
+    server's line alone), an admission webhook nobody answers (500; `webhook_owner`: the
+    controller that serves it, and how to look at it), a namespace that does not exist."""
     details = status_of(exc).get("details") or {}
+    message = str(status_of(exc).get("message", ""))
     if exc.status == 401:
         fix = (f"the API server at {host} does not accept the kubeconfig's credentials (a token expired or unknown, "
                "or a client certificate it does not trust); renew them (GKE: gcloud container clusters "
                "get-credentials CLUSTER; kind: kind export kubeconfig) and retry")
-    elif exc.status == 403:
+    elif exc.status == 403 and _RBAC_FORBIDDEN.search(message):
         fix = RBAC_HINT
-    elif exc.status == 500 and (hook := _WEBHOOK_FAILED.search(str(status_of(exc).get("message", "")))):
+    elif exc.status == 500 and (hook := _WEBHOOK_FAILED.search(message)):
         fix = (f"the admission webhook {hook[1]} could not be called: the controller that serves it is down or "
                f"unreachable; check that it runs ({webhook_owner}) or ask the cluster's admin")
     elif exc.status == 404 and details.get("kind") == "namespaces":
