@@ -258,7 +258,8 @@ def _check_job(name: str, namespace: str) -> None:
 
 
 def _replica(replica: str | None) -> str | None:
-    """The CLI's --replica: gcloud's master-N as chief-N, checked; "all" (and None): every replica."""
+    """The CLI's --replica: gcloud's names (master-replica-N, worker-replica-N, master-N) as chief-N,
+    worker-N, checked (replica_alias); "all" (and None): every replica."""
     check_text(replica, "replica", "chief-0", optional=True)
     replica = replica_alias(replica)
     check_replica(replica, "replica")
