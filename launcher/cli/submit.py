@@ -25,9 +25,11 @@ def _note(line: str) -> None:
     print(line, file=sys.stderr)
 
 
-def _out(text: str) -> None:
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")
-    sys.stdout.flush()
+def _out(text: str, out=None) -> None:
+    """One output line (or block) on `out` (default stdout), flushed."""
+    out = out or sys.stdout
+    out.write(text if text.endswith("\n") else text + "\n")
+    out.flush()
 
 
 def check_arguments(spec: JobSpec, kind: str, args, trainer_args) -> None:
@@ -366,6 +368,5 @@ class Resubmitter:
             self.backend.submit(self.tfjob, replace=True)
         else:
             self.backend.submit(self.tfjob, replace=True, network_policy=self.policy)
-        print(f"tfjob {spec.name} submitted again (namespace {spec.namespace}, {self.backend.name} backend)",
-              file=self.out or sys.stdout, flush=True)
+        _out(f"tfjob {spec.name} submitted again (namespace {spec.namespace}, {self.backend.name} backend)", self.out)
         return True

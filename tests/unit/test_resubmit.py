@@ -97,6 +97,16 @@ def test_submit_submits_again_after_a_deletion_and_exits_0_when_the_new_run_succ
     assert "tfjob mnist submitted again (namespace default, k8s backend)" in result.out
 
 
+def test_with_o_name_the_resubmission_is_followed_on_stderr_and_stdout_stays_the_name(cli):
+    """submit -o name|json|yaml keeps stdout for that output (NAME=$(submit -o name)); the
+    followed job's lines, a new run's too, go to stderr."""
+    backend = FakeBackend(name="k8s", events=deleted_run(), reruns=[lifecycle("Succeeded")])
+    result = submit(cli, backend, "--job-dir", "gs://bucket/mnist", "-o", "name")
+    assert result.code == 0, result.err
+    assert result.out == "tfjob.kubeflow.org/mnist\n"
+    assert "tfjob mnist submitted again (namespace default, k8s backend)" in result.err
+
+
 def test_submit_stops_after_max_resubmits(cli):
     backend = FakeBackend(name="k8s", events=deleted_run(), reruns=[deleted_run(), deleted_run()])
     result = submit(cli, backend, "--job-dir", "gs://bucket/mnist", "--max-resubmits", "1")
