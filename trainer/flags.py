@@ -9,7 +9,8 @@ import os
 import re
 import sys
 
-from trainer.models import DATA_DIRS, DEFAULT as DEFAULT_MODEL, MODELS, TRAIN_STEPS, default_data_dir
+from trainer.models import (DATA_DIRS, DATASETS, DEFAULT as DEFAULT_MODEL, IMAGE_FEATURE, METADATA_IN_DATA_DIR,
+                            MODELS, TRAIN_STEPS, default_data_dir)
 
 
 JOB_DIR_FLAGS = ("--job-dir", "--job_dir", "--output_path", "--model_dir")  # the Cloud ML samples' spellings too
@@ -277,13 +278,13 @@ def _conflicts(p: Parser, args: argparse.Namespace, typed: frozenset[str]) -> No
     if args.prepare_data and args.train_data_paths and args.eval_data_paths:
         p.error("argument --prepare-data: writes --data-dir's records, and both --train_data_paths and "
                 "--eval_data_paths are read instead; drop one of them")
-    if args.model == "taxi" and "image_feature" in typed:
-        p.error("argument --image-feature: names the MNIST records' image feature, and --model taxi reads trips "
-                "(no image); drop it")
-    if args.model == "taxi" and (args.train_data_paths or args.eval_data_paths) and args.data_dir is None \
-            and not os.environ.get(DATA_DIRS["taxi"][0]):
+    if args.model not in IMAGE_FEATURE and "image_feature" in typed:
+        p.error(f"argument --image-feature: names the image feature of an image model's records, and --model "
+                f"{args.model} reads no image; drop it")
+    if args.model in METADATA_IN_DATA_DIR and (args.train_data_paths or args.eval_data_paths) \
+            and args.data_dir is None and not os.environ.get(DATA_DIRS[DATASETS[args.model]][0]):
         flag = "--train_data_paths" if args.train_data_paths else "--eval_data_paths"
-        p.error(f"argument {flag}: the taxi model takes its vocabularies and statistics from "
+        p.error(f"argument {flag}: the {args.model} model takes its vocabularies and statistics from "
                 "--data-dir's metadata.json, and none was given for these records; give --data-dir, the dir "
                 "that holds theirs")
 

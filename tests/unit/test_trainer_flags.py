@@ -47,8 +47,8 @@ def test_the_default_job_dir_is_the_models(monkeypatch):
      "argument --train_data_paths: the taxi model takes its vocabularies and statistics from --data-dir's "
      "metadata.json, and none was given for these records; give --data-dir, the dir that holds theirs"),
     (["--model", "taxi", "--image_feature", "image_raw"],  # the taxi model reads no image: dropped unseen before
-     "argument --image-feature: names the MNIST records' image feature, and --model taxi reads trips (no image); "
-     "drop it"),
+     "argument --image-feature: names the image feature of an image model's records, and --model taxi reads no "
+     "image; drop it"),
 ])
 def test_a_flag_given_by_two_spellings_or_with_a_flag_it_cannot_go_with_is_refused(argv, line, capsys, monkeypatch):
     monkeypatch.delenv("TAXI_DATA_DIR", raising=False)

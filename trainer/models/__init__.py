@@ -47,6 +47,11 @@ DATA_DIRS = {"mnist": ("MNIST_DATA_DIR", os.path.join("data", "mnist")),
 # best eval AUC after about 500 steps of 100 (4 epochs) and loses it after (0.956 -> 0.950
 # at 2,000 steps, one process and PS alike); MNIST gains up to 2,000
 TRAIN_STEPS = {"mnist": 2000, "mnist-cloudml": 2000, "taxi": 500}
+# models whose records hold an image, named by --image-feature (the others refuse the flag)
+IMAGE_FEATURE = frozenset({"mnist", "mnist-cloudml"})
+# models whose serving and input need their dataset's metadata (vocabularies, statistics) in
+# --data-dir, also when --train_data_paths / --eval_data_paths give the records
+METADATA_IN_DATA_DIR = frozenset({"taxi"})
 
 
 def get(name: str):
