@@ -113,19 +113,25 @@ def test_network_policy_admits_the_jobs_own_pods_on_the_tf_port_and_can_be_left_
     assert [d["kind"] for d in helm_template(CHART, [off], tmp_path / "h2")] == ["TFJob"]
 
 
-def test_notes_tell_how_to_follow_status_and_logs(tmp_path):
-    """helm template does not print NOTES.txt, so render it through a copy of the chart
+def notes(tmp_path, values: dict, *flags: str) -> str:
+    """NOTES.txt as `helm install` (or, with --is-upgrade, `helm upgrade`) prints it for release
+    rel in namespace ml. helm template does not print NOTES.txt, so it renders a copy of the chart
     where NOTES.txt becomes a named template included into a ConfigMap."""
     chart = tmp_path / "tfjob"
     shutil.copytree(CHART, chart)
-    notes = (chart / "templates" / "NOTES.txt").read_text(encoding="utf-8")
+    text = (chart / "templates" / "NOTES.txt").read_text(encoding="utf-8")
     (chart / "templates" / "NOTES.txt").unlink()
-    (chart / "templates" / "_notes.tpl").write_text('{{- define "notes" -}}\n' + notes + "{{- end }}\n")
+    (chart / "templates" / "_notes.tpl").write_text('{{- define "notes" -}}\n' + text + "{{- end }}\n")
     (chart / "templates" / "notes.yaml").write_text(
         'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: notes\ndata:\n  notes: {{ include "notes" . | toJson }}\n')
-    values = write_values(tmp_path, {"jobName": "mnist", "jobDir": "gs://bucket/mnist"})
-    docs = {d["kind"]: d for d in helm_template(chart, [values], tmp_path / "h", release="rel", namespace="ml")}
-    text = docs["ConfigMap"]["data"]["notes"]
+    done = run_helm(["template", "rel", str(chart), "--namespace", "ml", "--show-only", "templates/notes.yaml",
+                     "--values", str(write_values(tmp_path, values)), *flags], tmp_path / "h")
+    assert done.returncode == 0, done.stderr
+    return yaml.safe_load(done.stdout)["data"]["notes"]
+
+
+def test_notes_tell_how_to_follow_status_and_logs(tmp_path):
+    text = notes(tmp_path, {"jobName": "mnist", "jobDir": "gs://bucket/mnist"})
     for line in ("kubectl get tfjob mnist -n ml",
                  "kubectl logs -n ml -l training.kubeflow.org/job-name=mnist,"
                  "training.kubeflow.org/replica-type=chief -f",
@@ -134,3 +140,24 @@ def test_notes_tell_how_to_follow_status_and_logs(tmp_path):
                  "helm uninstall rel -n ml",
                  '"gs://bucket/mnist"'):
         assert line in text, f"NOTES.txt lacks {line!r}:\n{text}"
+    assert text.startswith('TFJob "mnist" submitted') and "does not restart" not in text
+
+
+def test_notes_follow_worker_0_when_the_job_has_no_chief(tmp_path):
+    """A MultiWorkerMirrored job (workers only) has no chief pod: the chief's selector would
+    find nothing; worker 0 is the one the launcher's logs shows then."""
+    text = notes(tmp_path, {"jobName": "mwms", "replicas": {"chief": {"count": 0}, "ps": {"count": 0},
+                                                            "worker": {"count": 4}}})
+    assert "replica-type=chief" not in text, text
+    assert ("kubectl logs -n ml -l training.kubeflow.org/job-name=mwms,training.kubeflow.org/replica-type=worker,"
+            "training.kubeflow.org/replica-index=0 -f") in text, text
+
+
+def test_notes_after_an_upgrade_say_the_running_job_is_not_restarted(tmp_path):
+    """training-operator (v1.9: ReconcilePods creates missing pods only, a finished job is left
+    alone) applies no new spec to running replicas nor reruns a finished job: `helm upgrade`
+    with new values changes only the object, which NOTES.txt says, with what reruns it."""
+    text = notes(tmp_path, {"jobName": "mnist"}, "--is-upgrade")
+    assert text.startswith('TFJob "mnist" updated in namespace "ml".'), text
+    assert "does not restart a job whose spec changed" in text and "a finished job does not" in text
+    assert "give a new jobName and jobDir" in text
