@@ -21,7 +21,10 @@ included: nothing was submitted), `BackendError`
 (and its `NotFound`, `AlreadyExists`); `TimeoutError` from the waits, and from
 `wait_for_job_conditions`, as in the Kubeflow SDK, `RuntimeError` for a job that Failed
 when Failed was not expected. A wait's bad arguments (a condition a TFJob does not have)
-are a `SpecError` too, which is the `ValueError` the Kubeflow SDK raises.
+are a `SpecError` too, which is the `ValueError` the Kubeflow SDK raises. The SDK's parameters
+are taken by the same names: `job_kind` ("TFJob" or None); those that mean nothing here
+(`polling_interval`, `timeout`, `is_master`, `delete_options`, ...) are a `SpecError` naming
+what to give instead.
 """
 from __future__ import annotations
 
@@ -49,11 +52,16 @@ class TrainingClient:
 
     def __init__(self, backend: str | Backend = "auto", kubeconfig: str | None = None,
                  context: str | None = None, request_timeout: float | None = None,
-                 note: Callable[[str], None] | None = None):
+                 note: Callable[[str], None] | None = None, *, config_file: str | None = None,
+                 client_configuration=None, namespace: str | None = None, job_kind: str | None = None):
         """`note`: where the client says what the CLI says in `note:` and `warning:` lines:
         that `auto` chose this machine, what the local backend ignores of a job (naming
         JobSpec's fields), replicas not isolated on this machine, logs a cluster no longer
-        has; default: a UserWarning each (`warnings`)."""
+        has; default: a UserWarning each (`warnings`). The Kubeflow SDK's `job_kind` is
+        "TFJob" or None; its `config_file`, `client_configuration` and `namespace` are refused,
+        each naming what to give instead."""
+        _kubeflow_sdk(job_kind, config_file=config_file, client_configuration=client_configuration,
+                      namespace=namespace)
         if note is not None and not callable(note):
             raise SpecError("note", f"{note!r} is not callable; give a function of one str, e.g. print, or None")
         self.note = note or _warn
@@ -84,16 +92,24 @@ class TrainingClient:
         validate(tfjob, crd=crd)
         return tfjob
 
-    def create_job(self, spec: JobSpec, replace: bool = False) -> dict:
+    def create_job(self, spec: JobSpec | None = None, replace: bool = False, **kubeflow_sdk: object) -> dict:
         """Render, validate and submit; returns the TFJob sent. On a cluster, with the job's
         NetworkPolicy (unless `spec.network_policy` is False). What the CLI's submit refuses
         is a SpecError first: a --package-path the replicas cannot have, and on the local
         backend a volume, a secret without a value, or what every replica would fail on at
         its start (no TensorFlow, a data dir without records, a module this Python cannot
-        find)."""
+        find). The Kubeflow SDK's parameters (job, name, base_image, train_func, num_workers, ...)
+        are refused in one SpecError: a JobSpec holds them (name, image, replicas, ...)."""
         from .checks import check_submission, local_notes
         from .render import render_network_policy
 
+        if kubeflow_sdk:
+            field_name = next(iter(kubeflow_sdk))
+            raise SpecError(field_name, "the Kubeflow SDK's create_job parameter is not taken here; give a "
+                                        "launcher.spec.JobSpec as spec (name, namespace, image, replicas, env, ...)")
+        if not isinstance(spec, JobSpec):
+            raise SpecError("spec", f"{type(spec).__name__} is not a JobSpec; give launcher.spec.JobSpec(name=..., "
+                                    "replicas=...) (a TFJob object or dict is not taken)")
         check_bool(replace, "replace")
         tfjob = self.render(spec)
         check_submission(spec, self.backend.name)  # as the CLI's submit: claims on this machine, the package, ...
@@ -115,12 +131,17 @@ class TrainingClient:
     # ---- read ----------------------------------------------------------------------------
     # A job's name, namespace and replica are checked as the CLI checks NAME, -n and --replica:
     # a SpecError before the backend is asked.
-    def get_job(self, name: str, namespace: str = "default") -> JobStatus:
+    # The Kubeflow SDK's job_kind is "TFJob" or None; its other parameters are refused (_kubeflow_sdk).
+    def get_job(self, name: str, namespace: str = "default", job_kind: str | None = None,
+                timeout: float | None = None) -> JobStatus:
+        _kubeflow_sdk(job_kind, timeout=timeout)
         _check_job(name, namespace)
         return self.backend.status(name, namespace)
 
-    def list_jobs(self, namespace: str | None = "default") -> list[JobSummary]:
+    def list_jobs(self, namespace: str | None = "default", job_kind: str | None = None,
+                  timeout: float | None = None) -> list[JobSummary]:
         """Jobs in `namespace` (None: every namespace)."""
+        _kubeflow_sdk(job_kind, timeout=timeout)
         if namespace is not None:
             check_namespace(namespace, "namespace")
         return self.backend.list(namespace)
@@ -131,11 +152,19 @@ class TrainingClient:
         return self.backend.events(name, namespace)
 
     def get_job_logs(self, name: str, namespace: str = "default", replica: str | None = None,
-                     follow: bool = False, tail: int | None = None) -> Iterator[LogLine]:
+                     follow: bool = False, tail: int | None = None, *, job_kind: str | None = None,
+                     is_master: bool | None = None, replica_type: str | None = None,
+                     replica_index: int | None = None, timeout: float | None = None,
+                     verbose: bool | None = None) -> Iterator[LogLine]:
         """Log lines of one replica ("chief-0", gcloud's "master-replica-0" or "master-0",
         "worker-1") or of all (None or "all"); `follow` waits for Pending replicas and follows
         across restarts until the job ends. `tail`: only the last N lines of each replica's log
-        (with `follow`: of what is there, then every new line), as `launcher logs --tail N`."""
+        (with `follow`: of what is there, then every new line), as `launcher logs --tail N`.
+        Unlike the Kubeflow SDK's, it yields LogLines rather than returning ({pod: log}, events),
+        and every replica's by default; the SDK's is_master, replica_type, replica_index and
+        verbose are refused, naming `replica=` (or `events`)."""
+        _kubeflow_sdk(job_kind, is_master=is_master, replica_type=replica_type, replica_index=replica_index,
+                      timeout=timeout, verbose=verbose)
         _check_job(name, namespace)
         replica = _replica(replica)
         check_bool(follow, "follow")
@@ -152,22 +181,26 @@ class TrainingClient:
         seconds."""
         return self._wait(name, namespace, _seconds(timeout, "timeout"), _conditions(conditions, "conditions"))
 
-    def wait_for_job_conditions(self, name: str, namespace: str = "default",
+    def wait_for_job_conditions(self, name: str, namespace: str = "default", job_kind: str | None = None,
                                 expected_conditions: Iterable[str] = frozenset({"Succeeded"}),
-                                wait_timeout: float | None = 600,
-                                callback: Callable[[JobStatus], None] | None = None) -> JobStatus:
+                                wait_timeout: float | None = 600, polling_interval: float | None = None,
+                                callback: Callable[[JobStatus], None] | None = None,
+                                timeout: float | None = None) -> JobStatus:
         """The Kubeflow SDK's wait: block until the job has one of `expected_conditions`
         (default: Succeeded) and return its status then. RuntimeError when it Failed and Failed
         was not expected; TimeoutError after `wait_timeout` seconds (None: no limit; the job
         keeps running); SpecError (a ValueError, which the SDK raises) for a condition not in
         JOB_CONDITIONS. `callback` gets the job's status first and after each condition
-        transition (the SDK calls it per poll; the launcher watches instead of polling)."""
+        transition (the SDK calls it per poll; the launcher watches instead of polling, so
+        `polling_interval` is refused, as the SDK's request `timeout` is). A job that Failed is
+        a RuntimeError also when another expected condition (Created) is True, as in the SDK."""
+        _kubeflow_sdk(job_kind, polling_interval=polling_interval, timeout=timeout)
         expected = _conditions(expected_conditions, "expected_conditions")
         if callback is not None and not callable(callback):
             raise SpecError("callback", f"{callback!r} is not callable; give a function of the job's status")
         stop = expected if "Failed" in expected else (*expected, "Failed")
         status = self._wait(name, namespace, _seconds(wait_timeout, "wait_timeout"), stop, callback)
-        if not _reached(status, expected):
+        if "Failed" not in expected and _reached(status, ("Failed",)):  # first, as the SDK: Created stays True
             failed = next(c for c in status.conditions if c.type == "Failed" and c.status == "True")
             detail = ": ".join(part for part in (failed.reason, failed.message) if part)
             raise RuntimeError(f"tfjob {name} in {namespace} Failed" + (f" ({detail})" if detail else "")
@@ -221,8 +254,12 @@ class TrainingClient:
             stop.set()
 
     # ---- delete --------------------------------------------------------------------------
-    def delete_job(self, name: str, namespace: str = "default", wait: bool = False):
-        """Delete the job and its replicas (the local backend keeps the outputs; see the CLI)."""
+    def delete_job(self, name: str, namespace: str = "default", job_kind: str | None = None,
+                   delete_options=None, wait: bool = False):
+        """Delete the job and its replicas (the local backend keeps the outputs; see the CLI).
+        `job_kind` and `delete_options` are the Kubeflow SDK's, in its order: "TFJob" or None,
+        and None (refused otherwise)."""
+        _kubeflow_sdk(job_kind, delete_options=delete_options)
         _check_job(name, namespace)
         check_bool(wait, "wait")
         return self.backend.delete(name, namespace, wait=wait)
@@ -248,6 +285,36 @@ SPEC_FIELDS = {"queue_name": "queue_name", "priority_class": "priority_class", "
 
 def _warn(line: str) -> None:
     warnings.warn(line.removeprefix("note: ").removeprefix("warning: "), UserWarning, stacklevel=3)
+
+
+# The Kubeflow SDK's parameters that mean nothing here, each with what to give instead
+_SDK_INSTEAD = {
+    "config_file": "give kubeconfig=PATH",
+    "client_configuration": "give kubeconfig=PATH and context=NAME",
+    "namespace": "give namespace= to each call (default: 'default')",
+    "timeout": "give TrainingClient(request_timeout=SECONDS) to bound each request",
+    "polling_interval": "the launcher watches the job instead of polling it; leave polling_interval out",
+    "is_master": "give replica='chief-0' for the chief's log, or replica=None for every replica",
+    "replica_type": "give replica='worker-0' (type and index in one name), or replica=None for every replica",
+    "replica_index": "give replica='worker-0' (type and index in one name), or replica=None for every replica",
+    "verbose": "the job's events are client.events(name); leave verbose out",
+    "delete_options": "the launcher deletes as `launcher delete` does (wait=True: until the replicas are gone); "
+                      "leave delete_options out",
+}
+
+
+def _kubeflow_sdk(job_kind: object = None, **given: object) -> None:
+    """The Kubeflow SDK's parameters: job_kind "TFJob" (the only kind here) or None, the others
+    None (each refused naming its alternative), rather than a TypeError or ignored."""
+    if job_kind is not None and job_kind != "TFJob":
+        hint = ("" if isinstance(job_kind, str) else
+                "; job_kind is the third parameter, as in the Kubeflow SDK: give expected_conditions= by name")
+        raise SpecError("job_kind", f"{job_kind!r} is not served here, which runs TFJobs only; give 'TFJob' or "
+                                    f"leave job_kind out{hint}")
+    for field_name, value in given.items():
+        if value is not None:
+            raise SpecError(field_name, f"{value!r} is the Kubeflow SDK's and not taken here; "
+                                        f"{_SDK_INSTEAD[field_name]}")
 
 
 def _check_job(name: str, namespace: str) -> None:

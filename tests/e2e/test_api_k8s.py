@@ -49,8 +49,8 @@ def test_create_wait_follow_logs_events_and_delete(client, control_plane):
     assert policy["metadata"]["name"] == "api-tf-port"
     assert [(o["kind"], o["uid"]) for o in policy["metadata"]["ownerReferences"]] == [("TFJob", job["metadata"]["uid"])]
     seen = []
-    running = training.wait_for_job_conditions("api", namespace, {"Running"}, wait_timeout=WAIT_S,
-                                               callback=seen.append)
+    running = training.wait_for_job_conditions("api", namespace, expected_conditions={"Running"},
+                                               wait_timeout=WAIT_S, callback=seen.append)
     assert running.phase == "Running" and seen[-1].phase == "Running", seen
     wait_running(control_plane, namespace, "api", len(REPLICAS))
     follow = Collector(training.get_job_logs("api", namespace, follow=True))
@@ -85,7 +85,8 @@ def test_wait_for_job_conditions_raises_for_a_job_that_failed(client, control_pl
     control_plane.finish_pod(namespace, "api-fail-chief-0", 1)
     with pytest.raises(RuntimeError, match=f"tfjob api-fail in {namespace} Failed .*before Succeeded"):
         training.wait_for_job_conditions("api-fail", namespace, wait_timeout=WAIT_S)
-    assert training.wait_for_job_conditions("api-fail", namespace, {"Failed"}, wait_timeout=WAIT_S).phase == "Failed"
+    assert training.wait_for_job_conditions("api-fail", namespace, expected_conditions={"Failed"},
+                                            wait_timeout=WAIT_S).phase == "Failed"
 
 
 def test_a_wait_that_times_out_closes_its_watches(client, control_plane):

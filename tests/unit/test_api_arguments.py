@@ -174,3 +174,70 @@ def test_a_package_path_under_a_mount_given_with_doubled_slashes_is_in_the_pods(
                    package_path="/mnt//code/trainer", volumes=[Volume("code", "/mnt//code/")])
     TrainingClient(backend=backend).create_job(spec)
     assert len(backend.submitted) == 1
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda c: c.wait_for_job_conditions("mnist", polling_interval=5),
+     "polling_interval: 5 is the Kubeflow SDK's and not taken here; the launcher watches the job instead of polling "
+     "it; leave polling_interval out"),
+    (lambda c: c.wait_for_job_conditions("mnist", timeout=120),
+     "timeout: 120 is the Kubeflow SDK's and not taken here; give TrainingClient(request_timeout=SECONDS) to bound "
+     "each request"),
+    (lambda c: c.wait_for_job_conditions("mnist", "default", {"Running"}),  # the order before job_kind
+     "job_kind: {'Running'} is not served here, which runs TFJobs only; give 'TFJob' or leave job_kind out; "
+     "job_kind is the third parameter, as in the Kubeflow SDK: give expected_conditions= by name"),
+    (lambda c: c.get_job("mnist", job_kind="PyTorchJob"),
+     "job_kind: 'PyTorchJob' is not served here, which runs TFJobs only; give 'TFJob' or leave job_kind out"),
+    (lambda c: c.list_jobs(timeout=10), "timeout: 10 is the Kubeflow SDK's and not taken here; give "
+                                        "TrainingClient(request_timeout=SECONDS) to bound each request"),
+    (lambda c: c.get_job_logs("mnist", is_master=False),
+     "is_master: False is the Kubeflow SDK's and not taken here; give replica='chief-0' for the chief's log, or "
+     "replica=None for every replica"),
+    (lambda c: c.get_job_logs("mnist", replica_type="worker", replica_index=0),
+     "replica_type: 'worker' is the Kubeflow SDK's and not taken here; give replica='worker-0' (type and index in "
+     "one name), or replica=None for every replica"),
+    (lambda c: c.get_job_logs("mnist", verbose=True), "verbose: True is the Kubeflow SDK's and not taken here; the "
+                                                      "job's events are client.events(name); leave verbose out"),
+    (lambda c: c.delete_job("mnist", delete_options={"gracePeriodSeconds": 0}),
+     "delete_options: {'gracePeriodSeconds': 0} is the Kubeflow SDK's and not taken here; the launcher deletes as "
+     "`launcher delete` does (wait=True: until the replicas are gone); leave delete_options out"),
+    (lambda c: c.create_job(name="mnist", base_image="img", num_workers=2),
+     "name: the Kubeflow SDK's create_job parameter is not taken here; give a launcher.spec.JobSpec as spec (name, "
+     "namespace, image, replicas, env, ...)"),
+    (lambda c: c.create_job({"kind": "TFJob"}), "spec: dict is not a JobSpec; give launcher.spec.JobSpec(name=..., "
+                                                "replicas=...) (a TFJob object or dict is not taken)"),
+    (lambda c: TrainingClient(backend=c.backend, namespace="team-a"),
+     "namespace: 'team-a' is the Kubeflow SDK's and not taken here; give namespace= to each call (default: "
+     "'default')"),
+    (lambda c: TrainingClient(backend=c.backend, config_file="/k/config"),
+     "config_file: '/k/config' is the Kubeflow SDK's and not taken here; give kubeconfig=PATH"),
+])
+def test_the_kubeflow_sdks_parameters_that_mean_nothing_here_are_refused_naming_the_alternative(call, message):
+    """A TypeError (unexpected keyword argument) or an AttributeError from a dict, they were;
+    the wait's old order read the SDK's job_kind as the conditions."""
+    backend = Unasked(existing=("mnist",))
+    with pytest.raises(SpecError) as refused:
+        call(TrainingClient(backend=backend))
+    assert str(refused.value) == message
+    assert backend.submitted == []
+
+
+def test_the_kubeflow_sdks_calls_with_job_kind_tfjob_in_its_order_are_taken():
+    backend = FakeBackend(events=lifecycle("Succeeded"), existing=("mnist",))
+    client = TrainingClient(backend=backend, job_kind="TFJob")
+    assert client.get_job("mnist", "default", "TFJob").phase == "Succeeded"
+    assert [job.name for job in client.list_jobs("default", "TFJob")] == ["mnist"]
+    assert client.wait_for_job_conditions("mnist", "default", "TFJob", {"Succeeded"}, 60).phase == "Succeeded"
+    assert list(client.get_job_logs("mnist", job_kind="TFJob")) == []
+    client.delete_job("mnist", "default", "TFJob", None)
+    assert backend.deleted == [("mnist", "default", False)]
+
+
+def test_wait_for_job_conditions_is_a_runtime_error_for_a_failed_job_whose_expected_condition_also_holds():
+    """As the SDK, which looks at Failed first: Created stays True on a Failed TFJob, and the
+    wait returned the Failed job as reaching Created."""
+    client = TrainingClient(backend=FakeBackend(events=lifecycle("Failed"), existing=("mnist",)))
+    with pytest.raises(RuntimeError, match=r"^tfjob mnist in default Failed \(TFJobFailed: job failed\) before "
+                                           r"Created$"):
+        client.wait_for_job_conditions("mnist", expected_conditions={"Created"})
+    assert client.wait_for_job_conditions("mnist", expected_conditions={"Created", "Failed"}).phase == "Failed"
