@@ -306,6 +306,14 @@ Each failure names the value and the fix.
 {{- fail "gang.minAvailable: only with gang.enabled; set gang.enabled: true or gang.minAvailable: null" }}
 {{- end }}
 {{- end }}
+{{- if not .Values.serviceAccount.create }}
+{{- if .Values.serviceAccount.gcpServiceAccount }}
+{{- fail "serviceAccount.gcpServiceAccount: only with serviceAccount.create, the account it annotates (iam.gke.io/gcp-service-account); set serviceAccount.create: true, or annotate the existing account yourself and set serviceAccount.gcpServiceAccount: \"\"" }}
+{{- end }}
+{{- if .Values.serviceAccount.annotations }}
+{{- fail "serviceAccount.annotations: only with serviceAccount.create, the account they annotate; set serviceAccount.create: true or serviceAccount.annotations: {}" }}
+{{- end }}
+{{- end }}
 {{- if and .Values.gang.enabled (not (kindIs "invalid" .Values.gang.minAvailable)) }}
 {{- $total := include "tfjob.replicaCount" . | int }}
 {{- if gt (int .Values.gang.minAvailable) $total }}
