@@ -39,7 +39,7 @@ from .backends import get_backend
 from .backends.base import Backend, BackendError, CRDUnavailable, JobStatus, JobSummary, LogOptions
 from .cli import check_name, check_replica, replica_alias
 from .events import Event, JobCondition, LogLine, TERMINAL
-from .spec import JobSpec, SpecError, check_bool, check_namespace, check_text, check_trainer_args
+from .spec import JobSpec, SpecError, check_bool, check_namespace, check_text, check_trainer_args, cluster_data_note
 
 __all__ = ["TrainingClient", "JOB_CONDITIONS"]
 
@@ -117,6 +117,8 @@ class TrainingClient:
         if self.backend.name == "local":
             for line in local_notes(spec, bool(spec.node_selector or spec.role_node_selectors), SPEC_FIELDS):
                 self.note(line)
+        elif line := cluster_data_note(spec, self.backend.name, "volume (JobSpec.volumes)"):
+            self.note(line)
         self.backend.submit(tfjob, replace=replace, network_policy=policy)
         return tfjob
 

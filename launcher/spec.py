@@ -1030,23 +1030,54 @@ def check_local_inputs(spec: JobSpec, kind: str, environ: Mapping[str, str]) -> 
             raise SpecError("--module-name", f"no module {top!r} on this machine: every replica would fail "
                             f"`python -m {spec.module_name}` and restart; give its package with --package-path DIR, "
                             "or install it")
-    if not runs_this_trainer(spec, kind):
+    found = data_dir_read(spec, kind, {**environ, **spec.env})
+    if found is None:
         return
+    where, data_dir, dataset = found
+    if not os.path.isdir(data_dir) or not any(name.startswith("train-") for name in os.listdir(data_dir)):
+        state = "does not exist" if not os.path.isdir(data_dir) else "has no train-* records"
+        raise SpecError("trainer arguments (after --)", f"{where} {data_dir!r} {state} on this machine: every replica "
+                        f"would exit 2 on it and restart; write the data with `python -m trainer.data --dataset "
+                        f"{dataset} --out {data_dir}`, or add --prepare-data")
+
+
+def data_dir_read(spec: JobSpec, kind: str, env: Mapping[str, str]) -> tuple[str, str, str] | None:
+    """(how it was given, the dir, its `trainer.data --dataset`) of the data dir whose records
+    the image's trainer reads, `env` giving its variable's value; None when the job writes
+    them (--prepare-data), reads file patterns, runs a program of its own, or reads a URL."""
+    if not runs_this_trainer(spec, kind):
+        return None
     from trainer.flags import parser
     from trainer.models import DATA_DIRS, DATASETS
 
     args = parser().parse_args(list(spec.container_args()))  # check_trainer_args has passed them
     if args.prepare_data or args.train_data_paths:
-        return
+        return None
     variable, default = DATA_DIRS[DATASETS[args.model]]
     given = any(arg.split("=", 1)[0] in ("--data-dir", "--data_dir") for arg in spec.trainer_args)
-    data_dir = args.data_dir if given else {**environ, **spec.env}.get(variable, default)
+    data_dir = args.data_dir if given else env.get(variable, default)
     if "://" in data_dir:
-        return
-    if not os.path.isdir(data_dir) or not any(name.startswith("train-") for name in os.listdir(data_dir)):
-        state = "does not exist" if not os.path.isdir(data_dir) else "has no train-* records"
-        where = "--data-dir" if given else f"the default data dir (${variable} or {default})"
-        raise SpecError("trainer arguments (after --)", f"{where} {data_dir!r} {state} on this machine: every replica "
-                        f"would exit 2 on it and restart; write the data with `python -m trainer.data --dataset "
-                        f"{DATASETS[args.model]} --out {data_dir}`, or add --prepare-data")
+        return None
+    return ("--data-dir" if given else f"the default data dir (${variable} or {default})"), data_dir, \
+        DATASETS[args.model]
+
+
+def cluster_data_note(spec: JobSpec, kind: str, flag: str = "--volume") -> str | None:
+    """On a cluster, the note on a data dir that the pods of the default image cannot have:
+    in the image's own filesystem (the image holds no records) rather than on a volume
+    (`flag`: the caller's name of volumes). Every replica would exit 2 on it. A note, not a
+    refusal: an image built from this one may hold the records at that path."""
+    import posixpath
+
+    if kind != "k8s" or (found := data_dir_read(spec, kind, spec.env)) is None:
+        return None
+    where, data_dir, dataset = found
+    path = plain_path(posixpath.join("/app", data_dir))  # the image's working directory
+    if any(path == mount or path.startswith(mount.rstrip("/") + "/")
+           for mount in (plain_path(volume.mount_path) for volume in spec.volumes)):
+        return None
+    return (f"note: {where} {data_dir!r} is inside each pod, and the image {spec.image} holds no records there: "
+            f"its replicas would exit 2 on it; give the trainer's arguments --prepare-data (each replica writes "
+            f"{dataset}'s records at its start) or --data-dir gs://BUCKET/PATH of records `python -m trainer.data` "
+            f"wrote, or give a {flag} that holds them")
 

@@ -15,7 +15,7 @@ from .args import build_spec
 from .jobs import RESOURCE
 from ..checks import check_submission, local_notes
 from ..events import JobCondition, evaluator_line
-from ..spec import DEFAULT_NAMESPACE, JobSpec, SpecError, check_trainer_args
+from ..spec import DEFAULT_NAMESPACE, JobSpec, SpecError, check_trainer_args, cluster_data_note
 from ..view import suspended_note
 
 DEFAULT_MAX_RESUBMITS = 3
@@ -189,6 +189,8 @@ def submit(args, trainer_args, factory) -> int:
     if kind == "local":
         for line in local_notes(spec, bool(args.node_selector)):
             _note(line)
+    elif not dry_run and (line := cluster_data_note(spec, kind)):  # what would start
+        _note(line)
     tfjob = rendered(spec, backend)
     policy = network_policy(spec) if kind == "k8s" else None
     output = args.output or "yaml"

@@ -7,6 +7,7 @@ bound). Backends here are test doubles (FakeBackend) or the real local backend, 
 starts nothing."""
 from __future__ import annotations
 
+import dataclasses
 import pytest
 
 from launcher.api import TrainingClient
@@ -147,7 +148,13 @@ def test_create_job_on_the_local_backend_says_what_it_ignores_naming_the_fields(
         TrainingClient(backend=FakeBackend(name="local")).create_job(spec)  # the default: a warning each
     assert [str(w.message) for w in caught] == [line.removeprefix("note: ") for line in lines]
     assert {w.filename for w in caught} == {__file__}  # the caller's line
-    TrainingClient(backend=FakeBackend(name="k8s"), note=lambda line: pytest.fail(line)).create_job(spec)
+    on_cluster = dataclasses.replace(spec, trainer_args=("--data-dir", "gs://b/data/mnist"))  # records pods can read
+    TrainingClient(backend=FakeBackend(name="k8s"), note=lambda line: pytest.fail(line)).create_job(on_cluster)
+    lines = []
+    TrainingClient(backend=FakeBackend(name="k8s"), note=lines.append).create_job(spec)  # data/mnist in each pod
+    assert len(lines) == 1 and lines[0].startswith("note: the default data dir ($MNIST_DATA_DIR or data/mnist) "
+                                                   "'data/mnist' is inside each pod") \
+        and lines[0].endswith("or give a volume (JobSpec.volumes) that holds them"), lines
     with pytest.raises(SpecError, match=r"^note: 'quiet' is not callable"):
         TrainingClient(backend=FakeBackend(name="local"), note="quiet")
 

@@ -225,7 +225,7 @@ def test_render_refuses_trainer_arguments_too(cli):
 
 def test_existing_name_is_reported_and_replace_replaces(cli):
     backend = FakeBackend(name="k8s", existing=("mnist",))
-    taken = submit(cli, backend, "--detach")
+    taken = submit(cli, backend, "--detach", "--", "--data-dir", "gs://b/data/mnist")
     assert taken.code == 1 and taken.out == ""
     assert taken.err.startswith("error: tfjob mnist already exists")
     replaced = submit(cli, backend, "--detach", "--replace")
@@ -548,3 +548,24 @@ def test_submit_wide_prints_the_job_as_a_table_row(cli):
     dry = submit(cli, backend, "--dry-run", "-o", "wide")
     assert dry.code == 0 and dry.out.splitlines()[1].endswith("<none>   (dry run)") and backend.submitted == []
 
+
+
+@pytest.mark.parametrize("extra, noted", [
+    ((), True),  # the default data dir, data/mnist in the image's /app: the image holds no records
+    (("--", "--data-dir", "/data/mnist"), True),
+    (("--", "--prepare-data"), False),
+    (("--", "--data-dir", "gs://b/data/mnist"), False),
+    (("--volume", "data:/mnt/data", "--", "--data-dir", "/mnt/data/mnist"), False),
+    (("--env", "MNIST_DATA_DIR=gs://b/mnist"), False),
+    (("--image", "gcr.io/p/own:1"), False),  # its own program, or records of its own
+    (("--dry-run", "client"), False),  # a preview: the inputs may come later
+])
+def test_a_cluster_job_whose_pods_cannot_have_the_data_dir_says_so(cli, extra, noted):
+    """`submit --workers 4 --ps 1` to a cluster: every replica exited 2 on a data dir the
+    default image does not hold, after the job was applied, and nothing said so before."""
+    backend = FakeBackend(name="k8s")
+    result = submit(cli, backend, *(() if "--dry-run" in extra else ("--detach",)), *extra)
+    assert result.code == 0, result.err
+    line = ("note: the default data dir ($MNIST_DATA_DIR or data/mnist) 'data/mnist' is inside each pod, and the "
+            "image tfjob-trainer:")
+    assert (line in result.err or "'/data/mnist' is inside each pod" in result.err) == noted, result.err
