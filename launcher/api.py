@@ -343,9 +343,10 @@ def _conditions(given: Iterable[str], field_name: str) -> tuple[str, ...]:
     """The condition names a wait stops at, checked: a bare string is one name, not letters."""
     if isinstance(given, str):
         raise SpecError(field_name, f"{given!r} is a string; give a set of condition names, e.g. {{{given!r}}}")
-    if not isinstance(given, Iterable) or not all(isinstance(name, str) for name in given):
+    listed = list(given) if isinstance(given, Iterable) else None  # once: a generator is read once
+    if listed is None or not all(isinstance(name, str) for name in listed):
         raise SpecError(field_name, f"{given!r} is not a set of condition names; give e.g. {{'Succeeded'}}")
-    names = tuple(sorted(set(given)))
+    names = tuple(sorted(set(listed)))
     unknown = set(names) - JOB_CONDITIONS
     if not names or unknown:
         raise SpecError(field_name, f"{sorted(unknown) or 'none given'}; use some of "

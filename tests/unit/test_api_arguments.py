@@ -61,6 +61,14 @@ def test_a_wait_refuses_arguments_it_would_misread_before_reading_the_job(call, 
     assert isinstance(caught.value, ValueError) and caught.value.field == message[1:].split(":")[0]
 
 
+def test_conditions_given_as_a_generator_are_read_once():
+    """The check of the names read a generator, and the wait then found none given."""
+    backend = FakeBackend(events=lifecycle("Succeeded"), existing=("mnist",))
+    status = TrainingClient(backend=backend).wait_for_job_conditions(
+        "mnist", expected_conditions=(name for name in ("Succeeded",)))
+    assert status.phase == "Succeeded"
+
+
 class Unasked(FakeBackend):
     """A FakeBackend that fails the test when a job is read, listed or deleted."""
 
