@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .spec import JobSpec, SpecError, check_local_capacity, check_local_inputs, plain_path, shown
+from .spec import JobSpec, SpecError, check_local_capacity, check_local_inputs, on_volume, shown
 
 
 def check_submission(spec: JobSpec, kind: str, dry_run: str | None = None) -> None:
@@ -65,8 +65,7 @@ def check_package(spec: JobSpec, kind: str) -> None:
     if spec.package_path is None:
         return
     if kind != "local":
-        mounts = [plain_path(v.mount_path) for v in spec.volumes]  # as package_path is kept
-        if not any(spec.package_path == mount or spec.package_path.startswith(mount + "/") for mount in mounts):
+        if not on_volume(spec.package_path, spec.volumes):  # kept plain, as the mounts are compared
             raise SpecError("--package-path", f"{shown(spec.package_path)} is not in the pods: the launcher cannot "
                             "upload a package to a cluster; bake it into --image and give --module-name alone, or put "
                             "it on a claim and give its path under a --volume mount (e.g. --volume code:/mnt/code "

@@ -76,7 +76,8 @@ IMAGE_EXAMPLE = "gcr.io/my-project/trainer:0.1.0"
 # Mount paths a claim would hide the image's (or the kernel's) files at; under the kernel's
 # filesystems (/dev/shm, /proc/...) too.
 KERNEL_MOUNT_PATHS = ("/dev", "/proc", "/sys")
-HIDDEN_MOUNT_PATHS = (*KERNEL_MOUNT_PATHS, "/etc", "/app", "/usr", "/bin", "/sbin", "/lib", "/lib64")
+IMAGE_WORKDIR = "/app"  # the trainer image's working directory (Dockerfile: WORKDIR)
+HIDDEN_MOUNT_PATHS = (*KERNEL_MOUNT_PATHS, "/etc", IMAGE_WORKDIR, "/usr", "/bin", "/sbin", "/lib", "/lib64")
 INT32_MAX = 2**31 - 1  # replicas, backoffLimit, ttlSecondsAfterFinished, minAvailable are int32 in the TFJob
 JSON_INT_MAX = 2**53 - 1  # the largest integer a JSON number keeps (Helm reads the chart's values as float64)
 MAX_NAME = 63
@@ -99,6 +100,12 @@ def plain_path(path: str) -> str:
     """An absolute path as the kernel resolves it, without repeated or trailing slashes
     (/mnt//code/ -> /mnt/code; / stays /): how mount and package paths are compared and kept."""
     return "/" + "/".join(part for part in path.split("/") if part)
+
+
+def on_volume(path: str, volumes: Iterable["Volume"]) -> bool:
+    """Whether the absolute `path` (kept plain, see plain_path) lies on one of the volumes'
+    mounts (a mount is never /: Volume.check refuses it)."""
+    return any(path == mount or path.startswith(mount + "/") for mount in (plain_path(v.mount_path) for v in volumes))
 
 
 def check_label_key(key: str, field_name: str) -> None:
@@ -511,7 +518,7 @@ class Volume:
             raise SpecError("--volume", f"mount path {path!r} is {'under ' * (plain != hidden)}{hidden}, which the "
                             "container runtime provides; mount the claim elsewhere, e.g. /mnt/data")
         if plain == "/" or hidden:
-            why = {"/usr": " (Python lives there)", "/app": " (the trainer's working directory)"}.get(hidden, "")
+            why = {"/usr": " (Python lives there)", IMAGE_WORKDIR: " (the trainer's working directory)"}.get(hidden, "")
             raise SpecError("--volume", f"mount path {path!r} would hide the image's {hidden or '/'}{why}; "
                             "mount the claim elsewhere, e.g. /mnt/data")
 
@@ -1072,9 +1079,7 @@ def cluster_data_note(spec: JobSpec, kind: str, flag: str = "--volume") -> str |
     if kind != "k8s" or (found := data_dir_read(spec, kind, spec.env)) is None:
         return None
     where, data_dir, dataset = found
-    path = plain_path(posixpath.join("/app", data_dir))  # the image's working directory
-    if any(path == mount or path.startswith(mount.rstrip("/") + "/")
-           for mount in (plain_path(volume.mount_path) for volume in spec.volumes)):
+    if on_volume(plain_path(posixpath.join(IMAGE_WORKDIR, data_dir)), spec.volumes):
         return None
     return (f"note: {where} {data_dir!r} is inside each pod, and the image {spec.image} holds no records there: "
             f"its replicas would exit 2 on it; give the trainer's arguments --prepare-data (each replica writes "
