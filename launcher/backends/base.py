@@ -135,8 +135,9 @@ class Backend(abc.ABC):
         return None
 
     @abc.abstractmethod
-    def dry_run(self, tfjob: dict) -> dict:
-        """Return the request `submit` would send (server-side validated where possible)."""
+    def dry_run(self, tfjob: dict, network_policy: dict | None = None) -> list[dict]:
+        """Return the objects `submit` would send (server-side validated where possible): the
+        TFJob, then its `network_policy` on backends that apply one (k8s)."""
 
     @abc.abstractmethod
     def submit(self, tfjob: dict, replace: bool = False, network_policy: dict | None = None) -> None:

@@ -266,8 +266,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_job_flags(submit)
     submit.add_argument("--dry-run", nargs="?", const="client", choices=("client", "server", "none"),
                         help="apply nothing: client (the default of a bare --dry-run) prints the TFJob (on a "
-                             "cluster with its NetworkPolicy); server has the API server validate the TFJob (not "
-                             "its NetworkPolicy, unlike kubectl's of both) and prints its answer; none: a real run (kubectl's form). A bare --dry-run takes the next word as its "
+                             "cluster with its NetworkPolicy); server has the API server validate both "
+                             "(dryRun=All, as kubectl's) and prints its answer; none: a real run (kubectl's form). A bare --dry-run takes the next word as its "
                              "value: put JOB first or write --dry-run=client")
     submit.add_argument("--server-dry-run", action="store_true", help="the same as --dry-run=server")
     submit.add_argument("-o", "--output", choices=OUTPUTS,

@@ -198,17 +198,17 @@ def submit(args, trainer_args, factory) -> int:
         if dry_run == "server" and kind == "local":
             _note("note: --dry-run=server: the local backend has no API server; printing what it would run on "
                   "this machine (use --backend k8s to have a cluster's API server check the TFJob)")
-        answer = tfjob if dry_run == "client" else backend.dry_run(tfjob)
+        answer = ([tfjob, policy] if policy else [tfjob]) if dry_run == "client" else backend.dry_run(tfjob, policy)
         if output == "name":  # kubectl's -o name: the resource alone, no "created (dry run)"
             _out(f"{RESOURCE}/{spec.name}")
         elif output == "wide":
             _out(job_row(spec, kind, "(dry run)"))
-        elif output == "yaml" and policy and dry_run == "client":  # the policy follows the TFJob it goes with
-            _out(manifest_text(answer, output) + "---\n" + manifest_text(policy, output))
-        elif output == "json" and policy and dry_run == "client":  # both, as kubectl prints several: a List
-            _out(manifest_text({"apiVersion": "v1", "kind": "List", "items": [answer, policy]}, output))
+        elif output == "yaml":  # the policy follows the TFJob it goes with
+            _out("---\n".join(manifest_text(item, output) for item in answer))
+        elif len(answer) > 1:  # json: both, as kubectl prints several: a List
+            _out(manifest_text({"apiVersion": "v1", "kind": "List", "items": answer}, output))
         else:
-            _out(manifest_text(answer, output))
+            _out(manifest_text(answer[0], output))
         return EXIT_OK
     resuming = _resume_note(tfjob, spec, backend) if kind == "local" else None
     if policy is None:

@@ -98,7 +98,7 @@ def test_replace_of_a_new_name_just_creates(cluster, control_plane):
 
 def test_dry_run_returns_the_servers_object_and_stores_nothing(cluster, control_plane):
     backend, namespace = cluster
-    answer = backend.dry_run(manifest(namespace=namespace))
+    (answer,) = backend.dry_run(manifest(namespace=namespace))
     assert answer["metadata"]["uid"] and answer["spec"] == as_stored(manifest(namespace=namespace)["spec"])
     assert stored(control_plane, namespace) is None
 

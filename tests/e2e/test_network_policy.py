@@ -2,7 +2,8 @@
 (the real apiserver validates it), owned by the TFJob, selecting exactly the pods the real
 training-operator made for the job; the real garbage collector deletes it with the job;
 `--no-network-policy` leaves it out; a user whose RBAC forbids NetworkPolicies gets one line
-and the TFJob deleted again (nothing stays applied). (Whether traffic is actually filtered
+and the TFJob deleted again (nothing stays applied), and a server dry run refused before
+that (it sends the policy too). (Whether traffic is actually filtered
 depends on the cluster's network plugin; see the README's Security section.)"""
 from __future__ import annotations
 
@@ -61,6 +62,13 @@ def test_a_refused_policy_deletes_the_tfjob_again(control_plane, tmp_path):
     with cp.namespace("e2e-netpol-refused") as ns:
         cp.service_account(ns, "submitter", "get,list,watch,create,delete", "tfjobs.kubeflow.org")
         env = {"KUBECONFIG": str(cp.kubeconfig_as(ns, "submitter", tmp_path / "submitter"))}
+        dry = run_launcher(cp, "submit", "--backend", "k8s", "-n", ns, "--name", JOB, "--workers", "1", "--ps", "0",
+                           "--dry-run=server", env=env)  # a server dry run sends both, as kubectl's: refused
+        assert (dry.returncode, dry.stdout) == (1, ""), dry.stdout + dry.stderr
+        (line,) = [line for line in dry.stderr.splitlines() if line.startswith("error: ")]
+        assert line.startswith(f"error: the server refused networkpolicy {JOB}-tf-port (Forbidden") and \
+            line.endswith("submit with --no-network-policy to run without one") and "deleted again" not in line, line
+        assert cp.kubectl_json("get", "tfjobs", "-n", ns)["items"] == []
         done = run_launcher(cp, "submit", "--backend", "k8s", "-n", ns, "--name", JOB, "--workers", "1", "--ps", "0",
                             "--detach", env=env)
         assert done.returncode == 1, done.stdout + done.stderr

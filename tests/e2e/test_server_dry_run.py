@@ -1,5 +1,5 @@
-"""`submit --server-dry-run` sends the TFJob to the real apiserver with dryRun=All: a valid
-job is accepted and nothing is created; one the cluster refuses is refused with the
+"""`submit --server-dry-run` sends the TFJob and its NetworkPolicy to the real apiserver with
+dryRun=All: a valid job is accepted and nothing is created; one the cluster refuses is refused with the
 server's reason.
 
 The launcher's own rules (the spec, then the CRD schema) refuse every bad field the CRD
@@ -72,8 +72,12 @@ def test_valid_job_is_accepted_and_nothing_is_created(control_plane):
     with control_plane.namespace("e2e-dry") as namespace:
         result = submit_dry_run(control_plane, namespace)
         assert result.returncode == 0, result.stdout + result.stderr
-        assert yaml.safe_load(result.stdout)["metadata"]["name"] == JOB  # the server's copy
+        job, policy = yaml.safe_load_all(result.stdout)  # the server's copies: the TFJob, then its policy
+        assert job["metadata"]["name"] == JOB and job["metadata"]["uid"]
+        assert policy["kind"] == "NetworkPolicy" and policy["metadata"]["ownerReferences"][0]["uid"] == \
+            job["metadata"]["uid"] and policy["metadata"]["uid"] != job["metadata"]["uid"]
         assert control_plane.kubectl_json("get", "tfjobs", "-n", namespace)["items"] == []
+        assert control_plane.kubectl_json("get", "networkpolicies", "-n", namespace)["items"] == []
 
 
 def test_the_launchers_own_check_refuses_the_bad_field_first(control_plane):

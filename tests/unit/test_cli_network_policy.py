@@ -3,6 +3,8 @@ by `submit --dry-run` for the k8s backend, handed to the backend by `submit`, le
 --no-network-policy and on the local backend (FakeBackend, no cluster)."""
 from __future__ import annotations
 
+import json
+
 import yaml
 
 import pytest
@@ -66,15 +68,24 @@ def test_submit_hands_the_policy_to_the_k8s_backend_only(cli):
     assert local.network_policies == [None]  # the local backend isolates by network namespace instead
 
 
-def test_a_server_dry_run_sends_and_prints_the_tfjob_alone_as_its_help_says(cli, capsys):
-    """kubectl's --dry-run=server sends every object; the launcher's sends the TFJob only, so
-    its help must not say the API server checks the policy too."""
+def test_a_server_dry_run_sends_and_prints_the_tfjob_and_its_policy_as_its_help_says(cli, capsys):
+    """kubectl's --dry-run=server sends every object, and so does the launcher's: the TFJob,
+    then its NetworkPolicy, both printed as the server answered (two YAML documents, or json's
+    v1 List); without the policy, the TFJob alone."""
     from launcher.cli import main
 
     backend = FakeBackend(name="k8s")
     result = cli("submit", "--name", "mnist", "--backend", "k8s", "--dry-run=server", backend=backend)
     assert result.code == 0, result.err
-    assert [d["kind"] for d in yaml.safe_load_all(result.out)] == ["TFJob"] and len(backend.dry_runs) == 1
+    printed = list(yaml.safe_load_all(result.out))
+    assert [d["kind"] for d in printed] == ["TFJob", "NetworkPolicy"] and len(backend.dry_runs) == 1
+    assert all(d["status"] == {"dryRun": True} for d in printed)  # the server's answers, not the requests
+    assert backend.network_policies[0]["metadata"]["name"] == "mnist-tf-port"
+    as_json = cli("submit", "--name", "mnist", "--backend", "k8s", "--dry-run=server", "-o", "json", backend=backend)
+    assert [d["kind"] for d in json.loads(as_json.out)["items"]] == ["TFJob", "NetworkPolicy"]
+    alone = cli("submit", "--name", "mnist", "--backend", "k8s", "--dry-run=server", "--no-network-policy",
+                backend=backend)
+    assert [d["kind"] for d in yaml.safe_load_all(alone.out)] == ["TFJob"] and backend.network_policies[-1] is None
     with pytest.raises(SystemExit):
         main(["submit", "--help"])
-    assert "validate the TFJob (not its NetworkPolicy" in " ".join(capsys.readouterr().out.split())
+    assert "server has the API server validate both (dryRun=All" in " ".join(capsys.readouterr().out.split())

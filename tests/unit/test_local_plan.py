@@ -104,7 +104,7 @@ def test_manifest_without_replicas_is_refused():
 def test_dry_run_annotates_each_replica_and_starts_nothing(tmp_path):
     backend = LocalBackend(runs_dir=str(tmp_path))
     tfjob = job()
-    annotated = backend.dry_run(tfjob)
+    (annotated,) = backend.dry_run(tfjob)
     notes = annotated["metadata"]["annotations"]
     assert sorted(notes) == [f"local.tfjob-launcher/{r}" for r in ("chief-0", "ps-0", "worker-0", "worker-1")]
     assert notes["local.tfjob-launcher/ps-0"].startswith("TF_CONFIG='{\"cluster\":")

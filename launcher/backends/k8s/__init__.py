@@ -65,9 +65,17 @@ class KubernetesBackend(Backend):
         return self.api.get_crd(crd_name)
 
     # ---- create -------------------------------------------------------------------
-    def dry_run(self, tfjob: dict) -> dict:
-        """Server-side dry run (dryRun=All): the object as the server would store it."""
-        return self._create(tfjob, dry_run=True)
+    def dry_run(self, tfjob: dict, network_policy: dict | None = None) -> list[dict]:
+        """Server-side dry run (dryRun=All) of the TFJob and of its NetworkPolicy, as `submit`
+        would send them: the objects as the server would store them."""
+        job = self._create(tfjob, dry_run=True)
+        if network_policy is None:
+            return [job]
+        try:
+            return [job, self._apply_network_policy(job, network_policy, dry_run=True)]
+        except _PolicyRefused as exc:
+            raise BackendError(one_line(f"the server refused networkpolicy {exc.name} ({exc.problem}); submit with "
+                                        "--no-network-policy to run without one")) from None
 
     def submit(self, tfjob: dict, replace: bool = False, network_policy: dict | None = None) -> None:
         if replace:
@@ -76,32 +84,35 @@ class KubernetesBackend(Backend):
             except NotFound:
                 pass
         job = self._create(tfjob, dry_run=False)
-        if network_policy is not None:
-            self._create_network_policy(job, network_policy)
+        if network_policy is None:
+            return
+        try:
+            self._apply_network_policy(job, network_policy, dry_run=False)
+        except _PolicyRefused as exc:
+            try:
+                self.delete(job["metadata"]["name"], _namespace(job))
+            except BackendError:
+                pass
+            raise BackendError(one_line(
+                f"the server refused networkpolicy {exc.name} ({exc.problem}); tfjob {job['metadata']['name']} was "
+                "deleted again (nothing applied); submit with --no-network-policy to run without one")) from None
 
-    def _create_network_policy(self, job: dict, policy: dict) -> None:
+    def _apply_network_policy(self, job: dict, policy: dict, dry_run: bool) -> dict:
+        """Create the job's NetworkPolicy, owned by the job (replacing one a replaced job left);
+        the server's object, or _PolicyRefused."""
         owner = {**owner_reference(job), "blockOwnerDeletion": True}  # a foreground delete waits for it
         policy = {**policy, "metadata": {**policy["metadata"], "ownerReferences": [owner]}}
-        name, job_name = policy["metadata"]["name"], job["metadata"]["name"]
         try:
             try:
-                read_json(self.api.create_network_policy(policy))
+                return read_json(self.api.create_network_policy(policy, dry_run=dry_run))
             except ApiException as exc:
                 if exc.status != 409:  # 409: left by a replaced job the garbage collector has not reached
                     raise
-                read_json(self.api.replace_network_policy(policy))
-            return
+                return read_json(self.api.replace_network_policy(policy, dry_run=dry_run))
         except ApiException as exc:
-            problem = server_message(exc)
+            raise _PolicyRefused(policy["metadata"]["name"], server_message(exc)) from None
         except TRANSPORT_ERRORS as exc:
-            problem = str(unreachable(self.api.host, exc))
-        try:
-            self.delete(job_name, _namespace(job))
-        except BackendError:
-            pass
-        raise BackendError(one_line(f"the server refused networkpolicy {name} ({problem}); tfjob {job_name} was "
-                                    "deleted again (nothing applied); submit with --no-network-policy to run "
-                                    "without one"))
+            raise _PolicyRefused(policy["metadata"]["name"], str(unreachable(self.api.host, exc))) from None
 
     def _create(self, tfjob: dict, dry_run: bool) -> dict:
         name, namespace = tfjob["metadata"]["name"], _namespace(tfjob)
@@ -171,6 +182,14 @@ class KubernetesBackend(Backend):
         raise BackendError(f"tfjob {name} in {namespace} still exists after {self.delete_timeout:.0f} s "
                            f"(its pods may be stuck terminating); check `kubectl get pods -n {namespace} "
                            f"-l {pod_selector(name)}`")
+
+
+class _PolicyRefused(Exception):
+    """The server refused the job's NetworkPolicy (`problem`: its words, or why it was not reached)."""
+
+    def __init__(self, name: str, problem: str):
+        super().__init__(name, problem)
+        self.name, self.problem = name, problem
 
 
 def _namespace(tfjob: dict) -> str:

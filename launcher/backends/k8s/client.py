@@ -452,15 +452,15 @@ class KubeApi:
             GROUP, VERSION, namespace, PLURAL, _preload_content=False, **params)
 
     # ---- NetworkPolicies ----------------------------------------------------------
-    def create_network_policy(self, policy: dict) -> dict:
+    def create_network_policy(self, policy: dict, dry_run: bool = False) -> dict:
         return self.networking.create_namespaced_network_policy(
-            policy["metadata"]["namespace"], policy, _preload_content=False,
+            policy["metadata"]["namespace"], policy, dry_run="All" if dry_run else None, _preload_content=False,
             _request_timeout=self.timeout)
 
-    def replace_network_policy(self, policy: dict) -> dict:
+    def replace_network_policy(self, policy: dict, dry_run: bool = False) -> dict:
         meta = policy["metadata"]
         return self.networking.replace_namespaced_network_policy(
-            meta["name"], meta["namespace"], policy, _preload_content=False,
+            meta["name"], meta["namespace"], policy, dry_run="All" if dry_run else None, _preload_content=False,
             _request_timeout=self.timeout)
 
     # ---- pods ---------------------------------------------------------------------

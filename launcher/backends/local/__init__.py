@@ -101,15 +101,16 @@ class LocalBackend(Backend):
         return self._run(name, namespace).manifest()
 
     # ---- submit -----------------------------------------------------------------
-    def dry_run(self, tfjob: dict) -> dict:
-        """The manifest, annotated per replica with the command line it would run locally."""
+    def dry_run(self, tfjob: dict, network_policy: dict | None = None) -> list[dict]:
+        """The manifest, annotated per replica with the command line it would run locally
+        (no NetworkPolicy: the local backend isolates replicas its own way)."""
         _identity(tfjob)
         plan = build_plan(tfjob)
         annotated = copy.deepcopy(tfjob)
         annotations = annotated["metadata"].setdefault("annotations", {})
         for replica in plan["replicas"]:
             annotations[f"{ANNOTATION_PREFIX}/{replica['id']}"] = command_line(replica)
-        return annotated
+        return [annotated]
 
     def submit(self, tfjob: dict, replace: bool = False, network_policy: dict | None = None) -> None:
         """`network_policy` is not applied here: the replicas' private network namespace

@@ -60,9 +60,10 @@ class FakeBackend(Backend):
     def default_job_dir(self, name: str, namespace: str) -> str | None:
         return f"{self.default_dir}/{namespace}/{name}" if self.default_dir else None
 
-    def dry_run(self, tfjob: dict) -> dict:
+    def dry_run(self, tfjob: dict, network_policy: dict | None = None) -> list[dict]:
         self.dry_runs.append(tfjob)
-        return {**tfjob, "status": {"dryRun": True}}
+        self.network_policies.append(network_policy)
+        return [{**item, "status": {"dryRun": True}} for item in (tfjob, network_policy) if item is not None]
 
     def submit(self, tfjob: dict, replace: bool = False, network_policy: dict | None = None) -> None:
         self.network_policies.append(network_policy)
