@@ -1,24 +1,14 @@
-"""`python -m launcher`: see launcher/cli/."""
-import errno
-import os
+"""`python -m launcher` and the `tfjob` script: see launcher/cli/. They end as the trainer's
+commands do (`trainer.outputs.command`, TensorFlow-free): a reader of stdout that has left
+(`logs NAME | head`) ends the command quietly, exit 0; a stdout that cannot be written (a full
+disk, /dev/full) is one line, exit 1."""
 import sys
+
+from trainer.outputs import command
 
 from .cli import main
 
-
-def run() -> int:
-    try:
-        return main()
-    except BrokenPipeError:  # e.g. `python -m launcher logs NAME | head`: the reader left
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
-    except OSError as error:  # the output could not be written (a full disk, /dev/full): one line
-        if error.errno not in (errno.ENOSPC, errno.EIO, errno.EDQUOT):
-            raise
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # what is buffered cannot go out either
-        print(f"error: cannot write the output: {error.strerror}", file=sys.stderr)
-        return 1
-
+run = command("error")(main)
 
 if __name__ == "__main__":
     sys.exit(run())
