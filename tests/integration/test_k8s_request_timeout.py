@@ -7,10 +7,11 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from tests.support.launcher_process import run_launcher
-from tests.support.silent_server import SilentServer
+from tests.support.launcher_process import LAUNCHER
+from tests.support.silent_server import SilentServer, run_client
+from tests.support.tools import ROOT
 
-BOUND = 60.0  # far above 1 s timeout; without a timeout the commands never return
+BOUND = 60.0  # from the first request on, far above 1 s timeout; without a timeout the commands never return
 
 
 @pytest.fixture
@@ -30,7 +31,7 @@ def test_a_silent_api_server_is_one_line_within_the_request_timeout(silent, argv
     server, kubeconfig = silent
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "KUBECONFIG": str(kubeconfig),
            "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}
-    done = run_launcher(env, *argv, "--request-timeout", "1s", timeout=BOUND)
+    done = run_client(server, [*LAUNCHER, *argv, "--request-timeout", "1s"], BOUND, cwd=ROOT, env=env)
     assert done.returncode == 1, done.stdout + done.stderr
     lines = done.stderr.strip().splitlines()
     assert len([line for line in lines if line.startswith("error:")]) == 1, done.stderr

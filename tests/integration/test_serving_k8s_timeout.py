@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from tests.support.launcher_process import run_launcher
-from tests.support.silent_server import SilentServer
+from tests.support.launcher_process import LAUNCHER
+from tests.support.silent_server import SilentServer, run_client
+from tests.support.tools import ROOT
 
-BOUND = 25.0  # below the 30 s default: passes only if --request-timeout reaches the calls
+BOUND = 25.0  # from the first request on, below the 30 s default: passes only if --request-timeout reaches the calls
 
 
 @pytest.mark.parametrize("argv", [
@@ -26,8 +27,8 @@ def test_a_silent_api_server_is_one_line_within_the_request_timeout(argv, tmp_pa
         kubeconfig.write_text(yaml.safe_dump(server.kubeconfig()))
         env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "KUBECONFIG": str(kubeconfig),
                "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}
-        done = run_launcher(env, *[a.format(request=request) for a in argv], "--backend", "k8s",
-                            "--request-timeout", "1s", timeout=BOUND)
+        done = run_client(server, [*LAUNCHER, *[a.format(request=request) for a in argv], "--backend", "k8s",
+                                   "--request-timeout", "1s"], BOUND, cwd=ROOT, env=env)
     assert done.returncode == 1, done.stdout + done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
