@@ -59,6 +59,9 @@ def test_create_wait_follow_logs_events_and_delete(client, control_plane):
                     "every replica's log to its last line", WAIT_S)
     assert not follow.done  # the job runs: following goes on
     events = Collector(training.events("api", namespace))
+    # its first list read before the job ends: after the end the ps and worker pods are deleted
+    events.wait_for(lambda items: {e.replica for e in items if isinstance(e, ReplicaPhase)} == REPLICAS,
+                    "every replica in the events", WAIT_S)
     control_plane.finish_pod(namespace, "api-chief-0", 0)
     done = training.wait_for_job_conditions("api", namespace, wait_timeout=WAIT_S)
     assert done.phase == "Succeeded"

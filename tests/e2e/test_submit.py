@@ -45,6 +45,8 @@ def job_run(control_plane) -> Iterator[JobRun]:
             services = owned(cp, "services", namespace, JOB)
             nodes = {n["metadata"]["name"]: n["metadata"].get("labels", {})
                      for n in cp.kubectl_json("get", "nodes")["items"]}
+            # the launcher's watch caught up before the job ends (a first list after the end shows Running False)
+            launcher.wait_for_line(f"{JOB}: Running (", FINISH_TIMEOUT_S)
             cp.finish_pod(namespace, f"{JOB}-chief-0", 0)
             exit_code = launcher.wait(FINISH_TIMEOUT_S)
         after = wait_pods(cp, namespace, JOB, lambda ps: len(ps) == 1,
