@@ -32,10 +32,79 @@ def ensure_data(data_dir: str) -> None:
                        timeout=1800)
 
 
+# the CPU flags that change TensorFlow's kernels (oneDNN's AVX-512, VNNI and bf16 paths):
+# figures differ between machines with and without them
+NOTABLE_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile")
+
+
+def cpu() -> str:
+    """The CPU model, family and model numbers and which of NOTABLE_FLAGS it has (from
+    /proc/cpuinfo): every result line says on which machine it was measured."""
+    fields: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if not line.strip():
+                    break  # the first processor is enough
+                key, _, value = line.partition(":")
+                fields[key.strip()] = value.strip()
+    except OSError:
+        return "unknown CPU"
+    flags = set(fields.get("flags", "").split())
+    have = [flag for flag in NOTABLE_FLAGS if flag in flags]
+    no_avx512 = "" if "avx512f" in flags else ", no avx512"
+    return (f"{fields.get('model name', 'unknown CPU')} (family {fields.get('cpu family', '?')} model "
+            f"{fields.get('model', '?')}; flags {' '.join(have) or 'none of ' + ' '.join(NOTABLE_FLAGS)}{no_avx512})")
+
+
 def machine() -> str:
     """Core count and load average (1 and 5 min): every figure is printed with these."""
     one, five, _ = os.getloadavg()
     return f"{os.cpu_count()} cores, load average {one:.1f}/{five:.1f}"
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1 (a bad value is one line and exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be at least 1")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse type: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be 0 or more")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """An argparse type: a finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: must be a number above 0")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """An argparse type: a finite number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: must be 0 or more")
+    return value
 
 
 def train_points(log: str) -> list[tuple[int, float]]:
@@ -56,6 +125,7 @@ def cpu_seconds(pid: int) -> float:
 def round_arguments(parser: argparse.ArgumentParser) -> None:
     """--rounds, --data-dir and --timeout: those of the benches that run their setups in
     turn, round after round."""
-    parser.add_argument("--rounds", type=int, default=2, help="times each setup runs, interleaved")
-    parser.add_argument("--data-dir", default=str(DATA_DIR))
-    parser.add_argument("--timeout", type=float, default=1200, help="per run")
+    parser.add_argument("--rounds", type=positive_int, default=2, help="times each setup runs, interleaved")
+    parser.add_argument("--data-dir", default=str(DATA_DIR),
+                        help="full MNIST as TFRecords (written there first when absent; default: data/mnist)")
+    parser.add_argument("--timeout", type=positive_float, default=1200, help="seconds per run")

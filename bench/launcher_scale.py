@@ -40,14 +40,13 @@ import json
 import os
 import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from _common import machine
+from _common import cpu, machine, positive_float
 from scale_audit import JOB, audit_flags, server_changes
 from scale_nodes import add_nodes
 from scale_stall import stall_report
@@ -116,12 +115,6 @@ def maxrss_mib() -> float:
 def cpu_s() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
-
-
-def cpu_model() -> str:
-    out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
-    return next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")),
-                "unknown CPU")
 
 
 def server_phases(cp: ControlPlane, namespace: str, name: str) -> str:
@@ -297,7 +290,7 @@ def measure(args: argparse.Namespace, workdir: Path) -> list[str]:
     with running_control_plane(workdir, flags, tuning=tuning) as cp:
         os.environ.update(cp.env())  # no_proxy for the API server, as for the launcher CLI
         nodes = add_nodes(cp, sum(1 + w + p for w, p in args.jobs) + 2)
-        print(f"control plane up, {len(nodes)} extra KWOK nodes; {cpu_model()}, {machine()}", file=sys.stderr,
+        print(f"control plane up, {len(nodes)} extra KWOK nodes; {cpu()}, {machine()}", file=sys.stderr,
               flush=True)
         backend = KubernetesBackend(kubeconfig=str(cp.kubeconfig))
         usage = ControlPlaneUsage(cp)
@@ -331,7 +324,7 @@ def measure(args: argparse.Namespace, workdir: Path) -> list[str]:
             server = server_changes(audit_log, namespace, tuple(run.name for run in runs))
             return [f"launcher at scale on the real control plane + KWOK ({len(nodes)} extra 110-pod nodes), jobs "
                     + ", ".join(f"1 chief + {w} workers + {p} ps" for w, p in args.jobs)
-                    + f"; control plane settings: {tuning}; {cpu_model()}, {machine()}",
+                    + f"; control plane settings: {tuning}; {cpu()}, {machine()}",
                     time_line(runs, server), lag_line(runs, control, server), requests_line(runs),
                     bytes_line(runs), cost_line(before, runs), *costs] \
                 + ([f"NOT FINISHED: {failed}"] if failed else []) \
@@ -356,19 +349,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=job_sizes, default=job_sizes("10:1,1000:50"),
                         help="WORKERS:PS of each job, run one after the other (1 chief each)")
-    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds to wait for all replicas Running")
-    parser.add_argument("--finish", type=float, default=FINISH_TIMEOUT_S,
+    parser.add_argument("--timeout", type=positive_float, default=1800.0,
+                        help="seconds to wait for all replicas Running")
+    parser.add_argument("--finish", type=positive_float, default=FINISH_TIMEOUT_S,
                         help="seconds to wait for Succeeded after the chief's exit")
     parser.add_argument("--defaults", action="store_true",
                         help="start the control plane as the e2e tests do, without LARGE_JOBS (to see what it saves)")
-    parser.add_argument("--stall", type=float, default=300.0,
+    parser.add_argument("--stall", type=positive_float, default=300.0,
                         help="seconds without any change in the launcher's view before giving up, saying why")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
         try:
             lines = measure(args, Path(tmp))
         except (TimeoutError, RuntimeError) as exc:  # ControlPlaneError is a RuntimeError
-            print(f"launcher_scale: {exc}; {cpu_model()}, {machine()}", file=sys.stderr)
+            print(f"launcher_scale: {exc}; {cpu()}, {machine()}", file=sys.stderr)
             return 1
     for line in lines:
         print(line)

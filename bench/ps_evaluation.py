@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _common import SETUPS, ensure_data, machine, round_arguments, train_points
+from _common import SETUPS, cpu, ensure_data, machine, positive_int, round_arguments, train_points
 
 from tests.support.trainer_cluster import TrainerCluster  # noqa: E402
 
@@ -55,9 +55,12 @@ def run(every: int, args: argparse.Namespace, workdir: Path) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     round_arguments(parser)
-    parser.add_argument("--steps", type=int, default=700, help="--train-steps of each run")
-    parser.add_argument("--every", type=int, default=100, help="--eval-every-steps of the evaluating runs")
+    parser.add_argument("--steps", type=positive_int, default=700, help="--train-steps of each run")
+    parser.add_argument("--every", type=positive_int, default=100, help="--eval-every-steps of the evaluating runs")
     args = parser.parse_args()
+    if args.steps < 2 * args.every:
+        parser.error(f"--steps {args.steps}: give at least twice --every ({2 * args.every}): the steps/s are "
+                     f"measured between the chief's Train lines, one every --every steps")
     if len(os.sched_getaffinity(0)) < 2:
         parser.error("needs at least 2 CPUs: one for the chief, the others for the ps and the workers")
     ensure_data(args.data_dir)
@@ -73,7 +76,7 @@ def main() -> int:
           f"evaluating every {args.every} steps {statistics.median(rates[args.every]):.2f}: ratio "
           f"{statistics.median(ratios):.2f} (rounds {', '.join(f'{r:.2f}' for r in ratios)}) — chief on a CPU of its "
           f"own, ps and 2 workers on the other{'s' if len(os.sched_getaffinity(0)) > 2 else ''}, {args.steps} steps, "
-          f"medians of {args.rounds} interleaved rounds; {machine()}")
+          f"medians of {args.rounds} interleaved rounds; {cpu()}, {machine()}")
     return 0
 
 

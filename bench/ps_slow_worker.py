@@ -1,7 +1,9 @@
 """Parameter-server throughput with one slow worker, against all workers equal, side by
 side in one run:
 
-    (a) equal:   1 chief + 1 ps + 2 workers, trainer defaults
+    (a) equal:   1 chief + 1 ps + 2 workers, trainer defaults but for the threads: every
+                 process has one (TRAINER_THREADS=1, where the trainer's own default would
+                 give the lone worker of (c) both cores)
     (b) slowed:  the same, worker-1 throttled to --duty of the wall time (0.25: it runs
                  25 ms of every 100 ms, stopped by SIGSTOP/SIGCONT the rest, as a CFS CPU
                  quota, i.e. a pod's CPU limit, throttles a process; what `cpulimit` does)
@@ -13,8 +15,8 @@ scheduled call would hold worker-0 to worker-1's pace.
 Each setup trains a fixed number of examples of full real MNIST as real `python -m
 trainer.task` processes on 127.0.0.1; examples/s are measured from the chief's Train
 lines after a warm-up, as in bench/ps_vs_single.py, with each replica's CPU use (cores).
-Setups alternate (a b a b ...) --rounds times; the result line gives the medians and the
-ratio b/a per round, with the CPU model and the load average.
+Setups alternate (a b c a b c ...) --rounds times; the result line gives the medians and the
+ratios b/a and b/c per round, with the CPU model and the load average.
 
     .venv/bin/python bench/ps_slow_worker.py [--examples 48000] [--rounds 2] [--duty 0.25]
 """
@@ -30,7 +32,7 @@ import threading
 import time
 from pathlib import Path
 
-from _common import ensure_data, machine, round_arguments
+from _common import cpu, ensure_data, machine, positive_float, positive_int, round_arguments
 from ps_vs_single import WARMUP, watch
 
 from tests.support.trainer_cluster import TrainerCluster  # noqa: E402
@@ -73,14 +75,6 @@ class Throttle:
         self._signal(signal.SIGCONT)
 
 
-def cpu_model() -> str:
-    with open("/proc/cpuinfo") as handle:
-        for line in handle:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return "unknown CPU"
-
-
 def run(name: str, args: argparse.Namespace, workdir: Path) -> dict:
     steps = args.examples // args.batch_size
     flags = ["--job-dir", str(workdir / "job"), "--data-dir", args.data_dir, "--train-steps", str(steps),
@@ -104,11 +98,17 @@ def run(name: str, args: argparse.Namespace, workdir: Path) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--examples", type=int, default=48_000, help="training examples per run")
+    parser.add_argument("--examples", type=positive_int, default=48_000, help="training examples per run")
     round_arguments(parser)
-    parser.add_argument("--batch-size", type=int, default=100, help="per worker")
-    parser.add_argument("--duty", type=float, default=0.25, help="share of wall time the slowed worker-1 may run")
+    parser.add_argument("--batch-size", type=positive_int, default=100, help="per worker")
+    parser.add_argument("--duty", type=positive_float, default=0.25,
+                        help="share of wall time the slowed worker-1 may run (above 0, below 1)")
     args = parser.parse_args()
+    if args.duty >= 1:
+        parser.error(f"argument --duty: {args.duty:g}: give a share below 1 (0.25: 25 ms of every 100 ms)")
+    if args.examples // args.batch_size < 20:
+        parser.error(f"--examples {args.examples}: give at least {20 * args.batch_size} (20 steps at batch "
+                     f"{args.batch_size})")
     ensure_data(args.data_dir)
     results: dict[str, list[dict]] = {name: [] for name in SETUPS}
     with tempfile.TemporaryDirectory(prefix="ps-slow-worker-") as tmp:
@@ -130,7 +130,7 @@ def main() -> int:
           f"(median {worker1:.2f} cores) {rates['slowed']:,.0f}; 1 worker alone {rates['one']:,.0f}; "
           f"{ratio('equal', 'slowed')}; {ratio('one', 'slowed')} — 1 chief + 1 ps, {args.examples:,} "
           f"examples of real MNIST per run, batch {args.batch_size}/worker, medians of {args.rounds} interleaved "
-          f"rounds; {cpu_model()}, {machine()}")
+          f"rounds; {cpu()}, {machine()}")
     return 0
 
 

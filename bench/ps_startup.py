@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import SETUPS, ensure_data, machine, round_arguments
+from _common import SETUPS, cpu, ensure_data, machine, positive_int, round_arguments
 
 from tests.support.trainer_cluster import TrainerCluster  # noqa: E402
 
@@ -64,8 +64,11 @@ def run(name: str, args: argparse.Namespace, workdir: Path) -> dict[str, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     round_arguments(parser)
-    parser.add_argument("--steps", type=int, default=20, help="--train-steps; the first Train line comes at half")
+    parser.add_argument("--steps", type=positive_int, default=20,
+                        help="--train-steps; the first Train line comes at half")
     args = parser.parse_args()
+    if args.steps < 2:
+        parser.error("argument --steps: give at least 2 (the first Train line comes at half of them)")
     ensure_data(args.data_dir)
     results: dict[str, list[dict[str, float]]] = {"ps": [], "ps-whole": [], "single": []}
     with tempfile.TemporaryDirectory(prefix="ps-startup-") as tmp:
@@ -85,7 +88,7 @@ def main() -> int:
         ratios.append(f"{name}/single {statistics.median(per_round):.2f} "
                       f"(rounds {', '.join(f'{r:.2f}' for r in per_round)})")
     print(f"ps_startup: seconds from start, medians of {args.rounds} interleaved rounds: {'; '.join(parts)}; "
-          f"first Train line {'; '.join(ratios)}; {machine()}")
+          f"first Train line {'; '.join(ratios)}; {cpu()}, {machine()}")
     return 0
 
 

@@ -40,7 +40,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import SETUPS as BASE_SETUPS, cpu_seconds, ensure_data, machine, round_arguments, train_points
+from _common import (SETUPS as BASE_SETUPS, cpu, cpu_seconds, ensure_data, machine, non_negative_float,
+                     non_negative_int, positive_int, round_arguments, train_points)
 
 # ps-equal (run only when named with --only): the ps setup with every replica in a session of
 # its own at one nice value, as the local backend ran them before its ps and workers
@@ -212,19 +213,24 @@ def ratios(results: dict[str, list[dict]], key: str) -> list[str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--examples", type=int, default=96_000, help="training examples per run")
+    parser.add_argument("--examples", type=positive_int, default=96_000, help="training examples per run")
     round_arguments(parser)
-    parser.add_argument("--batch-size", type=int, default=trainer_flags().get_default("batch_size"),
+    parser.add_argument("--batch-size", type=positive_int, default=trainer_flags().get_default("batch_size"),
                         help="per worker (and per process); default: the trainer's")
-    parser.add_argument("--threads", type=int, default=0, help="TRAINER_THREADS (0: the trainer's default)")
+    parser.add_argument("--threads", type=non_negative_int, default=0,
+                        help="TRAINER_THREADS (0: the trainer's default)")
     parser.add_argument("--only", choices=sorted(SETUPS), action="append", help="run only these setups")
     parser.add_argument("--trainer-flag", action="append", default=[], help="extra trainer flag (repeatable)")
-    parser.add_argument("--interleave", type=float, default=0, metavar="SECONDS",
+    parser.add_argument("--interleave", type=non_negative_float, default=0, metavar="SECONDS",
                         help="run the setups of a round at once, each in turn for SECONDS while the others are "
                              "stopped (SIGSTOP), instead of one after the other (0, the default)")
     args = parser.parse_args()
-    ensure_data(args.data_dir)
     names = args.only or list(BASE_SETUPS)
+    fewest = min(args.examples // (args.batch_size * SETUPS[name][2]) for name in names)
+    if fewest < 10:
+        parser.error(f"--examples {args.examples} makes {fewest} global steps at batch {args.batch_size}: "
+                     f"give at least {10 * args.batch_size * max(SETUPS[name][2] for name in names)}")
+    ensure_data(args.data_dir)
     results: dict[str, list[dict]] = {name: [] for name in names}
     with tempfile.TemporaryDirectory(prefix="ps-vs-single-") as tmp:
         for round_ in range(args.rounds):
@@ -244,8 +250,9 @@ def main() -> int:
     rates = [f"{name} {statistics.median(r['examples_s'] for r in runs):,.0f}" for name, runs in results.items()]
     per_cpu = ratios(results, "examples_cpu_s")
     figures = [*rates, *ratios(results, "examples_s"), *(["per CPU-second: " + "; ".join(per_cpu)] if per_cpu else [])]
+    rounds = f"rounds in {args.interleave:g}-s slices" if args.interleave else "interleaved rounds"
     print(f"ps_vs_single: examples/s {'; '.join(figures)} — {args.examples:,} examples of real MNIST per run, "
-          f"batch {args.batch_size}/worker, medians of {args.rounds} interleaved rounds; {machine()}")
+          f"batch {args.batch_size}/worker, medians of {args.rounds} {rounds}; {cpu()}, {machine()}")
     return 0
 
 

@@ -1,7 +1,10 @@
 """Render + validate time for 1 chief + 1000 workers + 50 ps, and the start-up time of
-`python -m launcher render` as a subprocess (target < 0.5 s). One line per figure.
+`python -m launcher render` as a subprocess (target < 0.5 s), each the median of --repeat
+calls after a first one (the render's includes the CRD schema load, printed apart; the
+start-up's warms the schema cache, not printed). One line per figure, the second with the
+CPU model and the load average.
 
-    .venv/bin/python bench/render_scale.py [--repeat 20]
+    .venv/bin/python bench/render_scale.py [--repeat 10]
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from _common import cpu, positive_int  # noqa: E402
 from launcher.render import render  # noqa: E402
 from launcher.spec import JobSpec, ReplicaSpec  # noqa: E402
 from launcher.validate import crd_path, validate  # noqa: E402
@@ -57,19 +61,19 @@ def startup(repeat: int) -> tuple[float, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--repeat", type=int, default=10)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=positive_int, default=10, help="timed calls of each figure (median)")
     args = parser.parse_args()
     if crd_path() is None:
         sys.exit("the TFJob CRD is missing (../shared/crds/kubeflow.org_tfjobs.yaml or $TFJOB_CRD)")
     first, warm = render_and_validate(args.repeat)
     print(f"render+validate 1 chief + 1000 workers + 50 ps: {warm * 1000:.1f} ms warm "
           f"(median of {args.repeat}), {first * 1000:.0f} ms first call incl. schema load")
-    wall, cpu = startup(args.repeat)
+    wall, cpu_s = startup(args.repeat)
     verdict = "within" if wall < STARTUP_TARGET else "OVER"
-    print(f"python -m launcher render start-up: {wall * 1000:.0f} ms wall, {cpu * 1000:.0f} ms CPU "
+    print(f"python -m launcher render start-up: {wall * 1000:.0f} ms wall, {cpu_s * 1000:.0f} ms CPU "
           f"(medians of {args.repeat}; wall {verdict} the {STARTUP_TARGET * 1000:.0f} ms target; "
-          f"load average {os.getloadavg()[0]:.1f})")
+          f"{cpu()}, load average {os.getloadavg()[0]:.1f})")
 
 
 if __name__ == "__main__":

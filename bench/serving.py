@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _common import DATA_DIR, ROOT, ensure_data, machine
+from _common import DATA_DIR, ROOT, cpu, ensure_data, machine, non_negative_int, positive_int
 
 from tests.support.polling import wait_for  # noqa: E402
 from tests.support.ports import free_port  # noqa: E402
@@ -44,15 +44,6 @@ from tests.support.trainer_cluster import reap, trainer_env  # noqa: E402
 BATCHES = (1, 64)
 FORMATS = ("v1 JSON", "v2 binary")
 TARGET_P99_MS, TARGET_RATIO = 20.0, 0.7
-
-
-def cpu_model() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown CPU"
-    return next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")),
-                "unknown CPU")
 
 
 def train_export(workdir: Path) -> Path:
@@ -165,10 +156,20 @@ class Server:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model-dir", help="export base or SavedModel dir (default: train one, 200 steps)")
-    parser.add_argument("--requests", type=int, default=200, help="timed calls per batch size per round")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--requests", type=positive_int, default=200,
+                        help="timed calls per format and batch size per round (and as many in-process calls)")
+    parser.add_argument("--rounds", type=positive_int, default=3, help="times the formats and batch sizes are gone "
+                                                                       "through in turn")
+    parser.add_argument("--warmup", type=non_negative_int, default=20,
+                        help="untimed calls before each format and batch size's timed calls, per round")
     args = parser.parse_args()
+    if args.model_dir:  # a wrong one is said before anything runs
+        from trainer.serve.model import ModelDirError, resolve
+
+        try:
+            resolve(args.model_dir)
+        except ModelDirError as exc:
+            parser.error(str(exc))
     ensure_data(str(DATA_DIR))
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     with tempfile.TemporaryDirectory(prefix="bench-serving-") as tmp:
@@ -228,7 +229,7 @@ def main() -> None:
         verdicts.append(f"{fmt}: p99(batch 1) < {TARGET_P99_MS:g} ms {'met' if p99_ok else 'MISSED'}, "
                         f"throughput(batch 64) >= {TARGET_RATIO}x in-process {'met' if ratio >= TARGET_RATIO else 'MISSED'}")
     print(f"serving: {'; '.join(figures)} — targets {'; '.join(verdicts)}; {args.rounds}x{args.requests} timed "
-          f"calls each; {cpu_model()}, {machine()}")
+          f"calls each; {cpu()}, {machine()}")
 
 
 if __name__ == "__main__":

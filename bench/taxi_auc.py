@@ -9,7 +9,8 @@ side in one run:
         model's own preprocessing), by full-batch gradient descent
 
 (a) and (b) are real `python -m trainer.task` processes on 127.0.0.1 (TF_CONFIG from
-launcher.tfconfig), trainer defaults unless a flag below says otherwise; their AUC is the
+launcher.tfconfig), one intra-op thread each (TRAINER_THREADS=1), trainer defaults unless a
+flag below says otherwise; their AUC is the
 chief's Final line (Keras AUC, 1000 thresholds), their examples/s is measured over the
 training phase from the chief's Train lines after a warm-up (for one process in a second,
 longer run: --rate-examples). The baseline's AUC is exact
@@ -28,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import ROOT, machine, train_points
+from _common import ROOT, cpu, machine, non_negative_int, positive_float, positive_int, train_points
 
 from tests.support.trainer_cluster import TrainerCluster  # noqa: E402
 
@@ -64,8 +65,9 @@ def train(name: str, args: argparse.Namespace, workdir: Path, examples: int | No
     points = [p for p in train_points(log) if p[0] >= steps * WARMUP]
     (step0, seconds0), (step1, seconds1) = points[0], points[-1]
     loss, accuracy, auc = map(float, FINAL.search(log).groups())
-    return {"auc": auc, "accuracy": accuracy, "loss": loss,
-            "examples_s": (step1 - step0) * args.batch_size / (seconds1 - seconds0)}
+    # a run shorter than the Train lines' 0.1 s has no rate (one process's AUC run, often)
+    rate = (step1 - step0) * args.batch_size / (seconds1 - seconds0) if seconds1 > seconds0 else float("nan")
+    return {"auc": auc, "accuracy": accuracy, "loss": loss, "examples_s": rate}
 
 
 def rank_auc(labels: np.ndarray, scores: np.ndarray) -> float:
@@ -116,15 +118,19 @@ def logistic_regression(data_dir: str, iterations: int = 2000, rate: float = 0.5
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--examples", type=int, default=64_000, help="training examples of each trained setup")
-    parser.add_argument("--batch-size", type=int, default=64, help="examples per worker per step")
-    parser.add_argument("--data-dir", default=str(ROOT / "data" / "taxi"))
-    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per training run")
-    parser.add_argument("--rate-examples", type=int, default=0,
+    parser.add_argument("--examples", type=positive_int, default=64_000, help="training examples of each trained setup")
+    parser.add_argument("--batch-size", type=positive_int, default=64, help="examples per worker per step")
+    parser.add_argument("--data-dir", default=str(ROOT / "data" / "taxi"),
+                        help="the taxi records (written there first when absent or of another label)")
+    parser.add_argument("--timeout", type=positive_float, default=1800.0, help="seconds per training run")
+    parser.add_argument("--rate-examples", type=non_negative_int, default=0,
                         help="examples of a second one-process run that times its examples/s (default: 20x "
                              "--examples): the AUC run of one process trains in about a second, too short to "
                              "time with the Train lines' 0.1 s timestamps")
     args = parser.parse_args()
+    if args.examples // args.batch_size < 2:
+        parser.error(f"--examples {args.examples}: give at least {2 * args.batch_size} (2 steps at batch "
+                     f"{args.batch_size})")
     ensure_data(args.data_dir)
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -140,7 +146,8 @@ def main() -> int:
           f"PS 1 ps + 4 workers {ps['auc']:.4f} ({ps['examples_s']:.0f} examples/s), one process "
           f"{single['auc']:.4f} ({rate:.0f} examples/s, timed over {rate_examples} examples), "
           f"difference {ps['auc'] - single['auc']:+.4f}; "
-          f"logistic regression baseline {baseline:.4f}; {machine()}")
+          f"logistic regression baseline {baseline:.4f} (one process {single['auc'] - baseline:+.4f} against it, "
+          f"PS {ps['auc'] - baseline:+.4f}); {cpu()}, {machine()}")
     return 0
 
 

@@ -9,12 +9,14 @@ The reporting replica evaluates on the full test set every --eval-every-steps; t
 Eval line at or above --target ends the run (its processes are then stopped). Seconds
 are wall time from starting the processes (TensorFlow start-up included). With --runs N
 the setups run N times, interleaved (ps single ps single ...), and the result gives the
-median and the slowest run of each. Prints the curves as `curve SETUP#RUN step=N
-seconds=T accuracy=A` lines, writes them as a PNG plot (--plot), then one result line:
+median (of an even count, the faster of the middle two) and the slowest run of each, and
+the ratio of the two medians when both reached the target. Prints the curves as `curve
+SETUP#RUN step=N seconds=T accuracy=A` lines, writes them as a PNG plot (--plot), then one
+result line:
 
-    time_to_accuracy: ps 99.05% after 800 steps in 90.3 s (median of 3; slowest 101.2 s); ...
+    time_to_accuracy: ps 99.05% after 800 steps in 90.3 s (median of 3; slowest 101.2 s); ...; ps/single 1.15x (...)
 
-    .venv/bin/python bench/time_to_accuracy.py [--runs 3] [--target 0.99] [--compare single|mwms]
+    .venv/bin/python bench/time_to_accuracy.py [--runs 3] [--target 0.99] [--compare single|mwms|ps-equal|none]
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import DATA_DIR, SETUPS, ensure_data, machine
+from _common import DATA_DIR, SETUPS, cpu, ensure_data, machine, non_negative_int, positive_float, positive_int
 
 from tests.support.trainer_cluster import TrainerCluster  # noqa: E402
 
@@ -114,6 +116,14 @@ def outcome(name: str, runs: list[list[tuple[int, float, float]]], target: float
     return f"{name} target missed (best {best:.2%}, {step} steps in {seconds:.1f} s){spread}{parts}"
 
 
+def median_seconds(runs: list[list[tuple[int, float, float]]], target: float) -> float | None:
+    """The seconds of outcome()'s median run, None when that run missed the target."""
+    reached = sorted((c for c in runs if c[-1][2] >= target), key=lambda c: c[-1][1])
+    ordered = reached + [c for c in runs if c[-1][2] < target]
+    step, seconds, accuracy = ordered[(len(ordered) - 1) // 2][-1]
+    return seconds if accuracy >= target else None
+
+
 LABELS = {"ps": "1 chief + 1 ps + 2 workers (ParameterServerStrategy)", "single": "one process",
           "mwms": "2 workers (MultiWorkerMirroredStrategy)",
           "ps-equal": "the same PS job, every replica with an equal share of the CPU"}
@@ -121,20 +131,26 @@ LABELS = {"ps": "1 chief + 1 ps + 2 workers (ParameterServerStrategy)", "single"
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--target", type=float, default=0.99)
+    parser.add_argument("--target", type=positive_float, default=0.99,
+                        help="test accuracy that ends a run (a fraction: 0.99 is 99%%)")
     parser.add_argument("--compare", choices=("single", "mwms", "ps-equal", "none"), default="single",
                         help="the setup to run after parameter-server training")
-    parser.add_argument("--data-dir", default=str(DATA_DIR))
-    parser.add_argument("--eval-every-steps", type=int, default=100)
-    parser.add_argument("--max-steps", type=int, default=1000,
+    parser.add_argument("--data-dir", default=str(DATA_DIR),
+                        help="full MNIST as TFRecords (written there first when absent; default: data/mnist)")
+    parser.add_argument("--eval-every-steps", type=positive_int, default=100,
+                        help="steps between the reporting replica's evaluations of the full test set")
+    parser.add_argument("--max-steps", type=positive_int, default=1000,
                         help="--train-steps of the trainer: the length of its learning-rate schedule")
-    parser.add_argument("--threads", type=int, default=0, help="TRAINER_THREADS (0: the trainer's default)")
+    parser.add_argument("--threads", type=non_negative_int, default=0,
+                        help="TRAINER_THREADS (0: the trainer's default)")
     parser.add_argument("--trainer-flag", action="append", default=[],
                         help="extra trainer flag, e.g. --trainer-flag=--batch-size=128 (repeatable)")
-    parser.add_argument("--runs", type=int, default=1, help="times each setup runs, interleaved")
+    parser.add_argument("--runs", type=positive_int, default=1, help="times each setup runs, interleaved")
     parser.add_argument("--plot", default="time_to_accuracy.png", help="PNG file for the accuracy curves")
-    parser.add_argument("--timeout", type=float, default=1800, help="per setup")
+    parser.add_argument("--timeout", type=positive_float, default=1800, help="seconds per run of a setup")
     args = parser.parse_args()
+    if args.target > 1:
+        parser.error(f"argument --target: {args.target:g}: give a fraction of 1 (0.99 for 99%)")
     ensure_data(args.data_dir)
     flags = ["--data-dir", args.data_dir, "--train-steps", str(args.max_steps),
              "--eval-every-steps", str(args.eval_every_steps), "--checkpoint-every-steps", "0",
@@ -145,9 +161,13 @@ def main() -> int:
         for number in range(1, args.runs + 1):
             for name in names:
                 curves[name].append(run(name, number, args, flags, Path(tmp) / f"{name}-{number}"))
-    where = f"{machine()}; trainer flags: {' '.join(args.trainer_flag) or 'defaults'}"
+    where = f"{cpu()}, {machine()}; trainer flags: {' '.join(args.trainer_flag) or 'defaults'}"
     plot(curves, args.target, [f"MNIST CNN: time to {args.target:.1%} test accuracy", where], args.plot)
     results = [outcome(name, runs, args.target) for name, runs in curves.items()]
+    if args.compare != "none":  # the ratio of the medians, when both setups reached the target
+        medians = {name: median_seconds(runs, args.target) for name, runs in curves.items()}
+        if None not in medians.values():
+            results.append(f"ps/{args.compare} {medians['ps'] / medians[args.compare]:.2f}x")
     print(f"time_to_accuracy: {'; '.join(results)} (wall from process start, full MNIST, evaluated every "
           f"{args.eval_every_steps} steps, target {args.target:.2%}); plot {args.plot}; {where}")
     return 0

@@ -1,12 +1,14 @@
 """API requests the k8s backend makes while watching a job through its lifecycle, for a
 10-replica and a 100-replica job (one list and one watch per resource: it must not grow
 with the replica count). Runs against the FAKE API server of tests/support (a test
-double), with the fake operator creating, running and finishing every pod.
+double), with the fake operator creating, running and finishing every pod. Counts the
+requests of the watch alone (the TFJob's create is not among them); no flags.
 
     .venv/bin/python bench/watch_requests.py
 """
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 from pathlib import Path
@@ -14,6 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _common import cpu, machine  # noqa: E402
 from launcher.backends.k8s import KubernetesBackend  # noqa: E402
 from launcher.events import ReplicaPhase  # noqa: E402
 from tests.support.apiserver import FakeApiServer  # noqa: E402
@@ -39,7 +42,9 @@ def measure(replicas: int) -> str:
 
 
 def main() -> None:
-    print("watch requests over a job lifecycle: " + "; ".join(measure(n) for n in SIZES))
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
+    print("watch requests over a job lifecycle: " + "; ".join(measure(n) for n in SIZES)
+          + f" (test double, not timed; {cpu()}, {machine()})")
 
 
 if __name__ == "__main__":
