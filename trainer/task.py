@@ -16,6 +16,7 @@ unavailable: see failures.py), 143 after SIGTERM (the chief saved a checkpoint f
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import shutil
 import signal
@@ -209,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     stream_stdout()
     lazy.quiet_tensorflow()
     args = flags.parse(argv)
+    if importlib.util.find_spec("tensorflow") is None:  # the package's base install: the launcher's dependencies
+        return fail("TensorFlow is not installed, and the trainer runs on it; pip install 'tfjob-launcher[trainer]'")
     try:
         cluster = cluster_config.parse(os.environ.get("TF_CONFIG"))
     except cluster_config.ConfigError as error:

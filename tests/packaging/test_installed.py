@@ -1,17 +1,20 @@
 """The wheel installed into new virtual environments and run from a directory outside the
-checkout, as a user would: without TensorFlow (render, submit --dry-run, the local
-backend's one-line refusal, --version; gs:// for predict refused in one line without the
-[gcs] extra), and with the [local] extra (a short real parameter-server job to Succeeded
-on the local backend)."""
+checkout, as a user would: without TensorFlow (every launcher module imports; render,
+submit --dry-run, the local backend's one-line refusal, --version; the trainer's and gs://
+for predict's one-line refusals without the [trainer] and [gcs] extras), at the oldest
+versions of its dependencies that its bounds allow (render, and a job on a cluster: the
+fake API server), and with the [local] extra (a short real parameter-server job to
+Succeeded on the local backend)."""
 from __future__ import annotations
 
 import json
+import textwrap
 
 import pytest
 import yaml
 
 from launcher.validate import validate
-from tests.support.packaging import Dists, Venv, new_venv
+from tests.support.packaging import Dists, Venv, lowest_pins, new_venv
 
 pytestmark = pytest.mark.packaging
 VERSION = "0.1.0"
@@ -40,6 +43,35 @@ def test_the_installed_launcher_runs_from_site_packages_without_tensorflow(lean:
     launcher_file, trainer_file, no_tensorflow = json.loads(done.stdout)
     assert launcher_file.startswith(str(lean.path)) and trainer_file.startswith(str(lean.path))
     assert no_tensorflow
+
+
+def test_every_launcher_module_imports_without_tensorflow(lean: Venv):
+    """The launcher never imports TensorFlow (nor numpy, which comes with it) at a module's
+    top: a command that reached such a module would be a traceback in the lean install."""
+    done = lean.run(lean.python, "-c", textwrap.dedent("""
+        import importlib, json, pkgutil, launcher
+        names, failed = [], {}
+        for module in pkgutil.walk_packages(launcher.__path__, "launcher."):
+            names.append(module.name)
+            try:
+                importlib.import_module(module.name)
+            except Exception as error:
+                failed[module.name] = repr(error)
+        print(json.dumps([names, failed]))"""))
+    assert done.returncode == 0, done.stderr
+    names, failed = json.loads(done.stdout)
+    assert {"launcher.cli.submit", "launcher.backends.k8s.client", "launcher.serving.k8s"} <= set(names), names
+    assert failed == {}
+
+
+def test_the_trainer_without_tensorflow_is_one_line_naming_the_extra(lean: Venv):
+    helped = lean.run(lean.python, "-m", "trainer.task", "--help")
+    assert helped.returncode == 0 and helped.stdout.startswith("usage: python -m trainer.task"), helped.stderr
+    done = lean.run(lean.python, "-m", "trainer.task", "--train-steps", "1", "--job-dir", "job")
+    assert (done.returncode, done.stdout) == (2, ""), done.stdout + done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith("trainer: ") and "pip install 'tfjob-launcher[trainer]'" in line, line
+    assert not (lean.home / "job").exists()
 
 
 @pytest.mark.parametrize("command", [("tfjob",), ("python", "-m", "launcher")])
@@ -93,6 +125,37 @@ def test_gs_paths_without_the_gcs_extra_are_one_line_and_write_nothing(lean: Ven
         line = one_line_error(lean.run("tfjob", "predict", "mnist", *argv, "--url", "http://127.0.0.1:9"))
         assert line.startswith(f"error: {flag}: ") and "pip install 'tfjob-launcher[gcs]'" in line, line
     assert not (lean.home / "out").exists()
+
+
+@pytest.fixture(scope="module")
+def floor(dists: Dists, tmp_path_factory) -> Venv:
+    """The wheel with each of its dependencies at the oldest version its bounds allow."""
+    venv = new_venv(tmp_path_factory.mktemp("floor"))
+    venv.pip_install(str(dists.wheel), *lowest_pins(dists.wheel))
+    return venv
+
+
+def test_at_the_oldest_dependencies_it_allows_render_and_a_cluster_job_work(floor: Venv, fake_apiserver,
+                                                                             fake_operator, tmp_path):
+    """`kubernetes>=31.0` let pip install a client without ApiClient.param_serialize (37.0
+    has it), which the pod table and the logs call: `status` and `logs` were tracebacks."""
+    done = floor.run("tfjob", "render", "--name", "floor", "--workers", "2", "--ps", "1")
+    assert done.returncode == 0, done.stderr
+    assert validate(yaml.safe_load(done.stdout)) is True
+    k8s = ("--backend", "k8s", "--kubeconfig", str(fake_apiserver.write_kubeconfig(tmp_path / "kubeconfig")))
+    done = floor.run("tfjob", "submit", "floor", *k8s, "--workers", "1", "--detach",
+                     "--", "--data-dir", "gs://bucket/mnist")
+    assert done.returncode == 0, done.stdout + done.stderr
+    for pod in fake_operator.create_pods("floor"):
+        fake_operator.start(pod)
+    fake_operator.log("floor-chief-0", "Train step 1")
+    status = floor.run("tfjob", "status", "floor", *k8s, "-o", "json")
+    assert status.returncode == 0, status.stdout + status.stderr
+    replicas = json.loads(status.stdout)["replicas"]
+    assert sorted((r["type"], r["phase"]) for r in replicas) == [("Chief", "Running"), ("PS", "Running"),
+                                                                      ("Worker", "Running")], replicas
+    logs = floor.run("tfjob", "logs", "floor", *k8s)
+    assert (logs.returncode, logs.stdout) == (0, "[chief-0] Train step 1\n"), logs.stdout + logs.stderr
 
 
 @pytest.mark.slow

@@ -8,10 +8,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import zipfile
 from dataclasses import dataclass
+from email.parser import HeaderParser
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD_TIMEOUT = 600.0
@@ -41,6 +44,30 @@ def dists(tmp_path_factory) -> Dists:
     wheels, sdists = sorted(out.glob("*.whl")), sorted(out.glob("*.tar.gz"))
     assert len(wheels) == 1 and len(sdists) == 1, sorted(out.iterdir())
     return Dists(wheels[0], sdists[0])
+
+
+def metadata(wheel: Path):
+    """The wheel's METADATA as an email.message.Message (`get_all("Requires-Dist")`, ...)."""
+    with zipfile.ZipFile(wheel) as archive:
+        name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        return HeaderParser().parsestr(archive.read(name).decode())
+
+
+def base_requirements(wheel: Path) -> list[Requirement]:
+    """What `pip install WHEEL` installs with it: the Requires-Dist entries without an extra."""
+    return [req for req in map(Requirement, metadata(wheel).get_all("Requires-Dist") or [])
+            if req.marker is None or "extra" not in str(req.marker)]
+
+
+def lowest_pins(wheel: Path) -> list[str]:
+    """`name==X` for each base requirement's `>=X`: the oldest versions its bounds let pip
+    choose, which the code must work with (a requirement without such a bound fails here)."""
+    pins = []
+    for req in base_requirements(wheel):
+        floors = [spec.version for spec in req.specifier if spec.operator == ">="]
+        assert len(floors) == 1, f"{req}: no lower bound (>=) to install it at"
+        pins.append(f"{req.name}=={floors[0]}")
+    return pins
 
 
 @dataclass(frozen=True)
