@@ -1,9 +1,12 @@
 """The wheel and sdist built from the checkout (`python -m build`): valid metadata (twine
 check), the console script, the extras, and the package data the launcher reads at run
 time (the Jinja templates of the TFJob, the NetworkPolicy and the KServe InferenceService,
-the TFJob and InferenceService CRD schemas and their origin records)."""
+the TFJob and InferenceService CRD schemas and their origin records), and nothing of the
+checkout beside the two packages (no tests, data, caches or stray files); the README's
+Install names the wheel and the extras these are."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import tarfile
@@ -13,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from launcher import schemas
-from tests.support.packaging import Dists
+from tests.support.packaging import Dists, metadata
 
 pytestmark = pytest.mark.packaging
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,3 +62,33 @@ def test_sdist_holds_templates_and_schemas(dists: Dists):
         names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
     assert set(PACKAGE_DATA) <= names, sorted(set(PACKAGE_DATA) - names)
     assert {"pyproject.toml", "README.md", "LICENSE"} <= names
+
+
+def package_files() -> set[str]:
+    """The two packages' modules in the checkout and their package data: what each dist holds
+    of the checkout's files, all of it (a stray file in a package-data folder, a test or a
+    cache picked up by a glob is shipped to every user)."""
+    modules = {path.relative_to(ROOT).as_posix() for package in ("launcher", "trainer")
+               for path in (ROOT / package).rglob("*.py") if "__pycache__" not in path.parts}
+    return modules | set(PACKAGE_DATA)
+
+
+def test_the_dists_hold_the_packages_and_nothing_else(dists: Dists):
+    with zipfile.ZipFile(dists.wheel) as wheel:
+        names = {name for name in wheel.namelist() if ".dist-info/" not in name}
+    assert names == package_files(), (sorted(names - package_files()), sorted(package_files() - names))
+    with tarfile.open(dists.sdist) as sdist:
+        files = {member.name.split("/", 1)[1] for member in sdist.getmembers() if member.isfile()}
+    built = {"PKG-INFO", "setup.cfg"} | {name for name in files if name.startswith("tfjob_launcher.egg-info/")}
+    expected = package_files() | {"pyproject.toml", "README.md", "LICENSE"}
+    assert files - built == expected, (sorted(files - built - expected), sorted(expected - files))
+
+
+def test_the_readme_install_names_the_wheel_and_extras_there_are(dists: Dists):
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    install = readme[readme.index("\n## Install\n"):readme.index("\n## ", readme.index("\n## Install\n") + 1)]
+    assert set(re.findall(r"dist/(tfjob_launcher-\S+?\.whl)", install)) == {dists.wheel.name}
+    assert set(re.findall(r"dist/(tfjob_launcher-\S+?\.tar\.gz)", install)) == {dists.sdist.name}
+    named = set(re.findall(r"(?:\.whl|tfjob-launcher|\.)\[(\w+)\]", install))
+    assert {"local", "serve", "gcs", "trainer"} <= named, named
+    assert named <= set(metadata(dists.wheel).get_all("Provides-Extra")), named
