@@ -3,6 +3,7 @@ training-throughput figures read from the chief's `Train` lines."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import re
 import subprocess
@@ -23,6 +24,16 @@ SETUPS = {
 
 # Train [chief/0] step 200 of 1000: loss 0.2310, accuracy 0.9375 (12.3 s) 16.2 global steps/s
 TRAIN = re.compile(r"^Train \[\S+\] step (\d+) of \d+: .*\(([0-9.]+) s\)", re.M)
+
+
+def require(*modules: str) -> None:
+    """Exit with one line when a module a bench runs is not installed (the trainer's
+    TensorFlow: the [trainer] extra; kserve: [serve])."""
+    extras = {"tensorflow": "trainer", "kserve": "serve"}
+    for module in modules:
+        if importlib.util.find_spec(module) is None:
+            sys.exit(f"{Path(sys.argv[0]).name}: needs {module}, which is not installed here "
+                     f"(pip install 'tfjob-launcher[{extras.get(module, module)}]')")
 
 
 def ensure_data(data_dir: str) -> None:

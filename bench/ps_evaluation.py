@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _common import SETUPS, cpu, ensure_data, machine, positive_int, round_arguments, train_points
+from _common import SETUPS, cpu, ensure_data, machine, positive_int, require, round_arguments, train_points
 
 from tests.support.trainer_cluster import TrainerCluster  # noqa: E402
 
@@ -63,6 +63,7 @@ def main() -> int:
                      f"measured between the chief's Train lines, one every --every steps")
     if len(os.sched_getaffinity(0)) < 2:
         parser.error("needs at least 2 CPUs: one for the chief, the others for the ps and the workers")
+    require("tensorflow")
     ensure_data(args.data_dir)
     rates: dict[int, list[float]] = {0: [], args.every: []}
     with tempfile.TemporaryDirectory(prefix="ps-evaluation-") as tmp:

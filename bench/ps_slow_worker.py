@@ -32,7 +32,7 @@ import threading
 import time
 from pathlib import Path
 
-from _common import cpu, ensure_data, machine, positive_float, positive_int, round_arguments
+from _common import cpu, ensure_data, machine, positive_float, positive_int, require, round_arguments
 from ps_vs_single import WARMUP, watch
 
 from tests.support.trainer_cluster import TrainerCluster  # noqa: E402
@@ -109,6 +109,7 @@ def main() -> int:
     if args.examples // args.batch_size < 20:
         parser.error(f"--examples {args.examples}: give at least {20 * args.batch_size} (20 steps at batch "
                      f"{args.batch_size})")
+    require("tensorflow")
     ensure_data(args.data_dir)
     results: dict[str, list[dict]] = {name: [] for name in SETUPS}
     with tempfile.TemporaryDirectory(prefix="ps-slow-worker-") as tmp:

@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import SETUPS, cpu, ensure_data, machine, positive_int, round_arguments
+from _common import SETUPS, cpu, ensure_data, machine, positive_int, require, round_arguments
 
 from tests.support.trainer_cluster import TrainerCluster  # noqa: E402
 
@@ -69,6 +69,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.steps < 2:
         parser.error("argument --steps: give at least 2 (the first Train line comes at half of them)")
+    require("tensorflow")
     ensure_data(args.data_dir)
     results: dict[str, list[dict[str, float]]] = {"ps": [], "ps-whole": [], "single": []}
     with tempfile.TemporaryDirectory(prefix="ps-startup-") as tmp:

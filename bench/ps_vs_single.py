@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 
 from _common import (SETUPS as BASE_SETUPS, cpu, cpu_seconds, ensure_data, machine, non_negative_float,
-                     non_negative_int, positive_int, round_arguments, train_points)
+                     non_negative_int, positive_int, require, round_arguments, train_points)
 
 # ps-equal (run only when named with --only): the ps setup with every replica in a session of
 # its own at one nice value, as the local backend ran them before its ps and workers
@@ -230,6 +230,7 @@ def main() -> int:
     if fewest < 10:
         parser.error(f"--examples {args.examples} makes {fewest} global steps at batch {args.batch_size}: "
                      f"give at least {10 * args.batch_size * max(SETUPS[name][2] for name in names)}")
+    require("tensorflow")
     ensure_data(args.data_dir)
     results: dict[str, list[dict]] = {name: [] for name in names}
     with tempfile.TemporaryDirectory(prefix="ps-vs-single-") as tmp:

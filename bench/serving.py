@@ -34,8 +34,12 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-from _common import DATA_DIR, ROOT, cpu, ensure_data, machine, non_negative_int, positive_int
+from _common import DATA_DIR, ROOT, cpu, ensure_data, machine, non_negative_int, positive_int, require
+
+try:
+    import numpy as np
+except ImportError:  # comes with TensorFlow: main() says what is missing
+    np = None
 
 from tests.support.polling import wait_for  # noqa: E402
 from tests.support.ports import free_port  # noqa: E402
@@ -163,6 +167,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=non_negative_int, default=20,
                         help="untimed calls before each format and batch size's timed calls, per round")
     args = parser.parse_args()
+    require("tensorflow", "kserve")
     if args.model_dir:  # a wrong one is said before anything runs
         from trainer.serve.model import ModelDirError, resolve
 

@@ -27,9 +27,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
+from _common import ROOT, cpu, machine, non_negative_int, positive_float, positive_int, require, train_points
 
-from _common import ROOT, cpu, machine, non_negative_int, positive_float, positive_int, train_points
+try:
+    import numpy as np
+except ImportError:  # comes with TensorFlow: main() says what is missing
+    np = None
 
 from tests.support.trainer_cluster import TrainerCluster  # noqa: E402
 
@@ -131,6 +134,7 @@ def main() -> int:
     if args.examples // args.batch_size < 2:
         parser.error(f"--examples {args.examples}: give at least {2 * args.batch_size} (2 steps at batch "
                      f"{args.batch_size})")
+    require("tensorflow")
     ensure_data(args.data_dir)
     results = {}
     with tempfile.TemporaryDirectory() as tmp:

@@ -28,7 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import DATA_DIR, SETUPS, cpu, ensure_data, machine, non_negative_int, positive_float, positive_int
+from _common import (DATA_DIR, SETUPS, cpu, ensure_data, machine, non_negative_int, positive_float,
+                     positive_int, require)
 
 from tests.support.trainer_cluster import TrainerCluster  # noqa: E402
 
@@ -151,6 +152,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.target > 1:
         parser.error(f"argument --target: {args.target:g}: give a fraction of 1 (0.99 for 99%)")
+    require("tensorflow")
     ensure_data(args.data_dir)
     flags = ["--data-dir", args.data_dir, "--train-steps", str(args.max_steps),
              "--eval-every-steps", str(args.eval_every_steps), "--checkpoint-every-steps", "0",
