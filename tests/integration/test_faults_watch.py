@@ -176,3 +176,46 @@ def test_submit_and_status_w_follow_through_an_api_server_restart(launch, fake_a
     for follower in followers:
         assert_followed(follower)
     assert fake_apiserver.count("tfjobs", "list") > lists_before  # 410 Gone after the restart: relisted
+
+
+def test_log_lines_written_while_the_api_server_is_down_are_shown_once(launch, fake_apiserver, fake_operator, relay):
+    """A log stream cut by an API server restart is opened again from the time of its last
+    line (the kubelet's timestamps, sinceTime): every line comes once, in order, also those
+    of the second the stream resumed in, which the kubelet serves again; the rest of a
+    container restarted meanwhile is read as the previous instance, then the new one's."""
+    submit = launch("submit", "--name", "mnist", "--workers", "2", "--ps", "1")
+    wait_for(lambda: watches_open(fake_apiserver), "the launcher's watches", WAIT)
+    fake_operator.create_pods("mnist")
+    for pod in PODS:
+        fake_operator.start(pod)
+    fake_operator.set_condition("mnist", "Running")
+    logs = launch("logs", "mnist", "--replica", "all", "-f")
+    fake_operator.log("mnist-chief-0", "step 1")
+    fake_operator.log("mnist-worker-1", "worker step 1")
+    for follower, line in ((submit, "[chief-0] step 1"), (logs, "[chief-0] step 1"), (logs, "[worker-1] worker step 1")):
+        follower.wait_for_line(line)
+    refused = relay.rejected
+    relay.down()  # every stream reset; the lines below are kept by the "kubelet" meanwhile
+    fake_operator.log("mnist-chief-0", "step 2", "step 3")
+    fake_operator.log("mnist-worker-1", "worker's last line")
+    fake_operator.crash("mnist-worker-1", code=137)
+    fake_operator.start("mnist-worker-1")
+    fake_operator.log("mnist-worker-1", "worker restarted")
+    wait_for(lambda: relay.rejected >= refused + 4, "reconnection attempts", WAIT)
+    relay.up()
+    fake_operator.log("mnist-chief-0", "step 4")
+    for follower in (submit, logs):
+        follower.wait_for_line("[chief-0] step 4")
+    logs.wait_for_line("[worker-1] worker restarted")
+    for pod in PODS:
+        if "-ps-" not in pod:
+            fake_operator.exit(pod, 0)
+    fake_operator.set_condition("mnist", "Succeeded")
+    code, lines, err = logs.finish()
+    assert code == 0, err
+    assert [line for line in lines if line.startswith("[chief-0]")] == [f"[chief-0] step {n}" for n in range(1, 5)]
+    assert [line for line in lines if line.startswith("[worker-1]")] == [
+        "[worker-1] worker step 1", "[worker-1] worker's last line", "[worker-1] worker restarted"], lines
+    code, lines, err = submit.finish()
+    assert code == 0, err
+    assert [line for line in lines if line.startswith("[chief-0] step")] == [f"[chief-0] step {n}" for n in range(1, 5)]

@@ -48,6 +48,9 @@ def test_worker_killed_is_restarted_and_the_job_ends_at_exactly_the_steps(node_c
         # the live view saw the restart; `logs -f` followed worker-0 across it, into the new container
         assert re.search(r"^\[worker-0\] \w+ \(restarts 1", submit.output, re.M), submit.output
         assert follow_code == 0 and follow.output.count("Starting worker/0") == 2, follow.output[-3000:]
+        # the kubelet's timestamps, asked to resume a cut stream, are not shown unless asked for
+        assert re.search(r"^\[worker-0\] Starting worker/0", follow.output, re.M), follow.output[-3000:]
+        assert not re.search(r"^\[worker-0\] \d{4}-\d\d-\d\dT", follow.output, re.M), follow.output[-3000:]
         chief_log = node_cluster.kubectl("logs", f"{job}-chief-0", "-n", ns.name).stdout
         # (the restart was seen by the poll above: once the job succeeds, the operator's
         # cleanPodPolicy deletes the still-running worker pods, so it cannot be re-read here)

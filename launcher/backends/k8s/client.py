@@ -526,15 +526,31 @@ class KubeApi:
             raise
 
     def pod_log(self, name: str, namespace: str, container: str, follow: bool,
-                tail_lines: int | None = None) -> urllib3.BaseHTTPResponse:
+                tail_lines: int | None = None, since_time: str | None = None,
+                timestamps: bool | None = None, previous: bool | None = None) -> urllib3.BaseHTTPResponse:
         """The current container instance's log (kubelet rules), its last `tail_lines` lines
         only when given (kubectl's --tail: tailLines); streamed when `follow` (without a read
-        timeout: a training step may print nothing for a long time)."""
-        timeout = {} if follow else {"_request_timeout": self.timeout}
-        tail = {} if tail_lines is None else {"tail_lines": tail_lines}
-        return self.core.read_namespaced_pod_log(
-            name, namespace, container=container, follow=follow, _preload_content=False, **self.log_options,
-            **tail, **timeout)
+        timeout: a training step may print nothing for a long time). `since_time` (RFC 3339,
+        whole seconds as the API takes it: the kubelet serves the lines at or after it) takes
+        the place of the options' since_seconds, the two being exclusive; `timestamps` and
+        `previous` override the options'. The generated client has no sinceTime, so this is
+        its low-level call."""
+        options = {**self.log_options, **{k: v for k, v in (("timestamps", timestamps), ("previous", previous))
+                                          if v is not None}}
+        if since_time is not None:
+            options.pop("since_seconds", None)
+        query = [(key, str(value).lower() if isinstance(value, bool) else str(value)) for key, value in (
+            ("container", container), ("follow", follow), ("previous", options.get("previous")),
+            ("sinceSeconds", options.get("since_seconds")), ("sinceTime", since_time),
+            ("timestamps", options.get("timestamps")), ("tailLines", tail_lines)) if value not in (None, False)]
+        request = self.client.param_serialize("GET", "/api/v1/namespaces/{namespace}/pods/{name}/log",
+                                              path_params={"namespace": namespace, "name": name}, query_params=query,
+                                              header_params={"Accept": "*/*"}, auth_settings=["BearerToken"])
+        response = self.client.call_api(*request, _request_timeout=None if follow else self.timeout)
+        if not 200 <= response.status <= 299:
+            response.read()
+            raise ApiException.from_response(http_resp=response, body=None, data=None)
+        return response.response
 
     def with_log_options(self, previous: bool = False, since_seconds: int | None = None,
                          timestamps: bool = False) -> "KubeApi":

@@ -21,6 +21,7 @@ already read.
 """
 from __future__ import annotations
 
+import datetime
 import itertools
 import re
 import threading
@@ -38,7 +39,7 @@ from . import table
 from .client import CONNECT_TIMEOUT, TRANSPORT_ERRORS, KubeApi, abort, finish, iter_lines, one_line, refusal
 from .objects import CONTAINER, container_status, is_terminal, pod_selector, replica_order
 from .table import PodRow
-from .watch import JobFeed, Synced, WatchEvent, job_from
+from .watch import MAX_FAILURES, JobFeed, Synced, WatchEvent, job_from, retry_delay
 
 DRAIN_SECONDS = 5.0
 _WAITING = 400  # the kubelet's answer for a container that has not started
@@ -202,7 +203,18 @@ class StreamEnded:
 
 
 class LogStream(threading.Thread):
-    """Follows one container instance's log into the feed's queue."""
+    """Follows one container instance's log into the feed's queue.
+
+    A stream cut while the container runs on (an API server restarting, a connection reset)
+    is opened again, as the watches are (MAX_FAILURES tries with their backoff), from the
+    time of the last line it delivered: the lines are asked with the kubelet's timestamps
+    (kept only when the user asked for them), and the new answer's lines at or before that
+    line are dropped, as many as were delivered at its very time (sinceTime is whole seconds:
+    the kubelet serves that second's lines again). A container that was restarted in the
+    meantime has its rest read as the previous instance, whose stream then ends; the pod
+    watch starts the new instance's. The kubelet's lines written while no stream was open
+    are kept by it: nothing is lost but a container removed in the meantime (a second restart,
+    or its pod deleted)."""
 
     def __init__(self, api: KubeApi, pod: str, namespace: str, replica: str, instance: str, feed: JobFeed,
                  tail_lines: int | None = None, restarts: int = 0):
@@ -210,34 +222,130 @@ class LogStream(threading.Thread):
         self._api, self._pod, self._namespace, self._replica = api, pod, namespace, replica
         self.instance, self._feed, self._tail, self._restarts = instance, feed, tail_lines, restarts
         self._response = None
-        self._closed = False
+        self._closed = threading.Event()
+        self._shown = bool(api.log_options.get("timestamps"))  # the user asked for the kubelet's timestamps
+        self._last: tuple[int, int] | None = None  # the time of the last line delivered (s, ns)
+        self._at_last = 0  # how many lines delivered had that very time
+        self._stamped = True  # whether the answers carried the kubelet's timestamps (else a cut ends the stream)
 
     def run(self) -> None:
         opened = False
         try:
-            self._response = self._api.pod_log(self._pod, self._namespace, CONTAINER, follow=True,
-                                               tail_lines=self._tail)
-            opened = True
-            if not self._closed:
-                lost, lines = unless_lost(iter_lines(self._response))
-                opened = lost is None  # else as for a container not started: the pod watch says what comes next
-                for line in lines:
-                    self._feed.put(LogLine(self._replica, line))
+            opened = self._follow()
         except ApiException as exc:
             if exc.status != _WAITING and exc.status != 404:
                 self._feed.put(refusal(f"reading the log of {self._pod}", exc, self._api.host))
-        except TRANSPORT_ERRORS:
-            pass  # closed by `close`, or the container's stream ended abruptly
         except Exception as exc:  # never leave the consumer waiting for this stream
             self._feed.put(BackendError(f"reading the log of {self._pod}: {one_line(exc)}"))
         finally:
-            if self._response is not None:
-                finish(self._response)
             self._feed.put(StreamEnded(self._pod, self.instance, opened, self._replica, self._restarts))
 
+    def _follow(self) -> bool:
+        """Read the instance's log to its end (or until closed); whether the kubelet served it."""
+        try:
+            self._read(previous=False, resumed=False)
+            return True
+        except TRANSPORT_ERRORS:
+            return False  # closed by `close` on its way, or not reached: the pod watch starts it again
+        except _Cut:
+            pass
+        failures = 0
+        while self._stamped and not self._closed.wait(retry_delay(failures + 1)):
+            try:  # which instance does the kubelet serve now?
+                pod = self._api.get_pod(self._pod, self._namespace) or {}
+                served = served_instance(pod)
+                if served is None or not self._restarts <= served <= self._restarts + 1 or self._newer(pod):
+                    return True  # the pod is gone, made anew or restarted twice: the kubelet has this instance no more
+                self._read(previous=served > self._restarts, resumed=True)
+                return True
+            except ApiException as exc:
+                if exc.status < 500:
+                    if exc.status in (_WAITING, 404):
+                        return True  # the container went away in the meantime
+                    raise
+            except (_Cut, *TRANSPORT_ERRORS):
+                pass
+            failures += 1
+            if failures > MAX_FAILURES:
+                return True
+        return True
+
+    def _newer(self, pod: dict) -> bool:
+        """Whether `pod` was made after the last line delivered: one the operator made anew
+        under the same name (a row carries no UID; the pod watch tells the follower)."""
+        created = stamped_line(f"{(pod.get('metadata') or {}).get('creationTimestamp', '')} ")[0]
+        return created is not None and self._last is not None and created[0] > self._last[0]
+
+    def _read(self, previous: bool, resumed: bool) -> None:
+        """One request: the log from the start (or, resumed, from the last line delivered),
+        followed unless `previous`; _Cut when its stream broke after it was answered."""
+        since = None if self._last is None else since_time_of(self._last[0])
+        self._response = self._api.pod_log(self._pod, self._namespace, CONTAINER, follow=not previous,
+                                           tail_lines=self._tail if self._last is None else None, since_time=since,
+                                           timestamps=True, previous=previous or None)
+        try:
+            if self._closed.is_set():
+                return
+            lost, lines = unless_lost(iter_lines(self._response))
+            if lost is not None:  # as for a container not started: the pod watch says what comes next
+                if not resumed:
+                    raise ApiException(status=_WAITING)
+                return
+            skip = self._at_last if resumed else 0
+            for raw in lines:
+                stamp, text = stamped_line(raw)
+                if stamp is None:
+                    self._stamped = False
+                elif self._last is not None and resumed and (stamp < self._last or (stamp == self._last and skip)):
+                    skip -= stamp == self._last
+                    continue  # delivered before the cut
+                else:
+                    self._at_last = self._at_last + 1 if stamp == self._last else 1
+                    self._last, resumed = stamp, False
+                self._feed.put(LogLine(self._replica, raw if self._shown or stamp is None else text))
+        except TRANSPORT_ERRORS:
+            if self._closed.is_set():
+                raise
+            raise _Cut() from None
+        finally:
+            finish(self._response)
+            self._response = None
+
     def close(self) -> None:
-        self._closed = True
+        self._closed.set()
         abort(self._response)
+
+
+class _Cut(Exception):
+    """A log stream that had been answered broke before its end."""
+
+
+_STAMP = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d) ?")
+
+
+def stamped_line(raw: str) -> tuple[tuple[int, int] | None, str]:
+    """A line the kubelet prefixed with its RFC 3339 time (timestamps=true): ((epoch seconds,
+    nanoseconds), the line as written), or (None, raw) for a line without one."""
+    match = _STAMP.match(raw)
+    if not match:
+        return None, raw
+    when = datetime.datetime.fromisoformat(match[1] + ("+00:00" if match[3] == "Z" else match[3]))
+    return (int(when.timestamp()), int((match[2] or "0").ljust(9, "0"))), raw[match.end():]
+
+
+def since_time_of(seconds: int) -> str:
+    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def served_instance(pod: dict) -> int | None:
+    """Which container instance the kubelet's log serves now (numbered by the restarts before
+    it, as `table.log_instance` from a row): the running or ended container's, the last ended
+    one's while it waits to restart; None when none has run or the pod is gone."""
+    status = container_status(pod)
+    state, restarts = status.get("state") or {}, int(status.get("restartCount") or 0)
+    if state.get("running") or state.get("terminated"):
+        return restarts
+    return restarts - 1 if restarts and (status.get("lastState") or {}).get("terminated") else None
 
 
 class _Follower:

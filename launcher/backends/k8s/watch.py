@@ -114,6 +114,12 @@ class _Gone(Exception):
     pass
 
 
+def retry_delay(failures: int) -> float:
+    """The backoff before the next try after `failures` transport failures in a row: 0.2 s,
+    doubling, at most 5 s (MAX_FAILURES of them: about a minute)."""
+    return min(0.1 * 2 ** failures, 5.0)
+
+
 class ListWatch(threading.Thread):
     def __init__(self, kind: str, call: Call, sink: queue.Queue, stop: threading.Event, host: str,
                  received: Received | None = None, decode: Objects | Rows | None = None, optional: bool = False):
@@ -163,7 +169,7 @@ class ListWatch(threading.Thread):
                 self._failures += 1
                 if self._failures > MAX_FAILURES:
                     raise (lost(self._host, exc) if self._listed else unreachable(self._host, exc)) from None
-                self._halt.wait(min(0.1 * 2 ** self._failures, 5.0))  # backoff before re-watching
+                self._halt.wait(retry_delay(self._failures))
 
     def _list(self) -> None:
         try:

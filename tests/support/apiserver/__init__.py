@@ -10,8 +10,9 @@ unchanged against it through a kubeconfig (bearer token or exec plugin):
   status subresource does), get, list (one or all namespaces), watch, delete
   (propagationPolicy Foreground or Background, doing the garbage collector's part).
 - services: get, list, watch (the operator's headless services, written by FakeOperator).
-- pods: get, list, watch, log (follow, tailLines; the kubelet's rules for which container
-  instance a waiting, restarted or terminated container serves; no `previous`). Pods are written
+- pods: get, list, watch, log (follow, tailLines, previous, timestamps, sinceSeconds and
+  sinceTime; the kubelet's rules for which container instance a waiting, restarted or
+  terminated container serves, and for which lines a time keeps). Pods are written
   by `FakeOperator` (tests/support/fakes/operator.py), not over HTTP.
 - pods as Tables (`Accept: application/json;as=Table;v=v1;g=meta.k8s.io`, includeObject):
   list and watch, rendered as kube-apiserver's pod printer does (apiserver_table.py).
@@ -50,7 +51,7 @@ import yaml
 from .http import Chunked, Handler, Server, read_body, send, send_json
 from .table import table, wants_table
 from .rules import (TFJOB_API, ApiError, apply_defaults, check_tfjob, details, group_resource, kubelet_log_source,
-                    log_container, not_found, now, selector, verb_of)
+                    log_container, log_since, not_found, now, rfc3339_nano, selector, verb_of)
 
 TOKEN = "fake-apiserver-token"
 HOLD_LIMIT = 30.0  # seconds a held watch waits for release_watches()
@@ -97,6 +98,7 @@ class Request:
 class ContainerLog:
     """The log of one container instance (one container ID)."""
     lines: list[str] = field(default_factory=list)
+    times: list[int] = field(default_factory=list)  # each line's time as the runtime recorded it (ns since the epoch)
     done: bool = False
     lost: int = 0  # answers still to give as the kubelet does for a container the runtime no longer has
     removed: bool = False  # every answer so: the kubelet removed the container (see FakeOperator.exit_in_back_off)
@@ -223,7 +225,9 @@ class FakeApiServer:
     # ---- container logs (written by FakeOperator) ---------------------------------
     def append_log(self, container_id: str, *lines: str) -> None:
         with self.cond:
-            self.logs.setdefault(container_id, ContainerLog()).lines.extend(lines)
+            log = self.logs.setdefault(container_id, ContainerLog())
+            log.lines.extend(lines)
+            log.times.extend(time.time_ns() for _ in lines)
             self.cond.notify_all()
 
     def end_log(self, container_id: str) -> None:
@@ -456,11 +460,15 @@ class FakeApiServer:
         if lost:
             send(h, 200, "text/plain", f"unable to retrieve container logs for {container_id}".encode())
             return
+        stamped, since = query.get("timestamps") == "true", log_since(query)
+
+        def shown(start: int, end: int) -> str:  # the kubelet's: lines at or after since, each after its time
+            return "".join((rfc3339_nano(t) + " " if stamped else "") + line + "\n"
+                           for line, t in zip(log.lines[start:end], log.times[start:end]) if t >= since)
         with self.cond:
             sent = len(log.lines)
             tail = int(query["tailLines"]) if "tailLines" in query else None  # the kubelet's: the last N
-            shown = log.lines if tail is None else log.lines[max(sent - tail, 0):]
-            text = "".join(line + "\n" for line in shown)
+            text = shown(0 if tail is None else max(sent - tail, 0), sent)
         if query.get("follow") != "true":
             send(h, 200, "text/plain", text.encode())
             return
@@ -471,11 +479,12 @@ class FakeApiServer:
             with self.cond:
                 finished = self.cond.wait_for(lambda: len(log.lines) > sent or log.done or self._stopping
                                               or self._pod_uid(ns, name) != uid, timeout=POLL)
-                lines, sent = log.lines[sent:], len(log.lines)
-            if finished and not lines:
+                start, sent = sent, len(log.lines)
+                text = shown(start, sent)
+            if finished and start == sent:
                 stream.end()
                 return
-            if not stream.write("".join(line + "\n" for line in lines)) or stream.client_gone():
+            if not stream.write(text) or stream.client_gone():
                 return
 
     def _pod_uid(self, ns: str, name: str) -> str | None:

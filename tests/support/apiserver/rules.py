@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import time
 from datetime import datetime, timezone
 from functools import lru_cache
 
@@ -21,6 +22,29 @@ _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9
 def now() -> str:
     """RFC 3339 UTC, seconds precision: how metav1.Time is written."""
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def rfc3339_nano(ns: int) -> str:
+    """A log line's time as the kubelet writes it with timestamps=true: Go's RFC3339Nano
+    in UTC, whose fraction drops its trailing zeros (and its dot when it is zero)."""
+    seconds, fraction = divmod(ns, 1_000_000_000)
+    digits = f"{fraction:09d}".rstrip("0")
+    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S") + \
+        (f".{digits}" if digits else "") + "Z"
+
+
+def log_since(query: dict) -> int:
+    """The time (ns since the epoch) from which the kubelet serves a log's lines, those at or
+    after it (k8s.io/cri-client pkg/logs NewLogOptions and the `msg.timestamp.Before(since)`
+    skip): sinceSeconds before now, or sinceTime (metav1.Time: RFC 3339, whole seconds)
+    when later; 0 without either."""
+    since = 0
+    if "sinceSeconds" in query:
+        since = time.time_ns() - int(query["sinceSeconds"]) * 1_000_000_000
+    if "sinceTime" in query:
+        at = int(datetime.strptime(query["sinceTime"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp())
+        since = max(since, at * 1_000_000_000)
+    return since
 
 
 class ApiError(Exception):
