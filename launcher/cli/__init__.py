@@ -64,7 +64,7 @@ on the local backend, the jobs run on this machine.""",
 Start TensorBoard on the job's --job-dir (a local path or gs://, read from the job) and print
 its URL; it runs until Ctrl-C.""",
     "delete": """\
-Delete a job and its replicas. Its outputs in --job-dir are kept: a new job of the same name
+Delete a job and its replicas (several: each in turn). Its outputs in --job-dir are kept: a new job of the same name
 and job dir resumes from its checkpoints. On the local backend --purge also removes the
 outputs kept in the job's default job dir.""",
 }
@@ -92,6 +92,7 @@ EXAMPLES = {
   python -m launcher tensorboard mnist-ps --port 0""",
     "delete": """\
   python -m launcher delete mnist-ps --wait
+  python -m launcher delete mnist-ps mnist-ps-2 --ignore-not-found
   python -m launcher delete mnist-ps --purge""",
 }
 
@@ -328,8 +329,10 @@ def build_parser() -> argparse.ArgumentParser:
     board.add_argument("name", metavar="NAME", help=NAME_HELP)
     board.add_argument("--port", type=int, default=6006, help="local port (default 6006; 0: any free port)")
     board.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    delete = command("delete", "delete a job and its replicas")
-    delete.add_argument("name", metavar="NAME", help=NAME_HELP)
+    delete = command("delete", "delete jobs and their replicas", usage=f"{PROG} delete NAME [NAME ...] [flags]")
+    delete.add_argument("names", nargs="+", metavar="NAME", help=NAME_HELP + "; several are deleted in turn, as "
+                        "kubectl's (every name is checked first; a missing job is an error line, the others "
+                        "deleted, exit 1)")
     delete.add_argument("--wait", action="store_true", help="return once it is gone, its replicas too (without it, "
                         "delete returns once the deletion is accepted, where kubectl waits by default; "
                         "the local backend always waits)")

@@ -166,37 +166,43 @@ def list_jobs(args, factory) -> int:
 
 
 def delete(args, factory) -> int:
-    try:
-        return _delete(args, factory)
-    except NotFound:
-        if args.ignore_not_found:
-            return EXIT_OK
-        raise
-
-
-def _delete(args, factory) -> int:
-    check_name(args.name)
-    namespace = namespace_of(args)
+    """Each name in turn, as kubectl's: every name checked first (bad input deletes nothing);
+    a job that is not there is an error line (none with --ignore-not-found) and the others
+    are still deleted; exit 1 when one was missing."""
+    for name in args.names:
+        check_name(name)
     backend = _backend(args, factory)
+    if args.purge and backend.name != "local":
+        raise SpecError("--purge", "only the local backend keeps outputs itself; a cluster job's outputs are "
+                        "in its --job-dir (e.g. gs://...): remove them there")
+    missing = False
+    for name in args.names:
+        try:
+            _delete(args, backend, name)
+        except NotFound as exc:
+            if not args.ignore_not_found:
+                print(f"error: {exc}", file=sys.stderr, flush=True)
+                missing = True
+    return EXIT_FAILED if missing else EXIT_OK
+
+
+def _delete(args, backend, name: str) -> None:
+    namespace = namespace_of(args)
     if backend.name != "local":
-        if args.purge:
-            raise SpecError("--purge", "only the local backend keeps outputs itself; a cluster job's outputs are "
-                            "in its --job-dir (e.g. gs://...): remove them there")
-        backend.delete(args.name, namespace, wait=args.wait)
-        _print(f"tfjob {args.name} deleted" + ("" if args.wait else " (replicas are being removed)"))
-        return EXIT_OK
-    run = backend.runs.job(args.name, namespace) if hasattr(backend, "runs") else None  # the local backend's folders
+        backend.delete(name, namespace, wait=args.wait)
+        _print(f"tfjob {name} deleted" + ("" if args.wait else " (replicas are being removed)"))
+        return
+    run = backend.runs.job(name, namespace) if hasattr(backend, "runs") else None  # the local backend's folders
     existed, output = (run.exists(), run.output) if run else (True, None)
-    kept = backend.delete(args.name, namespace, wait=args.wait, **({"purge": True} if args.purge else {}))
+    kept = backend.delete(name, namespace, wait=args.wait, **({"purge": True} if args.purge else {}))
     if not existed:  # --purge of what an earlier delete kept
-        _print(f"Removed the outputs kept of deleted tfjob {args.name} ({output})")
-        return EXIT_OK
-    _print(f"tfjob {args.name} deleted")
+        _print(f"Removed the outputs kept of deleted tfjob {name} ({output})")
+        return
+    _print(f"tfjob {name} deleted")
     if kept:
-        again = f"python -m launcher delete {args.name}{'' if namespace == DEFAULT_NAMESPACE else f' -n {namespace}'}"
-        stderr_note(f"note: kept its outputs ({outputs_in(Path(kept))}) in {kept}; a new job named {args.name} "
+        again = f"python -m launcher delete {name}{'' if namespace == DEFAULT_NAMESPACE else f' -n {namespace}'}"
+        stderr_note(f"note: kept its outputs ({outputs_in(Path(kept))}) in {kept}; a new job named {name} "
                     f"resumes from them. Remove them with `{again} --purge`.")  # stdout: what was deleted, as kubectl
-    return EXIT_OK
 
 
 def outputs_in(job_dir: Path) -> str:

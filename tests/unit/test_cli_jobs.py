@@ -148,6 +148,23 @@ def test_delete_missing_exits_1(cli):
     assert result.code == 1 and "not found" in result.err
 
 
+def test_several_names_are_deleted_in_turn_as_kubectl_does(cli):
+    """`delete a ghost b`: a and b deleted, one error line for ghost, exit 1; with
+    --ignore-not-found exit 0 and no line; a bad name anywhere deletes nothing (exit 2)."""
+    fake = FakeBackend(name="k8s", existing=("mnist", "other"))
+    result = cli("delete", "mnist", "ghost", "other", "--backend", "k8s", "--wait", backend=fake)
+    assert result.code == 1 and [d[0] for d in fake.deleted] == ["mnist", "other"]
+    assert result.out.splitlines() == ["tfjob mnist deleted", "tfjob other deleted"]
+    (line,) = result.err.splitlines()
+    assert line.startswith("error: ") and "ghost" in line and "not found" in line
+    fake = backend()
+    quiet = cli("delete", "ghost", "mnist", "--backend", "k8s", "--ignore-not-found", backend=fake)
+    assert (quiet.code, quiet.err) == (0, "") and [d[0] for d in fake.deleted] == ["mnist"]
+    fake = backend()
+    bad = cli("delete", "mnist", "Not_A_Name", "--backend", "k8s", backend=fake)
+    assert (bad.code, bad.out) == (2, "") and fake.deleted == [] and "'Not_A_Name'" in bad.err
+
+
 def test_replica_phase_helper_types():
     assert replica_phase("evaluator-0", "Running").type == "Evaluator"
 
