@@ -64,9 +64,9 @@ on the local backend, the jobs run on this machine.""",
 Start TensorBoard on the job's --job-dir (a local path or gs://, read from the job) and print
 its URL; it runs until Ctrl-C.""",
     "delete": """\
-Delete a job and its replicas (several: each in turn). Its outputs in --job-dir are kept: a new job of the same name
-and job dir resumes from its checkpoints. On the local backend --purge also removes the
-outputs kept in the job's default job dir.""",
+Delete a job and its replicas (several: each in turn). Its outputs in --job-dir are kept:
+a new job of the same name and job dir resumes from its checkpoints. On the local backend
+--purge also removes the outputs kept in the job's default job dir.""",
 }
 EXAMPLES = {
     "submit": """\
