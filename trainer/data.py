@@ -19,6 +19,9 @@ import sys
 from dataclasses import dataclass
 from typing import Iterator
 
+from trainer.outputs import require_tensorflow
+
+require_tensorflow(__name__, "trainer.data")  # before numpy: one line without the [trainer] extra
 import numpy as np
 
 from trainer import flags, lazy, outputs

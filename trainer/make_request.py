@@ -15,6 +15,9 @@ import functools
 import json
 import sys
 
+from trainer.outputs import require_tensorflow
+
+require_tensorflow(__name__, "trainer.make_request")  # before numpy: one line without the [trainer] extra
 from trainer import data, lazy, models, outputs
 from trainer.flags import Parser, location, positive_int
 from trainer.models import MODELS, default_data_dir

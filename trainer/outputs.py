@@ -8,12 +8,30 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import importlib.util
 import os
 import secrets
 import stat
 import sys
 
 EXIT_FAILED, EXIT_INTERRUPTED = 1, 130  # the launcher's codes (launcher/cli)
+EXIT_USAGE = 2
+NO_TENSORFLOW = "TensorFlow is not installed, and the trainer runs on it; pip install 'tfjob-launcher[trainer]'"
+
+
+def tensorflow_missing() -> bool:
+    """The package's base install (the launcher's dependencies): no TensorFlow, no numpy."""
+    return importlib.util.find_spec("tensorflow") is None or importlib.util.find_spec("numpy") is None
+
+
+def require_tensorflow(module: str, label: str) -> None:
+    """Called at the top of a trainer command's module, before its imports of numpy and
+    TensorFlow: run as the program (`module` is "__main__") without them, one line naming
+    the extra and exit 2, not a ModuleNotFoundError traceback (`--help` too: it needs them
+    to import). Imported as a library, nothing."""
+    if module == "__main__" and tensorflow_missing():
+        print(f"{label}: {NO_TENSORFLOW}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
 
 
 def unwritable_file(out: str, example: str) -> str | None:

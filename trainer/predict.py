@@ -36,6 +36,9 @@ import functools
 import json
 import sys
 
+from trainer.outputs import require_tensorflow
+
+require_tensorflow(__name__, "trainer.predict")  # before numpy: one line without the [trainer] extra
 import numpy as np
 
 from trainer import lazy

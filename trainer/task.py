@@ -16,7 +16,6 @@ unavailable: see failures.py), 143 after SIGTERM (the chief saved a checkpoint f
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import shutil
 import signal
@@ -25,7 +24,7 @@ import tempfile
 from typing import Callable
 
 from trainer import cluster as cluster_config
-from trainer import flags, lazy
+from trainer import flags, lazy, outputs
 from trainer.cluster import Cluster
 
 # TensorFlow is imported only once flags and TF_CONFIG are known good, so that a bad
@@ -210,8 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     stream_stdout()
     lazy.quiet_tensorflow()
     args = flags.parse(argv)
-    if importlib.util.find_spec("tensorflow") is None:  # the package's base install: the launcher's dependencies
-        return fail("TensorFlow is not installed, and the trainer runs on it; pip install 'tfjob-launcher[trainer]'")
+    if outputs.tensorflow_missing():  # the package's base install: the launcher's dependencies
+        return fail(outputs.NO_TENSORFLOW)
     try:
         cluster = cluster_config.parse(os.environ.get("TF_CONFIG"))
     except cluster_config.ConfigError as error:

@@ -72,6 +72,13 @@ def test_the_trainer_without_tensorflow_is_one_line_naming_the_extra(lean: Venv)
     [line] = done.stderr.splitlines()
     assert line.startswith("trainer: ") and "pip install 'tfjob-launcher[trainer]'" in line, line
     assert not (lean.home / "job").exists()
+    for module, args in (("trainer.data", ("--out", "data")), ("trainer.predict", ("--help",)),
+                         ("trainer.make_request", ("--out", "req.json"))):  # numpy too is the extra's
+        done = lean.run(lean.python, "-m", module, *args)
+        assert (done.returncode, done.stdout) == (2, ""), module + ": " + done.stdout + done.stderr
+        [line] = done.stderr.splitlines()
+        assert line.startswith(f"{module}: TensorFlow is not installed") and "[trainer]'" in line, line
+    assert not (lean.home / "data").exists() and not (lean.home / "req.json").exists()
 
 
 @pytest.mark.parametrize("command", [("tfjob",), ("python", "-m", "launcher")])
