@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
@@ -322,24 +323,33 @@ def batches(items: list, size: int) -> Iterable[list]:
         yield items[start:start + size]
 
 
+PROGRESS_SECONDS = 10.0  # batch prediction says how far it is at most this often (a long file: minutes)
+
+
 def batch_predict(server: client.Server, name: str, files: list[str], out: str, size: int, signature: str | None,
-                  note: Callable[[str], None]) -> tuple[int, int]:
+                  note: Callable[[str], None], clock: Callable[[], float] = time.monotonic) -> tuple[int, int]:
     """(predictions written, instances failed): every instance of `files` through the server, the
-    results and errors written to `out` after the last batch."""
+    results and errors written to `out` after the last batch. Every PROGRESS_SECONDS a
+    `note` says how many instances are done (of how many, and how many failed)."""
     storage = gcs.client("--input-paths") if any(gcs.is_gcs(f) for f in files) else None
     placed = [row for path in files for row in read_placed(path, "--input-paths", storage)]
     signature = signature_for(server, name, instances_of(placed), signature, note)
     results: list[str] = []
     errors: list[str] = []
     failed = 0
+    said = clock()
     for number, batch in enumerate(batches(placed, size)):
         try:
             predictions = predict_placed(server, name, batch, signature)
         except client.ServingError as error:
             failed += len(batch)
             errors.append(json.dumps({"batch": number, "instances": len(batch), "error": str(error)}) + "\n")
-            continue
-        results.extend(json.dumps(p) + "\n" for p in predictions)
+        else:
+            results.extend(json.dumps(p) + "\n" for p in predictions)
+        done = len(results) + failed
+        if clock() - said >= PROGRESS_SECONDS and done < len(placed):
+            said = clock()
+            note(f"Predicted {done:,} of {len(placed):,} instances" + (f" ({failed:,} failed)" if failed else ""))
     write_outputs(out, {ERRORS: "".join(errors), RESULTS: "".join(results)})
     return len(results), failed
 

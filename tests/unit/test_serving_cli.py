@@ -393,3 +393,25 @@ def test_models_flags_that_would_do_nothing_are_refused_or_said(cli, runs):
         "note: -A/--all-namespaces is not used by the local model server (its models have no namespace; "
         "with `serve --from-job` --namespace names the job's)")
     cli("models", "list", "--backend", "k8s", "-A", "-n", "team").refused("--namespace")
+
+
+def test_batch_prediction_says_how_far_it_is_every_progress_interval(tmp_path):
+    """A batch prediction of minutes is not silent: a note every PROGRESS_SECONDS (a clock the
+    test advances 2 s at each look) with the instances done, the failed ones, and none
+    once all are done (the Wrote line says it)."""
+    from launcher.serving.predictions import PROGRESS_SECONDS, batch_predict
+
+    lines = tmp_path / "instances.json"
+    lines.write_text("".join('"bad"\n' if n == 5 else '"ok"\n' for n in range(20)))
+    server = RefusingServer()
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += PROGRESS_SECONDS * 0.2  # each request (and each look) moves it on
+        return now[0]
+    notes: list[str] = []
+    written, failed = batch_predict(server, "m", [str(lines)], str(tmp_path / "out"), 2, None, notes.append, clock)
+    assert (written, failed) == (18, 2)
+    # the 5th of 10 batches ends 10 s after the start (2 s a look); the last, at 20 of 20, is not said
+    assert notes == ["Predicted 10 of 20 instances (2 failed)"], notes
+    assert (tmp_path / "out" / "prediction.results-00000-of-00001").read_text().count("\n") == 18
