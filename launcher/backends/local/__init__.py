@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ...events import Event, LogEnded, LogLine
-from ...spec import SpecError
+from ...spec import DEFAULT_NAMESPACE, SpecError
 from ...tfconfig import replica_counts
 from ..base import AlreadyExists, Backend, BackendError, JobStatus, JobSummary, NotFound, stderr_note
 from .logs import Dating, Tail, Times, follow_logs, previous_span, read_logs, read_span
@@ -51,6 +51,11 @@ def _identity(tfjob: dict) -> tuple[str, str]:
         if not value or value in (".", "..") or "/" in value or "\x00" in value:
             raise BackendError(f"{field}: {value!r} cannot name a local job; use a DNS-1035 name like mnist-ps")
     return name, namespace
+
+
+def _namespace_flag(namespace: str) -> str:
+    """` -n NAMESPACE` for a command line about a job outside the default namespace."""
+    return "" if namespace == DEFAULT_NAMESPACE else f" -n {namespace}"
 
 
 def _pending(run: RunDir) -> dict:
@@ -94,8 +99,19 @@ class LocalBackend(Backend):
     def _run(self, name: str, namespace: str) -> RunDir:
         run = self.runs.job(name, namespace)
         if not run.exists():
-            raise NotFound(f"no local job {namespace}/{name} in {self.runs.root}; see `list`")
+            raise NotFound(f"no local job {namespace}/{name} in {self.runs.root}; {self._elsewhere(name, namespace)}")
         return run
+
+    def _elsewhere(self, name: str, namespace: str) -> str:
+        """Where to look instead: the namespaces that hold a job of that name (`list` shows
+        one namespace only, so its hint alone sent the user to the wrong one)."""
+        spaces = [run.path.parent.name for run in self.runs.jobs(None)
+                  if run.path.name == name and run.path.parent.name != namespace]
+        if not spaces:
+            return "see `list -A`"
+        if len(spaces) == 1:
+            return f"namespace {spaces[0]} has one: add -n {spaces[0]}"
+        return f"namespaces {', '.join(spaces)} have one each: add -n NAMESPACE"
 
     def manifest(self, name: str, namespace: str) -> dict:
         return self._run(name, namespace).manifest()
@@ -124,7 +140,7 @@ class LocalBackend(Backend):
         if run.exists():
             if not replace:
                 raise AlreadyExists(f"local job {namespace}/{name} already exists ({run.path}); "
-                                    f"use --replace or `delete {name}`")
+                                    f"use --replace or `delete {name}{_namespace_flag(namespace)}`")
             self.delete(name, namespace)
         run.create(tfjob, plan)
         try:

@@ -1,0 +1,59 @@
+"""What the local backend's refusals tell a user to type next, through the CLI: a job
+looked up in the wrong namespace, a name already taken outside `default`. Jobs are
+folders in a runs dir of the test's own (no supervisor, no process)."""
+from __future__ import annotations
+
+import pytest
+
+from launcher.backends.base import AlreadyExists
+from launcher.backends.local import LocalBackend
+
+pytestmark = pytest.mark.usefixtures("cli_env")
+
+MANIFEST = {"apiVersion": "kubeflow.org/v1", "kind": "TFJob",
+            "spec": {"tfReplicaSpecs": {"Worker": {"replicas": 1, "template": {"spec": {
+                "containers": [{"name": "tensorflow", "image": "tfjob-trainer:0.1.0"}]}}}}}}
+
+
+def backend_with(tmp_path, *jobs: tuple[str, str]) -> LocalBackend:
+    """A local backend whose runs dir holds the jobs (namespace, name), not started."""
+    backend = LocalBackend(runs_dir=str(tmp_path / "runs"))
+    for namespace, name in jobs:
+        manifest = {**MANIFEST, "metadata": {"name": name, "namespace": namespace}}
+        backend.runs.job(name, namespace).create(manifest, {"replicas": []})
+    return backend
+
+
+@pytest.mark.parametrize("command", [("status",), ("logs",), ("delete",), ("delete", "--purge")])
+def test_a_job_asked_for_in_the_wrong_namespace_names_the_one_it_is_in(cli, tmp_path, command):
+    """`status nsjob` of a job submitted with -n a said `see list`, whose default namespace
+    does not show it either."""
+    backend = backend_with(tmp_path, ("a", "nsjob"))
+    result = cli(*command, "nsjob", "--backend", "local", backend=backend)
+    assert result.code == 1 and result.out == ""
+    assert result.err.strip().endswith("no local job default/nsjob in "
+                                       f"{backend.runs.root}; namespace a has one: add -n a"), result.err
+    assert backend.runs.job("nsjob", "a").exists()
+
+
+def test_a_name_in_several_other_namespaces_names_them_all(cli, tmp_path):
+    backend = backend_with(tmp_path, ("a", "nsjob"), ("b", "nsjob"), ("c", "other"))
+    result = cli("status", "nsjob", "-n", "c", "--backend", "local", backend=backend)
+    assert result.code == 1
+    assert result.err.strip().endswith("namespaces a, b have one each: add -n NAMESPACE"), result.err
+
+
+def test_a_name_in_no_namespace_points_at_every_namespaces_list(cli, tmp_path):
+    backend = backend_with(tmp_path, ("a", "other"))
+    result = cli("status", "nsjob", "--backend", "local", backend=backend)
+    assert result.code == 1
+    assert result.err.strip().endswith("; see `list -A`"), result.err
+
+
+def test_a_taken_name_outside_default_says_how_to_delete_it_there(tmp_path):
+    """The refusal's `delete NAME` lacked -n: typed as said, it found no job."""
+    backend = backend_with(tmp_path, ("a", "nsjob"))
+    manifest = {**MANIFEST, "metadata": {"name": "nsjob", "namespace": "a"}}
+    with pytest.raises(AlreadyExists) as refused:
+        backend.submit(manifest)
+    assert str(refused.value).endswith("use --replace or `delete nsjob -n a`")
