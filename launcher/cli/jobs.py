@@ -236,6 +236,9 @@ def tensorboard(args, factory) -> int:
 
     check_name(args.name)
     check_listen_port(args.port)
+    from ..serving.local import check_port
+
+    check_port(args.host, args.port)  # taken, or not an address here: one line, not TensorBoard's exit 255 later
     if importlib.util.find_spec("tensorboard") is None:
         raise SpecError("tensorboard", "TensorBoard is not installed; pip install 'tfjob-launcher[local]'")
     backend = _backend(args, factory)

@@ -79,6 +79,35 @@ def test_a_job_without_job_dir_is_one_line(tmp_path, monkeypatch):
         backend.stop("nodir", "default")
 
 
+def test_a_port_in_use_is_one_line_before_tensorboard_starts(tmp_path, monkeypatch, capsys):
+    """It started TensorBoard, which failed seconds later with exit 1 and its own log line
+    (twice over, with a glog prefix) and no fix named."""
+    import socket
+
+    from launcher.cli import main
+
+    monkeypatch.setenv("TFJOB_RUNS_DIR", str(tmp_path / "runs"))
+    backend = LocalBackend()
+    state = tmp_path / "state"
+    state.mkdir()
+    spec = JobSpec(name="taken", replicas={"Worker": ReplicaSpec(1)}, job_dir=str(tmp_path / "job"),
+                   env={"STATE_DIR": str(state)}, command=("python", str(REPLICA)),
+                   trainer_args=(json.dumps({"*": ["exit0"]}),))
+    backend.submit(render(spec))
+    try:
+        with socket.socket() as other:
+            other.bind(("127.0.0.1", 0))
+            other.listen()
+            port = other.getsockname()[1]
+            code = main(["tensorboard", "taken", "--backend", "local", "--port", str(port)])
+    finally:
+        backend.stop("taken", "default")
+    captured = capsys.readouterr()
+    assert (code, captured.out) == (2, ""), captured
+    assert captured.err == (f"error: --port: 127.0.0.1:{port} is in use; stop what listens there or pick another "
+                            "--port\n")
+
+
 def test_waiting_for_tensorboard_to_serve_is_bounded(tmp_path, monkeypatch, capsys):
     """A TensorBoard that does not say where it serves in time is stopped with one line;
     here the real one, given 0.05 s (it takes seconds to start)."""
