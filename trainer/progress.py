@@ -76,17 +76,39 @@ def export_line(path: str) -> str:
 
 
 class Scalars:
-    """TensorBoard scalars under JOB_DIR/<name>/ (created on first write)."""
+    """TensorBoard scalars under JOB_DIR/<name>/ (created on first write).
 
-    def __init__(self, job_dir: str, name: str):
+    `start`: the global step this run of the writing process began at (None: not a run that
+    can resume, e.g. the side-car evaluator's, which never writes a step twice). Its
+    event file then begins with a SessionLog.START event at step start + 1, as TF1's
+    sessions wrote one: TensorBoard's Python loader (--load_fast=false, which `launcher
+    tensorboard` runs for gs:// job dirs) drops a run's earlier points from that step on
+    at every START after the first, so that the points a killed chief wrote after its
+    last checkpoint give way to those its restart writes again. On v2 event files it
+    purges on nothing else (a step going back is kept, the line then zigzags); the fast
+    loader (RustBoard) replaces them by their step anyway."""
+
+    def __init__(self, job_dir: str, name: str, start: int | None = None):
         self.directory = paths.events(job_dir, name)
+        self.start = start
         self._writer = None
 
     @property
     def writer(self):
         if self._writer is None:
             self._writer = tf.summary.create_file_writer(self.directory)
+            if self.start is not None:
+                self._session_start(self.start + 1)
         return self._writer
+
+    def _session_start(self, step: int) -> None:
+        from tensorflow.core.util import event_pb2
+        from tensorflow.python.ops import summary_ops_v2  # import_event: no tf.summary name
+
+        event = event_pb2.Event(wall_time=time.time(), step=step,
+                                session_log=event_pb2.SessionLog(status=event_pb2.SessionLog.START))
+        with self._writer.as_default():
+            summary_ops_v2.import_event(tf.constant(event.SerializeToString()))
 
     def write(self, step: int, **values: float) -> None:
         with self.writer.as_default():
@@ -116,8 +138,8 @@ class Progress:
     def __init__(self, job_dir: str, name: str, total: int, start: int, enabled: bool = True,
                  scalars: bool = True):
         self.name, self.total, self.enabled, self.scalars = name, total, enabled, scalars
-        self.train = Scalars(job_dir, "train")
-        self.eval = Scalars(job_dir, "eval")
+        self.train = Scalars(job_dir, "train", start)
+        self.eval = Scalars(job_dir, "eval", start)
         self.began = self.mark = time.monotonic()
         self.mark_step = start
         self.loss_sum = self.acc_sum = 0.0

@@ -63,6 +63,39 @@ def test_disabled_report_prints_nothing(tmp_path, capsys):
     assert not (tmp_path / "train").exists()
 
 
+def test_a_restarted_chief_s_points_replace_those_of_the_run_it_resumes_in_tensorboard(tmp_path):
+    """A chief killed at step 300 after its checkpoint at 200 had written Train and Eval points
+    up to 300; restarted from 200 it writes 250 and 300 again. TensorBoard's loader for gs://
+    job dirs (--load_fast=false, what `launcher tensorboard` runs there) showed both runs'
+    points, the line going back at 250 (v2 event files: it purges only on a SessionLog.START,
+    never on a step going back). Each run of the chief now starts its train/ and eval/ with
+    one, at the step after the checkpoint it resumed from."""
+    from tensorboard.backend.event_processing import plugin_event_multiplexer
+
+    killed = progress.Progress(str(tmp_path), "chief/0", total=400, start=0)
+    for step, loss in ((200, 0.9), (250, 0.8), (300, 0.7)):
+        killed.add(50, loss=loss, accuracy=0.5)
+        killed.report_train(step)
+    killed.report_eval(300, 0.6, 0.9)
+    restarted = progress.Progress(str(tmp_path), "chief/0", total=400, start=200)
+    for step, loss in ((250, 0.3), (300, 0.2)):
+        restarted.add(50, loss=loss, accuracy=0.9)
+        restarted.report_train(step)
+    restarted.report_eval(300, 0.1, 0.99)
+    board = plugin_event_multiplexer.EventMultiplexer(purge_orphaned_data=True)  # TensorBoard's default
+    board.AddRunsFromDirectory(str(tmp_path))
+    board.Reload()
+
+    def shown(run: str) -> list[tuple[int, float]]:
+        return [(event.step, round(float(tf.make_ndarray(event.tensor_proto)), 4))
+                for event in board.Tensors(run, "loss")]
+
+    assert shown("train") == [(200, 0.9), (250, 0.3), (300, 0.2)]
+    assert shown("eval") == [(300, 0.1)]
+    # the event files themselves still hold every point, in the order written
+    assert [step for step, _ in scalars(tmp_path / "train")["loss"]] == [200, 250, 300, 250, 300]
+
+
 def test_histograms_write_what_tensorboards_own_histogram_writes(tmp_path):
     """The same tags, steps, plugin and buckets as tf.summary.histogram (TensorBoard's), for
     spread values, values on the bucket edges, one value, no value, integers and a NaN."""
