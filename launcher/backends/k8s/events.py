@@ -179,18 +179,28 @@ def pod_fetcher(api: KubeApi, namespace: str) -> Fetch:
     return fetch
 
 
+# The training-operator's (v1.9.4) Warnings on a job that end its reconcile before the status
+# write (pkg/controller.v1/control: pod_control.go, service_control.go). Its others, such as
+# a pod's condition copied as "Error pod P condition message: ..." (pkg/core/job.go, e.g.
+# Unschedulable while a pod waits for a node), come beside a status: the replicas show them.
+BLOCKING_WARNINGS = frozenset({"FailedCreatePod", "FailedCreateService"})
+
+
 def unclaimed_note(api: KubeApi, tfjob: dict, seconds: float | None = None) -> str | None:
     """Why a TFJob has no condition (`seconds` after it was followed): the training-operator's
-    latest Warning event on it (e.g. FailedCreatePod: a pod the API server refused, which
-    ends each of its reconciles before it writes a status), else, after `seconds`, that no
-    operator took it up (None without `seconds`: a job just created has no status either)."""
+    latest Warning on it that ends each of its reconciles before it writes a status (e.g.
+    FailedCreatePod: a pod the API server refused); after `seconds`, its latest Warning of
+    any reason, else that no operator took it up. None without `seconds` and such a Warning:
+    a job just created has no status either."""
     meta = tfjob["metadata"]
     name, namespace = meta["name"], meta.get("namespace", "")
     after = "" if seconds is None else f" after {seconds:g} s"
     try:
-        latest = max(api.warnings_of("TFJob", meta.get("uid", ""), namespace), key=event_time, default=None)
+        warnings = api.warnings_of("TFJob", meta.get("uid", ""), namespace)
     except (ApiException, *TRANSPORT_ERRORS):
-        latest = None
+        warnings = []
+    blocking = [w for w in warnings if w.get("reason") in BLOCKING_WARNINGS]
+    latest = max(blocking or (warnings if seconds is not None else []), key=event_time, default=None)
     if latest is not None:
         return one_line(f"note: tfjob {name} has no status{after}: the training-operator reports "
                         f"{latest.get('reason', '')}: {latest.get('message', '')}; fix that and submit again with "
