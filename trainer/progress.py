@@ -7,6 +7,7 @@
 """
 from __future__ import annotations
 
+import collections
 import time
 
 import tensorflow as tf
@@ -16,6 +17,7 @@ from trainer import paths
 
 
 HISTOGRAM_BUCKETS = 30  # TensorBoard's default
+RATE_WINDOW_S = 10.0  # a Train line's steps/s: over at least this long, when lines come faster
 
 
 def histogram_buckets(data: tf.Tensor, count: int = HISTOGRAM_BUCKETS) -> tf.Tensor:
@@ -140,8 +142,12 @@ class Progress:
         self.name, self.total, self.enabled, self.scalars = name, total, enabled, scalars
         self.train = Scalars(job_dir, "train", start)
         self.eval = Scalars(job_dir, "eval", start)
-        self.began = self.mark = time.monotonic()
-        self.mark_step = start
+        self.began = time.monotonic()
+        # (time, step) of the run's start and of each line since: a line's rate is measured
+        # from the newest of them at least RATE_WINDOW_S old (else the start), not from the
+        # line before. A parameter-server chief gets its workers' results in bursts, so with
+        # lines every call or two the rate since the last line swung 25-fold.
+        self.marks: collections.deque[tuple[float, int]] = collections.deque([(self.began, start)])
         self.loss_sum = self.acc_sum = 0.0
         self.extra_sums: dict[str, float] = {}
         self.steps = 0
@@ -161,11 +167,14 @@ class Progress:
             return
         loss, accuracy = self.loss_sum / self.steps, self.acc_sum / self.steps
         metrics = {name: total / self.steps for name, total in self.extra_sums.items()}
-        rate = (step - self.mark_step) / max(now - self.mark, 1e-9)
+        while len(self.marks) > 1 and now - self.marks[1][0] >= RATE_WINDOW_S:
+            self.marks.popleft()
+        since, since_step = self.marks[0]
+        rate = (step - since_step) / max(now - since, 1e-9)
         print(train_line(self.name, step, self.total, loss, accuracy, now - self.began, rate, **metrics))
         if self.scalars:
             self.train.write(step, loss=loss, accuracy=accuracy, global_steps_per_sec=rate, **metrics, **extra)
-        self.mark, self.mark_step = now, step
+        self.marks.append((now, step))
         self.extra_sums = {}
         self.loss_sum = self.acc_sum = 0.0
         self.steps = 0

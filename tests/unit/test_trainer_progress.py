@@ -55,6 +55,26 @@ def test_train_report_averages_steps_and_writes_scalars(tmp_path, capsys):
     assert scalars(tmp_path / "eval")["accuracy"] == [(40, 0.875)]
 
 
+def test_the_step_rate_of_results_that_come_in_bursts_is_the_rate_of_training(tmp_path, capsys, monkeypatch):
+    """A parameter-server chief gets its workers' results in bursts: here two calls of 10
+    steps each second (20 global steps/s), a Train line every 10 steps. The rate since the
+    last line alternated 10 and 10,000 global steps/s (a real PS job with
+    --log-every-steps 10: 18 and 472), and the launcher's ETA with it; measured over the
+    last RATE_WINDOW_S it is the 20 the job trains at."""
+    clock = [0.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: clock[0])
+    report = progress.Progress(str(tmp_path), "chief/0", total=400, start=0, scalars=False)
+    for second in range(1, 21):
+        for burst, step in enumerate((20 * second - 10, 20 * second)):
+            clock[0] = second + burst * 0.001
+            report.add(10, loss=0.5, accuracy=0.5)
+            report.report_train(step)
+    rates = [parse_progress(line).steps_per_sec for line in capsys.readouterr().out.splitlines()]
+    assert len(rates) == 40
+    assert all(10 <= rate <= 20.1 for rate in rates), rates  # within the first RATE_WINDOW_S: since the start
+    assert all(19.9 <= rate <= 20.1 for rate in rates[2 * int(progress.RATE_WINDOW_S):]), rates
+
+
 def test_disabled_report_prints_nothing(tmp_path, capsys):
     report = progress.Progress(str(tmp_path), "worker/1", total=10, start=0, enabled=False)
     report.add(10, 1.0, 1.0)
