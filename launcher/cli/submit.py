@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from ..backends import resolve_kind
-from ..backends.base import BackendError
+from ..backends.base import BackendError, NotFound
 from . import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, REQUEST_TIMEOUT_UNUSED, unused_request_timeout
 from .args import build_spec
 from .jobs import RESOURCE
@@ -211,10 +211,22 @@ def submit(args, trainer_args, factory) -> int:
             _out(manifest_text(answer[0], output))
         return EXIT_OK
     resuming = _resume_note(tfjob, spec, backend) if kind == "local" else None
-    if policy is None:
-        backend.submit(tfjob, replace=args.replace)
-    else:
-        backend.submit(tfjob, replace=args.replace, network_policy=policy)
+    hints = Hints(spec, args.backend, args.kubeconfig, args.context)
+    try:
+        if policy is None:
+            backend.submit(tfjob, replace=args.replace)
+        else:
+            backend.submit(tfjob, replace=args.replace, network_policy=policy)
+        return _after_submit(args, spec, kind, backend, tfjob, policy, hints, resuming)
+    except KeyboardInterrupt:  # as it was sent, before the live view took it: not left running on its own
+        if args.detach:
+            raise
+        return interrupted(backend, spec, hints)
+
+
+def _after_submit(args, spec: JobSpec, kind: str, backend, tfjob: dict, policy: dict | None, hints: Hints,
+                  resuming: str | None) -> int:
+    """What submit prints once the job is sent, then (without --detach) the live view."""
     if resuming:
         _note(resuming)
     if args.output == "name":
@@ -226,7 +238,6 @@ def submit(args, trainer_args, factory) -> int:
     else:
         queued = f"; {suspended_note(spec.queue_name, spec.namespace)}" if kind == "k8s" and spec.queue_name else ""
         _out(f"tfjob {spec.name} submitted (namespace {spec.namespace}, {backend.name} backend){queued}")
-    hints = Hints(spec, args.backend, args.kubeconfig, args.context)
     if args.detach:  # a hint, not the command's output: stdout stays what -o asked for
         _note(hints.follow())
         return EXIT_OK
@@ -288,6 +299,22 @@ def log_replica(spec: JobSpec) -> str:
     return "chief-0" if spec.count("Chief") else "worker-0"
 
 
+def interrupted(backend, spec: JobSpec, hints: Hints) -> int:
+    """Ctrl-C while a job is followed in the foreground: a local job is stopped before the
+    prompt comes back (a cluster's runs on); exit 130."""
+    if backend.name == "local":
+        _note(f"Interrupted; stopping local job {spec.name} ...")
+        from ..backends.local.procs import uninterrupted
+
+        with uninterrupted():  # bounded: SIGKILL after the stop's grace
+            try:
+                backend.stop(spec.name, spec.namespace)
+            except NotFound:  # interrupted before it was made: nothing runs
+                pass
+    _note(hints.interrupted(backend.name))
+    return EXIT_INTERRUPTED
+
+
 def follow(backend, spec: JobSpec, hints: Hints, resubmit=None, wide: bool = False, out=None) -> int:
     """Live view until the job is terminal: 0 Succeeded, 1 Failed, 130 on Ctrl-C. When a
     deleted pod failed the job (see launcher.resubmit), `resubmit(deletion)` may submit it
@@ -299,14 +326,7 @@ def follow(backend, spec: JobSpec, hints: Hints, resubmit=None, wide: bool = Fal
         try:
             terminal, failed, fault = _follow_once(backend, spec, wide, out)
         except KeyboardInterrupt:
-            if backend.name == "local":  # a foreground job: stopped before the prompt comes back
-                _note(f"Interrupted; stopping local job {spec.name} ...")
-                from ..backends.local.procs import uninterrupted
-
-                with uninterrupted():  # bounded: SIGKILL after the stop's grace
-                    backend.stop(spec.name, spec.namespace)
-            _note(hints.interrupted(backend.name))
-            return EXIT_INTERRUPTED
+            return interrupted(backend, spec, hints)
         if terminal == "Failed" and failed is not None and resubmit is not None:
             deletion = fault.deletion(failed)
             if deletion is None and spec.run_policy.clean_pod_policy != "All":

@@ -92,6 +92,24 @@ def test_ctrl_c_exits_130_and_says_what_happens_to_the_job(cli, kind, after, hin
     assert backend.stopped == ([("mnist", "default")] if kind == "local" else [])
 
 
+def test_ctrl_c_right_after_the_submit_before_the_live_view_still_stops_the_local_job(cli):
+    """A real SIGINT as the job is sent, before the live view follows it (the backend's
+    submit returns into it): the job was left running on its own with the generic
+    'Interrupted.'."""
+    class CtrlCAtSubmit(FakeBackend):
+        def submit(self, tfjob, replace=False, network_policy=None):
+            super().submit(tfjob, replace, network_policy)
+            os.kill(os.getpid(), signal.SIGINT)  # delivered as submit returns
+
+    backend = CtrlCAtSubmit(name="local")
+    result = submit(cli, backend)
+    assert result.code == 130 and backend.stopped == [("mnist", "default")], result.err
+    assert "Stopped local job mnist: every replica has exited." in result.err
+    detached = CtrlCAtSubmit(name="local")
+    result = submit(cli, detached, "--detach")
+    assert result.code == 130 and detached.stopped == []  # --detach: it is meant to run on its own
+
+
 def test_a_second_ctrl_c_while_the_local_job_stops_still_waits_for_the_stop(cli):
     """It returned the prompt with the replicas still running (a real SIGINT during stop())."""
     class SecondCtrlC(FakeBackend):
