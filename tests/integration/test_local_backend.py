@@ -293,6 +293,48 @@ def test_stop_returns_once_every_process_is_gone(backend, state):
     assert backend.status("stop", NS).phase == "Failed"
 
 
+def test_a_stopped_job_says_what_stopped_it(backend, state, monkeypatch):
+    """A job deleted, replaced or stopped on Ctrl-C ended `Stopped: stopped by SIGTERM`, all
+    alike, so a foreground submit whose job another shell deleted could not say why; a
+    SIGTERM from anyone else still names the signal."""
+    from launcher.backends.local.runs import RunDir
+
+    last = {}  # each removed run's terminal condition, read as delete removes its folder
+    remove = RunDir.remove
+
+    def recording(run, keep_output=False):
+        last[run.path.name] = json.loads(run.status_path.read_text())["conditions"][-1]
+        return remove(run, keep_output)
+
+    monkeypatch.setattr(RunDir, "remove", recording)
+
+    def ended(name: str) -> dict:
+        return {key: last[name][key] for key in ("type", "reason", "message")}
+
+    def submit(tfjob: dict, replace: bool = False) -> None:  # returns once its replicas serve
+        for ready in state.glob("*.ready"):
+            ready.unlink()
+        backend.submit(tfjob, replace=replace)
+        wait_ready(state, "chief-0", "worker-0")
+
+    tfjob = make_job("why", state, {}, ps=0, workers=1)
+    submit(tfjob)
+    submit(tfjob, replace=True)
+    assert ended("why") == {"type": "Failed", "reason": "Stopped",
+                            "message": "replaced by a new submission of the same name (--replace)"}
+    backend.delete("why", NS)
+    assert ended("why") == {"type": "Failed", "reason": "Stopped", "message": "deleted by `delete why`"}
+
+    submit(tfjob)
+    backend.stop("why", NS)
+    assert backend.status("why", NS).conditions[-1].message == \
+        "the launcher that ran it in the foreground was interrupted"
+
+    submit(make_job("kill", state, {}, ps=0, workers=1))
+    os.kill(supervisor_pid(backend, "kill"), signal.SIGTERM)
+    assert wait_phase(backend, "kill").conditions[-1].message == "stopped by SIGTERM"
+
+
 def test_a_killed_supervisor_takes_its_replicas_along(backend, state):
     backend.submit(make_job("orphan", state, {}, ps=1, workers=1))
     wait_ready(state, "chief-0", "ps-0", "worker-0")

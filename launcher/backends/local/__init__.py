@@ -141,12 +141,12 @@ class LocalBackend(Backend):
             if not replace:
                 raise AlreadyExists(f"local job {namespace}/{name} already exists ({run.path}); "
                                     f"use --replace or `delete {name}{_namespace_flag(namespace)}`")
-            self.delete(name, namespace)
+            self._delete(run, purge=False, why="replaced by a new submission of the same name (--replace)")
         run.create(tfjob, plan)
         try:
             self._start_supervisor(run)
         except BaseException:
-            self._stop_run(run)
+            self._stop_run(run, "its submission failed")
             run.remove()
             raise
         self._submitted.add((name, namespace))
@@ -279,12 +279,13 @@ class LocalBackend(Backend):
         return jobs
 
     # ---- stopping ---------------------------------------------------------------
-    def stop(self, name: str, namespace: str) -> None:
-        """Stop every process of the job (the folder stays; the job ends Failed/Stopped)
-        and return once they are all gone."""
-        self._stop_run(self._run(name, namespace))
+    def stop(self, name: str, namespace: str,
+             why: str = "the launcher that ran it in the foreground was interrupted") -> None:
+        """Stop every process of the job (the folder stays; the job ends Failed/Stopped,
+        with `why` as the condition's message) and return once they are all gone."""
+        self._stop_run(self._run(name, namespace), why)
 
-    def _stop_run(self, run: RunDir) -> None:
+    def _stop_run(self, run: RunDir, why: str) -> None:
         raw = run.status()
         if raw is None:
             return
@@ -293,6 +294,7 @@ class LocalBackend(Backend):
 
         grace = float(os.environ.get(GRACE_ENV, "10"))
         if alive(pid, start):
+            run.stopping(why)  # read by the supervisor on the signal: a follower sees why, not "SIGTERM"
             signal_group(pid, signal.SIGTERM)
             if not wait_until(lambda: (self._reap(), not alive(pid, start))[1], grace + 10):
                 signal_group(pid, signal.SIGKILL)
@@ -307,6 +309,8 @@ class LocalBackend(Backend):
         run = self.runs.job(name, namespace)
         if purge and not run.exists() and run.output.is_dir():  # outputs kept by an earlier delete
             return run.remove()
-        run = self._run(name, namespace)
-        self._stop_run(run)
+        return self._delete(self._run(name, namespace), purge, f"deleted by `delete {name}{_namespace_flag(namespace)}`")
+
+    def _delete(self, run: RunDir, purge: bool, why: str) -> Path | None:
+        self._stop_run(run, why)
         return run.remove(keep_output=not purge)

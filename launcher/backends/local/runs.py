@@ -9,6 +9,8 @@ status.json):
         plan.json         per replica: argv, env overrides, 127.0.0.1 address
         status.json       conditions, replicas, history, exit code (written atomically)
         owner.json        pid of the launcher following the job in the foreground, if any
+        stopping          why a launcher is stopping the job (delete, --replace, Ctrl-C), written
+                          before it signals the supervisor, which puts it in the Stopped condition
         supervisor.log    the supervisor's own output
         logs/REPLICA.log  stdout+stderr of each replica ("worker-1"), appended across restarts
         logs/REPLICA.times  when that log reached each size ("SIZE UNIX_TIME" lines, written
@@ -150,6 +152,22 @@ class RunDir:
 
     def claim(self, pid: int, start: int | None) -> None:
         write_json_atomic(self.owner_path, {"pid": pid, "start": start})
+
+    @property
+    def stopping_path(self) -> Path:
+        return self.path / "stopping"
+
+    def stopping(self, why: str) -> None:
+        """Say why the job is being stopped, before its supervisor is signalled."""
+        with open_private(self.stopping_path, "wb") as f:
+            f.write(why.encode())
+
+    def stop_reason(self) -> str | None:
+        """Why a launcher stopped the job (None: no launcher said; e.g. a kill by hand)."""
+        try:
+            return self.stopping_path.read_text(errors="replace").strip() or None
+        except FileNotFoundError:
+            return None
 
     def remove(self, keep_output: bool = False) -> Path | None:
         """Remove the job's folder; with `keep_output`, all but a non-empty output/ (the

@@ -143,8 +143,8 @@ class Supervisor:
         self.stop_signal = signum
 
     def tick(self) -> None:
-        if self.stop_signal is not None:
-            return self.fail("Stopped", f"stopped by {signal.Signals(self.stop_signal).name}")
+        if self.stop_signal is not None:  # a launcher says why (delete, --replace, Ctrl-C), else the signal
+            return self.fail("Stopped", self.run.stop_reason() or f"stopped by {signal.Signals(self.stop_signal).name}")
         owner = self.run.owner()
         if owner and not alive(*owner):
             return self.fail("Stopped", f"the launcher (pid {owner[0]}) that ran this job in the "
