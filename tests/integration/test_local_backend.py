@@ -335,6 +335,18 @@ def test_a_stopped_job_says_what_stopped_it(backend, state, monkeypatch):
     assert wait_phase(backend, "kill").conditions[-1].message == "stopped by SIGTERM"
 
 
+def test_following_logs_of_a_job_deleted_meanwhile_says_so(backend, state):
+    """logs -f of a job another shell deleted ended as if the job had: nothing said."""
+    notes = []
+    backend.submit(make_job("gone", state, {}, ps=0, workers=1))
+    wait_ready(state, "chief-0", "worker-0")
+    follower = LocalBackend(runs_dir=str(backend.runs.root), note=notes.append)
+    lines = follower.logs("gone", NS, "chief-0", follow=True)
+    backend.delete("gone", NS)
+    list(lines)  # ends: the job is gone
+    assert notes == [f"note: local job {NS}/gone was deleted while its logs were followed; its logs went with it"]
+
+
 def test_a_killed_supervisor_takes_its_replicas_along(backend, state):
     backend.submit(make_job("orphan", state, {}, ps=1, workers=1))
     wait_ready(state, "chief-0", "ps-0", "worker-0")

@@ -237,7 +237,9 @@ class LocalBackend(Backend):
         self._claim(name, namespace, run)
 
         def state() -> tuple[bool, dict[str, int]]:
-            if not run.exists():
+            if not run.exists():  # said: the follow ends with the job's last lines unread, not with the job
+                self.note(f"note: local job {namespace}/{name} was deleted while its logs were followed; "
+                          "its logs went with it")
                 return True, {}
             status = self._current(run)
             return is_terminal(status), ended_instances(status)
