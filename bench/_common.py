@@ -74,48 +74,24 @@ def machine() -> str:
     return f"{os.cpu_count()} cores, load average {one:.1f}/{five:.1f}"
 
 
-def positive_int(text: str) -> int:
-    """An argparse type: an integer >= 1 (a bad value is one line and exit 2)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: must be at least 1")
-    return value
+def _bounded(kind: type, ok, bound: str):
+    """An argparse type: a `kind` (int, or a finite float) for which `ok` holds; a bad value is
+    one line and exit 2, `bound` saying what is taken."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
+        if not (ok(value) and value < float("inf")):
+            raise argparse.ArgumentTypeError(f"{text!r}: must be {bound}")
+        return value
+    return parse
 
 
-def non_negative_int(text: str) -> int:
-    """An argparse type: an integer >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: must be 0 or more")
-    return value
-
-
-def positive_float(text: str) -> float:
-    """An argparse type: a finite number > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r}: must be a number above 0")
-    return value
-
-
-def non_negative_float(text: str) -> float:
-    """An argparse type: a finite number >= 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r}: must be 0 or more")
-    return value
+positive_int = _bounded(int, lambda v: v >= 1, "at least 1")
+non_negative_int = _bounded(int, lambda v: v >= 0, "0 or more")
+positive_float = _bounded(float, lambda v: v > 0, "a number above 0")
+non_negative_float = _bounded(float, lambda v: v >= 0, "0 or more")
 
 
 def train_points(log: str) -> list[tuple[int, float]]:
