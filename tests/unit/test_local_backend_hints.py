@@ -57,3 +57,18 @@ def test_a_taken_name_outside_default_says_how_to_delete_it_there(tmp_path):
     with pytest.raises(AlreadyExists) as refused:
         backend.submit(manifest)
     assert str(refused.value).endswith("use --replace or `delete nsjob -n a`")
+
+
+def test_a_deleted_job_whose_outputs_were_kept_says_where_they_are(cli, tmp_path):
+    """After `delete` kept a job's outputs, `status` or `tensorboard` of it said only that
+    there is no such job, and `list -A` does not show it."""
+    backend = backend_with(tmp_path, ("a", "kept"))
+    run = backend.runs.job("kept", "a")
+    (run.output / "checkpoints").mkdir(parents=True)
+    assert backend.delete("kept", "a") == run.output
+    result = cli("status", "kept", "-n", "a", "--backend", "local", backend=backend)
+    assert result.code == 1
+    assert result.err.strip().endswith(f"; see `list -A`; its outputs, kept when it was deleted, are in {run.output} "
+                                       "(`delete kept -n a --purge` removes them)"), result.err
+    assert cli("delete", "kept", "-n", "a", "--purge", "--backend", "local", backend=backend).code == 0
+    assert "outputs" not in cli("status", "kept", "-n", "a", "--backend", "local", backend=backend).err

@@ -58,6 +58,10 @@ def _namespace_flag(namespace: str) -> str:
     return "" if namespace == DEFAULT_NAMESPACE else f" -n {namespace}"
 
 
+def _holds_files(path: Path) -> bool:
+    return path.is_dir() and any(path.iterdir())
+
+
 def _pending(run: RunDir) -> dict:
     """The status of a job whose supervisor has not written one yet."""
     manifest = run.manifest()
@@ -99,7 +103,10 @@ class LocalBackend(Backend):
     def _run(self, name: str, namespace: str) -> RunDir:
         run = self.runs.job(name, namespace)
         if not run.exists():
-            raise NotFound(f"no local job {namespace}/{name} in {self.runs.root}; {self._elsewhere(name, namespace)}")
+            kept = (f"; its outputs, kept when it was deleted, are in {run.output} (`delete {name}"
+                    f"{_namespace_flag(namespace)} --purge` removes them)" if _holds_files(run.output) else "")
+            raise NotFound(f"no local job {namespace}/{name} in {self.runs.root}; {self._elsewhere(name, namespace)}"
+                           + kept)
         return run
 
     def _elsewhere(self, name: str, namespace: str) -> str:
