@@ -278,6 +278,8 @@ def tensorboard(args, factory) -> int:
                                    f"{TENSORBOARD_START_S:.0f} s (it said: {last}); stopped it")
             raise BackendError(f"TensorBoard exited with {proc.returncode} before serving {job_dir} (it said: {last})")
         _print(f"TensorBoard for {args.name} ({job_dir}): {url}  (Ctrl-C stops it)")
+        if "://" not in job_dir and (note := _no_events_note(job_dir)):
+            stderr_note(note)  # else an empty board, alike for a job not started and a dir that is not here
         return EXIT_OK if proc.wait() in (0, -2) else EXIT_FAILED
     finally:
         if proc.poll() is None:
@@ -288,6 +290,21 @@ def tensorboard(args, factory) -> int:
                 proc.kill()
                 proc.wait()
         signal.signal(signal.SIGTERM, previous)
+
+
+def _no_events_note(job_dir: str) -> str | None:
+    """A note when a local job dir holds no TensorBoard event files (in it or in its runs,
+    JOB_DIR/train/ and the like, two levels down at most), or is not there at all."""
+    import os
+
+    if not os.path.isdir(job_dir):
+        return f"note: {job_dir} does not exist on this machine; the board shows the job's events once it writes them there"
+    for folder, subfolders, files in os.walk(job_dir):
+        if any(name.startswith("events.out.tfevents.") for name in files):
+            return None
+        if folder != job_dir and os.path.dirname(folder) != job_dir.rstrip("/"):  # deeper: not walked
+            subfolders.clear()
+    return f"note: no TensorBoard events in {job_dir} yet; the board shows them as the job writes them"
 
 
 def _tensorboard_url(proc, lines: "queue.Queue[str]") -> tuple[str | None, list[str]]:

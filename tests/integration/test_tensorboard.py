@@ -13,6 +13,7 @@ import pytest
 from launcher.backends.local import LocalBackend
 from launcher.render import render
 from launcher.spec import JobSpec, ReplicaSpec
+from tests.support.launcher_process import launcher_process
 from tests.support.local_jobs import REPLICA
 from tests.support.ports import free_port
 from tests.support.tensorboard import serves_the_train_run, write_events
@@ -61,6 +62,40 @@ def test_tensorboard_serves_a_job_dir_on_gcs(gcs, tmp_path):
         serves_the_train_run(env, "board-gcs", job_dir, "--backend", "local")
     finally:
         backend.stop("board-gcs", "default")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("made", [False, True])
+def test_a_job_dir_without_events_is_said_beside_the_url(tmp_path, made):
+    """A job dir that is not there (a k8s job's pod-local --job-dir, a typo, a job not started)
+    or holds no events yet: TensorBoard serves an empty board; the launcher said nothing, so
+    the board looked like a broken TensorBoard. Now one note after the URL says which."""
+    runs = tmp_path / "runs"
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "TFJOB_RUNS_DIR": str(runs),
+           "PYTHONPATH": str(ROOT), "KUBECONFIG": str(tmp_path / "none"), "NO_PROXY": "127.0.0.1"}
+    state = tmp_path / "state"
+    state.mkdir()
+    job_dir = tmp_path / "job"
+    if made:
+        (job_dir / "checkpoints").mkdir(parents=True)
+    backend = LocalBackend(runs_dir=str(runs))
+    spec = JobSpec(name="empty", replicas={"Worker": ReplicaSpec(1)}, job_dir=str(job_dir),
+                   env={"STATE_DIR": str(state)}, command=("python", str(REPLICA)),
+                   trainer_args=(json.dumps({"*": ["exit0"]}),))
+    backend.submit(render(spec))
+    try:
+        with launcher_process(env, "tensorboard", "empty", "--backend", "local", "--port", str(free_port())) as board:
+            board.wait_for_line(f"TensorBoard for empty ({job_dir}): http://", 180)
+            board.wait_for_line("note: ", 30)  # printed right after the URL
+            notes = [line for line in board.lines if line.startswith("note: ")]
+            board.proc.send_signal(signal.SIGINT)
+            assert board.wait(30) == 130, board.output
+    finally:
+        backend.stop("empty", "default")
+    expected = (f"note: no TensorBoard events in {job_dir} yet; the board shows them as the job writes them"
+                if made else f"note: {job_dir} does not exist on this machine; the board shows the job's events "
+                "once it writes them there")
+    assert notes == [expected], board.output
 
 
 def test_a_job_without_job_dir_is_one_line(tmp_path, monkeypatch):
