@@ -347,6 +347,28 @@ def test_following_logs_of_a_job_deleted_meanwhile_says_so(backend, state):
     assert notes == [f"note: local job {NS}/gone was deleted while its logs were followed; its logs went with it"]
 
 
+def test_followers_of_a_job_replaced_under_its_name_stop_at_the_replacement(backend, state):
+    """--replace reuses the job's folder: a foreground submit following the old job read on
+    into the new one's log from the old one's offset (a torn line) and took the new job's
+    export for the old job's; events went on with the new job's history, its first entries
+    skipped. Both now end there, and say so."""
+    notes = []
+    old = make_job("again", state, {"chief-0": ["serve", "exit0"]}, ps=0, workers=1)
+    backend.submit(old)
+    wait_ready(state, "chief-0", "worker-0")
+    follower = LocalBackend(runs_dir=str(backend.runs.root), note=notes.append)
+    lines = follower.logs("again", NS, "chief-0", follow=True)
+    events = follower.events("again", NS)
+    assert next(events)  # following the old job
+    backend.submit(old, replace=True)  # the new chief's second attempt exits 0 at once: the new job succeeds
+    wait_phase(backend, "again")
+    assert [line.line for line in lines if "attempt 1" in line.line] == []  # the new chief's hello is not the old's
+    assert notes == ["note: local job default/again was replaced by a new submission of the same name while its "
+                     "logs were followed; follow the new one's with `logs again -f`"]
+    with pytest.raises(NotFound, match="was replaced by a new submission of the same name$"):
+        list(events)
+
+
 def test_a_killed_supervisor_takes_its_replicas_along(backend, state):
     backend.submit(make_job("orphan", state, {}, ps=1, workers=1))
     wait_ready(state, "chief-0", "ps-0", "worker-0")

@@ -58,6 +58,18 @@ def _namespace_flag(namespace: str) -> str:
     return "" if namespace == DEFAULT_NAMESPACE else f" -n {namespace}"
 
 
+REPLACED = "replaced by a new submission of the same name"
+
+
+def _change(run: RunDir, uid: str | None) -> str | None:
+    """What became of the submission `uid` that a follower reads: None while the folder
+    still holds it, else deleted or replaced (--replace reuses the folder)."""
+    now = run.uid()
+    if now is None or not run.exists():
+        return "deleted"
+    return REPLACED if now != uid else None
+
+
 def _holds_files(path: Path) -> bool:
     return path.is_dir() and any(path.iterdir())
 
@@ -148,7 +160,7 @@ class LocalBackend(Backend):
             if not replace:
                 raise AlreadyExists(f"local job {namespace}/{name} already exists ({run.path}); "
                                     f"use --replace or `delete {name}{_namespace_flag(namespace)}`")
-            self._delete(run, purge=False, why="replaced by a new submission of the same name (--replace)")
+            self._delete(run, purge=False, why=f"{REPLACED} (--replace)")
         run.create(tfjob, plan)
         try:
             self._start_supervisor(run)
@@ -208,6 +220,7 @@ class LocalBackend(Backend):
 
     def events(self, name: str, namespace: str, stop: threading.Event | None = None) -> Iterator[Event]:
         run = self._run(name, namespace)
+        uid = run.uid()
         self._claim(name, namespace, run)
         stop = stop or threading.Event()  # never set: a poll interval of sleep
         cursor = 0
@@ -215,7 +228,10 @@ class LocalBackend(Backend):
             try:
                 raw = self._current(run)
             except FileNotFoundError:
-                raise NotFound(f"local job {namespace}/{name} was deleted") from None
+                raw = None
+            change = _change(run, uid)  # after the read: what was read may be a new job's of that name
+            if raw is None or change:
+                raise NotFound(f"local job {namespace}/{name} was {change or 'deleted'}")
             history = raw["history"]
             yield from map(to_event, history[cursor:])
             cursor = len(history)
@@ -241,14 +257,20 @@ class LocalBackend(Backend):
             return self._previous(run, tails, tail_lines, all_replicas=replica in (None, "all"))
         if not follow:
             return read_logs(tails, tail_lines, ended_instances(self._current(run)))
+        uid = run.uid()
         self._claim(name, namespace, run)
 
-        def state() -> tuple[bool, dict[str, int]]:
-            if not run.exists():  # said: the follow ends with the job's last lines unread, not with the job
-                self.note(f"note: local job {namespace}/{name} was deleted while its logs were followed; "
-                          "its logs went with it")
-                return True, {}
-            status = self._current(run)
+        def state() -> tuple[bool, dict[str, list[int | None]] | None]:
+            try:
+                status = self._current(run)
+            except FileNotFoundError:
+                status = None
+            change = _change(run, uid)  # its files are gone, or a new job's of that name: not read on
+            if status is None or change:  # said: the follow ends with the job's last lines unread, not with the job
+                self.note(f"note: local job {namespace}/{name} was {change or 'deleted'} while its logs were "
+                          "followed; " + ("its logs went with it" if change != REPLACED else
+                                          f"follow the new one's with `logs {name}{_namespace_flag(namespace)} -f`"))
+                return True, None
             return is_terminal(status), ended_instances(status)
 
         return follow_logs(tails, state, tail_lines, ends)

@@ -162,13 +162,15 @@ def read_span(tail: Tail, span: tuple[int, int], tail_lines: int | None = None) 
     return last(tail.read(span[1]) + tail.flush(), tail_lines)
 
 
-def follow_logs(tails: list[Tail], state: Callable[[], tuple[bool, dict[str, list[int | None]]]],
+def follow_logs(tails: list[Tail], state: Callable[[], tuple[bool, dict[str, list[int | None]] | None]],
                 tail_lines: int | None = None, ends: bool = False) -> Iterator[LogLine | LogEnded]:
     """New lines of every replica as they come (files appear when a replica starts and
     grow across restarts) until the job is finished and every file is drained; with
     `tail_lines`, of what each file holds already only its last lines come first (kubectl's
     -f --tail). `state()`: whether the job is finished, and for each replica the size its
-    log file had when each of its processes ended (None: not recorded); with `ends`, a
+    log file had when each of its processes ended (None: not recorded), or None instead
+    of those sizes when the files are no longer the job's (deleted, replaced): the
+    follow ends without reading them; with `ends`, a
     LogEnded follows the last line of each process, before the next one's first line (one
     file spans a replica's restarts)."""
     if tail_lines is not None:
@@ -177,6 +179,8 @@ def follow_logs(tails: list[Tail], state: Callable[[], tuple[bool, dict[str, lis
     told = {tail.replica: 0 for tail in tails}
     while True:
         done, ended = state()  # checked before reading: what an ended process wrote is in its file
+        if ended is None:  # the job's files are gone, or a new job's of its name: nothing more is its
+            return
         idle = True
         for tail in tails:
             marks = ended.get(tail.replica, []) if ends else []

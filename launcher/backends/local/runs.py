@@ -6,7 +6,7 @@ status.json):
     $TFJOB_RUNS_DIR  (default ~/.local/share/tfjob-launcher/runs)
       NAMESPACE/NAME/
         manifest.yaml     the TFJob exactly as submitted
-        plan.json         per replica: argv, env overrides, 127.0.0.1 address
+        plan.json         per replica: argv, env overrides, 127.0.0.1 address; the submission's uid
         status.json       conditions, replicas, history, exit code (written atomically)
         owner.json        pid of the launcher following the job in the foreground, if any
         stopping          why a launcher is stopping the job (delete, --replace, Ctrl-C), written
@@ -27,6 +27,7 @@ import json
 import os
 import shutil
 import tempfile
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -124,13 +125,21 @@ class RunDir:
             private_dir(directory)
         with open_private(self.manifest_path, "wb") as f:
             f.write(yaml.safe_dump(tfjob, sort_keys=False).encode())
-        write_json_atomic(self.plan_path, plan)
+        write_json_atomic(self.plan_path, {**plan, "uid": uuid.uuid4().hex})  # this submission's, as a TFJob's uid
 
     def manifest(self) -> dict:
         return yaml.safe_load(self.manifest_path.read_text())
 
     def plan(self) -> dict:
         return json.loads(self.plan_path.read_text())
+
+    def uid(self) -> str | None:
+        """The id of the submission the folder holds (a job replaced under its name has
+        another; "" for one submitted before ids were kept); None when there is none."""
+        try:
+            return self.plan().get("uid", "")
+        except FileNotFoundError:
+            return None
 
     def status(self) -> dict | None:
         """The last status the supervisor wrote (None before it wrote one, or if removed)."""
