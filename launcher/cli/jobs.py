@@ -252,6 +252,9 @@ def tensorboard(args, factory) -> int:
     # (RustBoard) has a GCS client of its own that takes none of those (tensorflow/tensorboard
     # issues 5819, 5850, 5934): it shows an empty board.
     loader = ["--load_fast=false"] if job_dir.startswith("gs://") else []
+    if loader and importlib.util.find_spec("tensorflow") is None:  # its loader thread dies on gs://: an empty board
+        raise SpecError("tensorboard", f"reading {job_dir} needs TensorFlow's gs:// filesystem, which TensorBoard "
+                        "alone lacks; pip install 'tfjob-launcher[local]'")
     from ..backends.local.procs import die_with_parent
 
     proc = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", job_dir, *loader,

@@ -143,6 +143,41 @@ def test_a_port_in_use_is_one_line_before_tensorboard_starts(tmp_path, monkeypat
                             "--port\n")
 
 
+def test_a_gs_job_dir_without_tensorflow_is_one_line(tmp_path, monkeypatch, capsys):
+    """TensorBoard installed without TensorFlow (not the [local] extra) has no gs://
+    filesystem: its loader thread died on the job dir and it served an empty board, the
+    launcher printing its URL as if all was well."""
+    import importlib.util
+
+    from launcher.cli import main
+
+    monkeypatch.setenv("TFJOB_RUNS_DIR", str(tmp_path / "runs"))
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *rest: None if name == "tensorflow" else find_spec(name, *rest))
+    backend = LocalBackend()
+    state = tmp_path / "state"
+    state.mkdir()
+    spec = JobSpec(name="gsjob", replicas={"Worker": ReplicaSpec(1)}, job_dir="gs://my-bucket/jobs/gsjob",
+                   env={"STATE_DIR": str(state)}, command=("python", str(REPLICA)),
+                   trainer_args=(json.dumps({"*": ["exit0"]}),))
+    backend.submit(render(spec))
+
+    def started(*args, **kwargs):
+        raise AssertionError(f"started {args[0]}")  # TensorBoard, which would serve its empty board until stopped
+
+    try:
+        with monkeypatch.context() as patch:
+            patch.setattr(subprocess, "Popen", started)
+            code = main(["tensorboard", "gsjob", "--backend", "local", "--port", str(free_port())])
+    finally:
+        backend.stop("gsjob", "default")
+    captured = capsys.readouterr()
+    assert (code, captured.out) == (2, ""), captured
+    assert captured.err == ("error: tensorboard: reading gs://my-bucket/jobs/gsjob needs TensorFlow's gs:// "
+                            "filesystem, which TensorBoard alone lacks; pip install 'tfjob-launcher[local]'\n")
+
+
 def test_waiting_for_tensorboard_to_serve_is_bounded(tmp_path, monkeypatch, capsys):
     """A TensorBoard that does not say where it serves in time is stopped with one line;
     here the real one, given 0.05 s (it takes seconds to start)."""
