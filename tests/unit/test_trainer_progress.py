@@ -97,6 +97,13 @@ def test_a_restarted_chief_s_points_replace_those_of_the_run_it_resumes_in_tenso
         killed.add(50, loss=loss, accuracy=0.5)
         killed.report_train(step)
     killed.report_eval(300, 0.6, 0.9)
+    # TensorBoard reads a run's files in name order: time (s), host, pid, the process's writer
+    # count. A restart comes seconds later; in this one process and second the count would
+    # decide (10 before 9), so the killed run's files are dated a second back.
+    for path in tmp_path.glob("*/events.out.tfevents.*"):
+        parts = path.name.split(".")
+        parts[3] = str(int(parts[3]) - 1)
+        path.rename(path.with_name(".".join(parts)))
     restarted = progress.Progress(str(tmp_path), "chief/0", total=400, start=200)
     for step, loss in ((250, 0.3), (300, 0.2)):
         restarted.add(50, loss=loss, accuracy=0.9)
