@@ -77,11 +77,12 @@ def check_cluster_args(kind: str, kubeconfig: str | None = None, context: str | 
 
 def get_backend(kind: str = "auto", note: Callable[[str], None] = stderr_note,
                 kubeconfig: str | None = None, context: str | None = None,
-                request_timeout: float | None = None) -> Backend:
+                request_timeout: float | None = None, foreground: bool = False) -> Backend:
     """An instance of the chosen backend (imported lazily); `kubeconfig` / `context`
     select the cluster for the k8s backend (so `auto` with either is k8s, as the CLI's
     --kubeconfig makes it), `request_timeout` bounds each API call; with `local` they are
-    refused, as the CLI refuses them (one rule: `check_cluster_args`)."""
+    refused, as the CLI refuses them (one rule: `check_cluster_args`). `foreground` (the
+    CLI's): a local job this process submits and then follows stops when it exits."""
     asked = check_cluster_args(kind, kubeconfig, context, request_timeout)
     kind = resolve_kind(asked, note, force='backend="k8s"')  # the CLI resolves `auto` itself
     if asked == "auto" and kind == "local" and request_timeout is not None:  # auto found no cluster
@@ -94,7 +95,7 @@ def get_backend(kind: str = "auto", note: Callable[[str], None] = stderr_note,
             return KubernetesBackend(kubeconfig=kubeconfig, context=context, note=note, **timeout)
         from .local import LocalBackend
 
-        return LocalBackend(note=note)
+        return LocalBackend(note=note, foreground=foreground)
     except ImportError as exc:
         raise BackendError(f"the {kind} backend cannot be loaded ({exc}); "
                            "reinstall the launcher with its dependencies") from exc

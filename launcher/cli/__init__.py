@@ -445,7 +445,7 @@ def _default_factory(args: argparse.Namespace) -> BackendFactory:
         from ..backends import get_backend
 
         if kind == "local":  # main() refused the cluster's flags with --backend local; `auto` chose this one
-            return get_backend(kind)
+            return get_backend(kind, foreground=True)  # a job submit follows stops with it (Ctrl-C)
         return get_backend(kind, kubeconfig=args.kubeconfig, context=args.context,
                            request_timeout=args.request_timeout)
 

@@ -257,7 +257,7 @@ LAUNCHER = """
 import json, sys
 
 from launcher.backends.local import LocalBackend
-backend = LocalBackend()
+backend = LocalBackend(foreground=True)  # as the CLI's: the job follows this process
 tfjob = json.load(open(sys.argv[1]))
 backend.submit(tfjob)
 for event in backend.events(tfjob["metadata"]["name"], "default"):
@@ -282,6 +282,35 @@ def test_sigint_to_a_foreground_launcher_leaves_no_process(backend, state, tmp_p
         launcher.wait()
     status = backend.status("fg", NS)
     assert (status.phase, status.conditions[-1].reason) == ("Failed", "Stopped")
+
+
+PYTHON_FOLLOWER = """
+import json, sys
+
+from launcher.backends.local import LocalBackend
+backend = LocalBackend()  # as the Python API's (get_backend's default): not the CLI's foreground
+tfjob = json.load(open(sys.argv[1]))
+backend.submit(tfjob)
+for event in backend.events(tfjob["metadata"]["name"], "default"):
+    print(event, flush=True)
+    break
+"""
+
+
+def test_a_job_submitted_and_followed_from_python_outlives_the_process(backend, state, tmp_path):
+    """TrainingClient's create_job then a wait (or its TimeoutError) made the script the job's
+    owner, so the job was stopped once the script exited, where the README says it runs on,
+    as a cluster's job does."""
+    manifest = tmp_path / "api.json"
+    manifest.write_text(json.dumps(make_job("api", state, {"chief-0": ["wait-finish"]})))
+    done = subprocess.run([sys.executable, "-c", PYTHON_FOLLOWER, str(manifest)], cwd=ROOT, timeout=DEADLINE,
+                          capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout, done.stderr
+    supervisor = supervisor_pid(backend, "api")
+    wait_ready(state, "ps-0", "worker-0", "worker-1")  # long after the follower left
+    assert not backend.runs.job("api", NS).owner_path.exists()
+    assert backend.status("api", NS).phase == "Running" and not gone(supervisor)
+    backend.stop("api", NS)
 
 
 def test_stop_returns_once_every_process_is_gone(backend, state):

@@ -9,11 +9,12 @@ prints one line saying so. Every other call reads that
 folder, so `status`, `events`, `logs`, `list`, `stop` and `delete` work from any later
 launcher process.
 
-Foreground vs. detached: a submitted job outlives the launcher (--detach). When the
-launcher that submitted a job then follows it (`events()` or `logs(follow=True)` on the
-same LocalBackend), it becomes the job's owner (owner.json) and the supervisor stops the
-job as soon as that process is gone, however it died: Ctrl-C in the foreground leaves no
-process behind. `stop()` stops a job now and returns once every process is gone.
+Foreground vs. detached: a submitted job outlives the launcher (--detach) and the Python
+API's process, as a cluster's job does. When the CLI's launcher (`foreground=True`) that
+submitted a job then follows it (`events()` or `logs(follow=True)` on the same
+LocalBackend), it becomes the job's owner (owner.json) and the supervisor stops the job as
+soon as that process is gone, however it died: Ctrl-C in the foreground leaves no process
+behind. `stop()` stops a job now and returns once every process is gone.
 """
 from __future__ import annotations
 
@@ -102,9 +103,10 @@ class LocalBackend(Backend):
     # and when the log reached each size (--since, --timestamps)
     name = "local"
 
-    def __init__(self, runs_dir: str | None = None, note=None):
+    def __init__(self, runs_dir: str | None = None, note=None, foreground: bool = False):
         self.runs = RunsDir(runs_dir)
         self.note = note or stderr_note
+        self.foreground = foreground  # the CLI's: following a job it submitted makes it the job's owner
         self._children: list[subprocess.Popen] = []
         self._submitted: set[tuple[str, str]] = set()
 
@@ -172,7 +174,7 @@ class LocalBackend(Backend):
 
     def _claim(self, name: str, namespace: str, run: RunDir) -> None:
         """Following a job this launcher submitted makes it a foreground job (see above)."""
-        if (name, namespace) in self._submitted:
+        if self.foreground and (name, namespace) in self._submitted:
             me = os.getpid()
             run.claim(me, start_time(me))
 
