@@ -1022,15 +1022,21 @@ def check_local_capacity(spec: JobSpec, kind: str, available: int | None = None)
 def check_local_inputs(spec: JobSpec, kind: str, environ: Mapping[str, str]) -> None:
     """On the local backend, what every replica would fail on at its start and, under
     OnFailure, restart on without end, checked on this machine first (without TensorFlow):
-    more replicas than this machine's memory holds (check_local_capacity), a --module-name
-    that this Python cannot find (no --package-path), and a local data dir without the
-    model's train-* records (unless --prepare-data writes them)."""
+    more replicas than this machine's memory holds (check_local_capacity), a --job-dir the
+    trainer cannot write, a --module-name that this Python cannot find (no --package-path),
+    and a local data dir without the model's train-* records (unless --prepare-data writes
+    them)."""
     import importlib.util
     import os
 
     if kind != "local":
         return
     check_local_capacity(spec, kind)
+    if spec.job_dir and "://" not in spec.job_dir and runs_this_trainer(spec, kind):
+        from trainer.outputs import unwritable_dir
+
+        if problem := unwritable_dir(spec.job_dir):  # the chief would fail on it, and restart, without end
+            raise SpecError("--job-dir", f"the chief could not write {spec.job_dir!r} and would restart on it: {problem}")
     if spec.module_name and not spec.package_path and not spec.command:
         top = spec.module_name.split(".")[0]
         if importlib.util.find_spec(top) is None:

@@ -210,13 +210,15 @@ def submit(args, trainer_args, factory) -> int:
         else:
             _out(manifest_text(answer[0], output))
         return EXIT_OK
-    resuming = _resume_note(tfjob, spec, backend) if kind == "local" else None
+    resuming = _resume_note(tfjob, spec, backend) if kind == "local" and not args.replace else None
     hints = Hints(spec, args.backend, args.kubeconfig, args.context)
     try:
         if policy is None:
             backend.submit(tfjob, replace=args.replace)
         else:
             backend.submit(tfjob, replace=args.replace, network_policy=policy)
+        if kind == "local" and args.replace:  # the job replaced saved a checkpoint as it was stopped
+            resuming = _resume_note(tfjob, spec, backend)
         return _after_submit(args, spec, kind, backend, tfjob, policy, hints, resuming)
     except KeyboardInterrupt:  # as it was sent, before the live view took it: not left running on its own
         if args.detach:
@@ -309,8 +311,9 @@ def interrupted(backend, spec: JobSpec, hints: Hints) -> int:
         with uninterrupted():  # bounded: SIGKILL after the stop's grace
             try:
                 backend.stop(spec.name, spec.namespace)
-            except NotFound:  # interrupted before it was made: nothing runs
-                pass
+            except NotFound:  # interrupted before it was made (its folder removed): nothing runs, no logs
+                _note(f"Interrupted before local job {spec.name} was submitted: nothing runs.")
+                return EXIT_INTERRUPTED
     _note(hints.interrupted(backend.name))
     return EXIT_INTERRUPTED
 

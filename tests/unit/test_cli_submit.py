@@ -110,6 +110,37 @@ def test_ctrl_c_right_after_the_submit_before_the_live_view_still_stops_the_loca
     assert result.code == 130 and detached.stopped == []  # --detach: it is meant to run on its own
 
 
+def test_replace_says_the_new_job_resumes_from_the_checkpoint_the_replaced_one_saved(cli, tmp_path):
+    """--replace stops the running job first, whose chief saves a checkpoint on SIGTERM: the
+    note was read before that, so the new job resumed from it without a word."""
+    job_dir = tmp_path / "job"
+
+    class SavesOnStop(FakeBackend):
+        def submit(self, tfjob, replace=False, network_policy=None):
+            if replace:  # the old chief's save as it is stopped
+                (job_dir / "checkpoints").mkdir(parents=True)
+                (job_dir / "checkpoints" / "ckpt-260.index").write_bytes(b"")
+            super().submit(tfjob, replace, network_policy)
+
+    backend = SavesOnStop(name="local", existing=("mnist",))
+    result = submit(cli, backend, "--detach", "--replace", "--job-dir", str(job_dir))
+    assert result.code == 0, result.err
+    assert f"note: the job dir {job_dir} already holds checkpoints (the latest at step 260)" in result.err
+
+
+def test_ctrl_c_before_the_local_job_exists_says_nothing_runs(cli):
+    """Not 'Stopped local job ...; its logs stay: logs ...' for a job whose folder an
+    interrupted submission removed."""
+    class CtrlCInSubmit(FakeBackend):
+        def submit(self, tfjob, replace=False, network_policy=None):
+            raise KeyboardInterrupt  # before the job was made
+
+    backend = CtrlCInSubmit(name="local")
+    result = submit(cli, backend)
+    assert result.code == 130 and backend.stopped == []
+    assert result.err.splitlines()[-1] == "Interrupted before local job mnist was submitted: nothing runs.", result.err
+
+
 def test_a_second_ctrl_c_while_the_local_job_stops_still_waits_for_the_stop(cli):
     """It returned the prompt with the replicas still running (a real SIGINT during stop())."""
     class SecondCtrlC(FakeBackend):
@@ -278,6 +309,9 @@ def test_the_local_backend_says_what_it_does_not_use(cli):
     (["--workers", "1", "--ps", "0", "--module-name", "no_such_package.task"], [],
      "error: --module-name: no module 'no_such_package' on this machine: every replica would fail `python -m "
      "no_such_package.task` and restart; give its package with --package-path DIR, or install it"),
+    (["--job-dir", "/etc/hostname/runs/mnist"], [],  # a file on the way (permissions: root may write anywhere)
+     "error: --job-dir: the chief could not write '/etc/hostname/runs/mnist' and would restart on it: /etc/hostname "
+     "is not a directory; give another path"),
 ])
 def test_a_local_job_whose_replicas_would_all_fail_at_start_is_refused(cli, extra, trainer_args, line):
     """Under OnFailure they would restart on it without end (1 s, then up to every 30 s)."""
