@@ -125,6 +125,11 @@ class Watch:
             self.failures = 0
             return marker
 
+    def done(self) -> bool:
+        """Whether the chief has marked this run of the job done (one read; unknown: False)."""
+        marker = self._read()
+        return marker is not None and marker != self.baseline
+
     def check(self) -> str | None:
         """DONE, ORPHANED(_AFTER_DONE) or None (keep going). Never blocks beyond a probe."""
         marker = self._read()

@@ -145,6 +145,8 @@ def serve(args: argparse.Namespace, cluster: Cluster) -> int:
     runtime.start_server(cluster, runtime.threads_for(args.threads, cluster))
     print(f"Serving {cluster.name} at {cluster.spec[cluster.role][cluster.index]}; waiting for the chief")
     outcome = watch.wait(stopping=lambda: bool(stop))
+    if outcome == lifecycle.STOPPED and watch.done():  # stopped as the job ended: nothing is left to save
+        outcome = lifecycle.DONE
     if outcome != lifecycle.STOPPED:
         print(lifecycle.message(outcome, watch))
         return lifecycle.EXIT_CODES[outcome]

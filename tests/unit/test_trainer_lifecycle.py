@@ -82,3 +82,13 @@ def test_a_chief_whose_name_does_not_resolve_is_not_taken_as_gone():
     assert lifecycle.left(f"127.0.0.1:{free_port()}") is True  # refused: its process has gone
     assert lifecycle.left("chief-0.no-such-name.invalid:2222") is False  # unknown: wait (up to the bound)
     assert lifecycle.left(None) is True
+
+
+def test_done_says_whether_this_run_was_marked_done(tmp_path, chief):
+    """A ps or worker stopped by SIGTERM once the chief marked the job done (the local
+    backend stops them so at a job's end) has nothing left to linger for."""
+    lifecycle.write_done(str(tmp_path), step=100, export_path=None)  # an earlier run's
+    watch = lifecycle.Watch(str(tmp_path), chief, poll_seconds=0.01, orphan_seconds=60)
+    assert watch.done() is False
+    lifecycle.write_done(str(tmp_path), step=200, export_path=None)
+    assert watch.done() is True
