@@ -31,9 +31,10 @@ def require(*modules: str) -> None:
     TensorFlow: the [trainer] extra; kserve: [serve])."""
     extras = {"tensorflow": "trainer", "kserve": "serve"}
     for module in modules:
-        if importlib.util.find_spec(module) is None:
-            sys.exit(f"{Path(sys.argv[0]).name}: needs {module}, which is not installed here "
-                     f"(pip install 'tfjob-launcher[{extras.get(module, module)}]')")
+        if importlib.util.find_spec(module) is None:  # exit 2, as the trainer's and launcher's refusals
+            print(f"{Path(sys.argv[0]).name}: needs {module}, which is not installed here "
+                  f"(pip install 'tfjob-launcher[{extras.get(module, module)}]')", file=sys.stderr)
+            sys.exit(2)
 
 
 def ensure_data(data_dir: str) -> None:

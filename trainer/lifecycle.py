@@ -126,8 +126,12 @@ class Watch:
             return marker
 
     def done(self) -> bool:
-        """Whether the chief has marked this run of the job done (one read; unknown: False)."""
-        marker = self._read()
+        """Whether the chief has marked this run of the job done (one read, no retry; a
+        storage error: not known, False)."""
+        try:
+            marker = read_done(self.job_dir)
+        except TRANSIENT:
+            return False
         return marker is not None and marker != self.baseline
 
     def check(self) -> str | None:

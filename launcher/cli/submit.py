@@ -136,7 +136,8 @@ def _resume_note(tfjob: dict, spec: JobSpec, backend) -> str | None:
     """A local job dir that already holds checkpoints (a job resubmitted under the name of
     a deleted one, whose outputs delete keeps, or a --job-dir used before): the trainer
     resumes from the latest; the note, with how to start over, read before the job starts
-    and said once it was submitted (not for a submission refused)."""
+    (with --replace, once the replaced job has stopped: its chief saves as it stops) and
+    said once it was submitted (not for a submission refused)."""
     from .jobs import job_dir_of
 
     job_dir = job_dir_of(tfjob)
@@ -220,8 +221,8 @@ def submit(args, trainer_args, factory) -> int:
         if kind == "local" and args.replace:  # the job replaced saved a checkpoint as it was stopped
             resuming = _resume_note(tfjob, spec, backend)
         return _after_submit(args, spec, kind, backend, tfjob, policy, hints, resuming)
-    except KeyboardInterrupt:  # as it was sent, before the live view took it: not left running on its own
-        if args.detach:
+    except KeyboardInterrupt:  # a local job as it was sent, before the live view took it: not left running
+        if args.detach or kind != "local":  # meant to run on; a cluster's may not exist yet: "Interrupted."
             raise
         return interrupted(backend, spec, hints)
 

@@ -302,6 +302,7 @@ def test_tail_keeps_the_last_lines_and_with_follow_then_follows(k8s_backend, fak
     fake_operator.log("mnist-worker-0", "one", "two", "three")
     tail = LogOptions(tail_lines=2)
     assert [item.line for item in k8s_backend.logs("mnist", "default", options=tail)] == ["two", "three"]
+    assert list(k8s_backend.logs("mnist", "default", options=LogOptions(tail_lines=0))) == []  # --tail 0: none
 
     follow = Collector(k8s_backend.logs("mnist", "default", follow=True, options=tail))
     follow.wait_for(lambda it: lines_of(it, "worker-0") == ["two", "three"], "the last two lines")
@@ -314,7 +315,7 @@ def test_tail_keeps_the_last_lines_and_with_follow_then_follows(k8s_backend, fak
     fake_operator.set_condition("mnist", "Succeeded")
     assert lines_of(follow.wait_done(), "worker-0") == ["two", "three", "four", "again 1", "again 2", "again 3"]
     asked = [r.query.get("tailLines") for r in fake_apiserver.requests if r.verb == "log"]
-    assert asked[:2] == ["2", "2"] and set(asked[2:]) == {None}
+    assert asked[:3] == ["2", "0", "2"] and set(asked[3:]) == {None}
 
 
 def follow_everything(backend, server, operator, replicas: int) -> tuple[list, float]:

@@ -139,6 +139,9 @@ def test_ctrl_c_before_the_local_job_exists_says_nothing_runs(cli):
     result = submit(cli, backend)
     assert result.code == 130 and backend.stopped == []
     assert result.err.splitlines()[-1] == "Interrupted before local job mnist was submitted: nothing runs.", result.err
+    cluster = submit(cli, CtrlCInSubmit(name="k8s"))  # e.g. while --replace waits for the old TFJob's deletion
+    assert (cluster.code, cluster.err.splitlines()[-1]) == (130, "Interrupted.")
+    assert "keeps running" not in cluster.err  # the TFJob may not exist
 
 
 def test_a_second_ctrl_c_while_the_local_job_stops_still_waits_for_the_stop(cli):

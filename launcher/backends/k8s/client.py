@@ -468,12 +468,20 @@ class KubeApi:
         """List or (watch=True) watch pods as Table rows without their objects
         (includeObject=None): the server's summary of each pod, not the pod (`table.py`).
         The generated client has no includeObject, so this is its low-level call."""
-        query = [(_QUERY[key], str(value).lower() if isinstance(value, bool) else str(value))
-                 for key, value in params.items() if value is not None] + [("includeObject", "None")]
-        request = self.client.param_serialize("GET", "/api/v1/namespaces/{namespace}/pods",
-                                              path_params={"namespace": namespace}, query_params=query,
-                                              header_params={"Accept": TABLE}, auth_settings=["BearerToken"])
-        response = self.client.call_api(*request, _request_timeout=_request_timeout or self.timeout)
+        query = [(_QUERY[key], value) for key, value in params.items()] + [("includeObject", "None")]
+        return self._get("/api/v1/namespaces/{namespace}/pods", {"namespace": namespace}, query, TABLE,
+                         _request_timeout or self.timeout)
+
+    def _get(self, path: str, path_params: dict, query: list[tuple[str, object]], accept: str,
+             timeout) -> urllib3.BaseHTTPResponse:
+        """A GET below the generated client (for the query parameters it lacks): `query`'s
+        None values left out, booleans as true/false, a 0 kept; the streamed answer, or the
+        ApiException of an error status."""
+        query = [(key, str(value).lower() if isinstance(value, bool) else str(value))
+                 for key, value in query if value is not None]
+        request = self.client.param_serialize("GET", path, path_params=path_params, query_params=query,
+                                              header_params={"Accept": accept}, auth_settings=["BearerToken"])
+        response = self.client.call_api(*request, _request_timeout=timeout)
         if not 200 <= response.status <= 299:
             response.read()
             raise ApiException.from_response(http_resp=response, body=None, data=None)
@@ -539,18 +547,12 @@ class KubeApi:
                                           if v is not None}}
         if since_time is not None:
             options.pop("since_seconds", None)
-        query = [(key, str(value).lower() if isinstance(value, bool) else str(value)) for key, value in (
-            ("container", container), ("follow", follow), ("previous", options.get("previous")),
-            ("sinceSeconds", options.get("since_seconds")), ("sinceTime", since_time),
-            ("timestamps", options.get("timestamps")), ("tailLines", tail_lines)) if value not in (None, False)]
-        request = self.client.param_serialize("GET", "/api/v1/namespaces/{namespace}/pods/{name}/log",
-                                              path_params={"namespace": namespace, "name": name}, query_params=query,
-                                              header_params={"Accept": "*/*"}, auth_settings=["BearerToken"])
-        response = self.client.call_api(*request, _request_timeout=None if follow else self.timeout)
-        if not 200 <= response.status <= 299:
-            response.read()
-            raise ApiException.from_response(http_resp=response, body=None, data=None)
-        return response.response
+        flags = {key: True for key in ("previous", "timestamps") if options.get(key)}  # false: left out
+        query = [("container", container), ("follow", True if follow else None), ("previous", flags.get("previous")),
+                 ("sinceSeconds", options.get("since_seconds")), ("sinceTime", since_time),
+                 ("timestamps", flags.get("timestamps")), ("tailLines", tail_lines)]
+        return self._get("/api/v1/namespaces/{namespace}/pods/{name}/log", {"namespace": namespace, "name": name},
+                         query, "*/*", None if follow else self.timeout)
 
     def with_log_options(self, previous: bool = False, since_seconds: int | None = None,
                          timestamps: bool = False) -> "KubeApi":

@@ -66,9 +66,9 @@ def _change(run: RunDir, uid: str | None) -> str | None:
     """What became of the submission `uid` that a follower reads: None while the folder
     still holds it, else deleted or replaced (--replace reuses the folder)."""
     now = run.uid()
-    if now is None or not run.exists():
-        return "deleted"
-    return REPLACED if now != uid else None
+    if now is not None and now != uid:  # the next submission's plan, written before its manifest
+        return REPLACED
+    return "deleted" if now is None or not run.exists() else None
 
 
 def _holds_files(path: Path) -> bool:

@@ -123,9 +123,11 @@ class RunDir:
     def create(self, tfjob: dict, plan: dict) -> None:
         for directory in (self.path.parent.parent, self.path.parent, self.path, self.path / "logs"):
             private_dir(directory)
+        # the plan (with this submission's uid, as a TFJob's) first: the manifest makes the job exist (exists()),
+        # and a follower that finds it must find the uid that tells this submission from the next
+        write_json_atomic(self.plan_path, {**plan, "uid": uuid.uuid4().hex})
         with open_private(self.manifest_path, "wb") as f:
             f.write(yaml.safe_dump(tfjob, sort_keys=False).encode())
-        write_json_atomic(self.plan_path, {**plan, "uid": uuid.uuid4().hex})  # this submission's, as a TFJob's uid
 
     def manifest(self) -> dict:
         return yaml.safe_load(self.manifest_path.read_text())
