@@ -331,8 +331,8 @@ def build_parser() -> argparse.ArgumentParser:
     board.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     delete = command("delete", "delete jobs and their replicas", usage=f"{PROG} delete NAME [NAME ...] [flags]")
     delete.add_argument("names", nargs="+", metavar="NAME", help=NAME_HELP + "; several are deleted in turn, as "
-                        "kubectl's (every name is checked first; a missing job is an error line, the others "
-                        "deleted, exit 1)")
+                        "kubectl's (every name is checked first; a job missing or refused is an error line, the "
+                        "others deleted, exit 1)")
     delete.add_argument("--wait", action="store_true", help="return once it is gone, its replicas too (without it, "
                         "delete returns once the deletion is accepted, where kubectl waits by default; "
                         "the local backend always waits)")

@@ -167,23 +167,28 @@ def list_jobs(args, factory) -> int:
 
 def delete(args, factory) -> int:
     """Each name in turn, as kubectl's: every name checked first (bad input deletes nothing);
-    a job that is not there is an error line (none with --ignore-not-found) and the others
-    are still deleted; exit 1 when one was missing."""
+    a job that is not there (none with --ignore-not-found) or that cannot be deleted is an
+    error line and the others are still deleted; exit 1 when one failed."""
     for name in args.names:
         check_name(name)
     backend = _backend(args, factory)
     if args.purge and backend.name != "local":
         raise SpecError("--purge", "only the local backend keeps outputs itself; a cluster job's outputs are "
                         "in its --job-dir (e.g. gs://...): remove them there")
-    missing = False
+    failed = False
     for name in args.names:
         try:
             _delete(args, backend, name)
         except NotFound as exc:
             if not args.ignore_not_found:
                 print(f"error: {exc}", file=sys.stderr, flush=True)
-                missing = True
-    return EXIT_FAILED if missing else EXIT_OK
+                failed = True
+        except BackendError as exc:  # refused or unreachable for this one: the others are still tried
+            if len(args.names) == 1:
+                raise
+            print(f"error: {exc}", file=sys.stderr, flush=True)
+            failed = True
+    return EXIT_FAILED if failed else EXIT_OK
 
 
 def _delete(args, backend, name: str) -> None:

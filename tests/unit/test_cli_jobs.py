@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from launcher.backends.base import BackendError
 from tests.support.fakes.backend import FakeBackend, lifecycle, replica_phase
 
 pytestmark = pytest.mark.usefixtures("cli_env")  # the packaged TFJob CRD, a per-session schema cache
@@ -160,6 +161,15 @@ def test_several_names_are_deleted_in_turn_as_kubectl_does(cli):
     fake = backend()
     quiet = cli("delete", "ghost", "mnist", "--backend", "k8s", "--ignore-not-found", backend=fake)
     assert (quiet.code, quiet.err) == (0, "") and [d[0] for d in fake.deleted] == ["mnist"]
+    class Refusing(FakeBackend):  # the server refuses one of them (a finalizer, RBAC on that one, ...)
+        def delete(self, name, namespace, wait=False):
+            if name == "mnist":
+                raise BackendError("the server refused deleting tfjob mnist (Forbidden)")
+            return super().delete(name, namespace, wait)
+    fake = Refusing(name="k8s", existing=("mnist", "other"))
+    refused = cli("delete", "mnist", "other", "--backend", "k8s", backend=fake)
+    assert refused.code == 1 and [d[0] for d in fake.deleted] == ["other"], refused.err
+    assert refused.err == "error: the server refused deleting tfjob mnist (Forbidden)\n"
     fake = backend()
     bad = cli("delete", "mnist", "Not_A_Name", "--backend", "k8s", backend=fake)
     assert (bad.code, bad.out) == (2, "") and fake.deleted == [] and "'Not_A_Name'" in bad.err

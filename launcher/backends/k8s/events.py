@@ -189,9 +189,9 @@ BLOCKING_WARNINGS = frozenset({"FailedCreatePod", "FailedCreateService"})
 def unclaimed_note(api: KubeApi, tfjob: dict, seconds: float | None = None) -> str | None:
     """Why a TFJob has no condition (`seconds` after it was followed): the training-operator's
     latest Warning on it that ends each of its reconciles before it writes a status (e.g.
-    FailedCreatePod: a pod the API server refused); after `seconds`, its latest Warning of
-    any reason, else that no operator took it up. None without `seconds` and such a Warning:
-    a job just created has no status either."""
+    FailedCreatePod: a pod the API server refused); without one, after `seconds`, its latest
+    Warning of another reason, else that no operator took it up. None without `seconds` and
+    a blocking Warning: a job just created has no status either."""
     meta = tfjob["metadata"]
     name, namespace = meta["name"], meta.get("namespace", "")
     after = "" if seconds is None else f" after {seconds:g} s"
