@@ -25,6 +25,11 @@ CLEAN_POD_POLICIES = ("Running", "All", "None")
 DEFAULT_IMAGE = "tfjob-trainer:0.1.0"
 TRAINER_MODULE = "trainer.task"  # what the default image (and the local backend) runs
 DEFAULT_NAMESPACE = "default"
+
+
+def namespace_flag(namespace: str) -> str:
+    """` -n NAMESPACE` for a command line a message suggests; nothing for the default one."""
+    return "" if namespace == DEFAULT_NAMESPACE else f" -n {namespace}"
 TF_PORT = 2222
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"  # training-operator labels every pod of a job with it
 ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"

@@ -11,7 +11,7 @@ import time
 from ..backends.base import BackendError, LogOptions, NotFound, deleted_pods_reason, stderr_note
 from . import EXIT_FAILED, EXIT_OK, check_name, check_replica, namespace_of, replica_alias, resolve_backend
 from ..events import JobCondition, TERMINAL
-from ..spec import DEFAULT_NAMESPACE, SpecError, check_listen_port
+from ..spec import SpecError, check_listen_port, namespace_flag
 from ..view import (COLUMNS, WIDE_COLUMNS, JobView, age, format_rows, no_resources, replica_rows,
                     suspended_note)
 
@@ -205,7 +205,7 @@ def _delete(args, backend, name: str) -> None:
         return
     _print(f"tfjob {name} deleted")
     if kept:
-        again = f"python -m launcher delete {name}{'' if namespace == DEFAULT_NAMESPACE else f' -n {namespace}'}"
+        again = f"python -m launcher delete {name}{namespace_flag(namespace)}"
         stderr_note(f"note: kept its outputs ({outputs_in(Path(kept))}) in {kept}; a new job named {name} "
                     f"resumes from them. Remove them with `{again} --purge`.")  # stdout: what was deleted, as kubectl
 

@@ -15,7 +15,7 @@ from .args import build_spec
 from .jobs import RESOURCE
 from ..checks import check_submission, local_notes
 from ..events import JobCondition, evaluator_line
-from ..spec import DEFAULT_NAMESPACE, JobSpec, SpecError, check_trainer_args, cluster_data_note
+from ..spec import JobSpec, SpecError, check_trainer_args, cluster_data_note, namespace_flag
 from ..view import suspended_note
 
 DEFAULT_MAX_RESUBMITS = 3
@@ -149,7 +149,7 @@ def _resume_note(tfjob: dict, spec: JobSpec, backend) -> str | None:
         return None
     fresh = "another --job-dir"
     if job_dir == backend.default_job_dir(spec.name, spec.namespace):
-        ns = "" if spec.namespace == DEFAULT_NAMESPACE else f" -n {spec.namespace}"
+        ns = namespace_flag(spec.namespace)
         fresh += f", or remove them first with `python -m launcher delete {spec.name}{ns} --purge`"
     return (f"note: the job dir {job_dir} already holds checkpoints (the latest at step {max(steps)}): the job "
             f"resumes from it; to start over, use {fresh}")
@@ -275,7 +275,7 @@ class Hints:
     def _flags(self) -> str:
         import shlex
 
-        flags = "" if self.spec.namespace == "default" else f" -n {self.spec.namespace}"
+        flags = namespace_flag(self.spec.namespace)
         flags += "" if self.backend_flag == "auto" else f" --backend {self.backend_flag}"
         for flag, value in (("--kubeconfig", self.kubeconfig), ("--context", self.context)):
             flags += f" {flag} {shlex.quote(value)}" if value else ""

@@ -22,7 +22,7 @@ from typing import Iterator
 
 from ..cli import resolve_backend
 from ..backends.base import BackendError, NotFound
-from ..spec import SpecError, check_listen_port
+from ..spec import SpecError, check_listen_port, namespace_flag
 from ..view import age, format_rows, no_resources
 from . import client, predictions
 from .k8s import DEFAULT_RUNTIME_VERSION
@@ -173,7 +173,7 @@ def _no_export(job: str, namespace: str, export: str) -> str:
         phase, conditions = status.phase, status.conditions
     except (OSError, ValueError, KeyError):  # its folder is still being written: being submitted
         phase, conditions = "Pending", ()
-    flags = "" if namespace == "default" else f" -n {namespace}"
+    flags = namespace_flag(namespace)
     see = f"`{PROG} status {job}{flags}` and `{PROG} logs {job}{flags}`"
     if phase == "Failed":
         reason = next((c.reason for c in reversed(conditions) if c.type == "Failed" and c.reason), "")

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ...events import Event, LogEnded, LogLine
-from ...spec import DEFAULT_NAMESPACE, SpecError
+from ...spec import SpecError, namespace_flag
 from ...tfconfig import replica_counts
 from ..base import AlreadyExists, Backend, BackendError, JobStatus, JobSummary, NotFound, stderr_note
 from .logs import Dating, Tail, Times, follow_logs, previous_span, read_logs, read_span
@@ -52,11 +52,6 @@ def _identity(tfjob: dict) -> tuple[str, str]:
         if not value or value in (".", "..") or "/" in value or "\x00" in value:
             raise BackendError(f"{field}: {value!r} cannot name a local job; use a DNS-1035 name like mnist-ps")
     return name, namespace
-
-
-def _namespace_flag(namespace: str) -> str:
-    """` -n NAMESPACE` for a command line about a job outside the default namespace."""
-    return "" if namespace == DEFAULT_NAMESPACE else f" -n {namespace}"
 
 
 REPLACED = "replaced by a new submission of the same name"
@@ -118,7 +113,7 @@ class LocalBackend(Backend):
         run = self.runs.job(name, namespace)
         if not run.exists():
             kept = (f"; its outputs, kept when it was deleted, are in {run.output} (`delete {name}"
-                    f"{_namespace_flag(namespace)} --purge` removes them)" if _holds_files(run.output) else "")
+                    f"{namespace_flag(namespace)} --purge` removes them)" if _holds_files(run.output) else "")
             raise NotFound(f"no local job {namespace}/{name} in {self.runs.root}; {self._elsewhere(name, namespace)}"
                            + kept)
         return run
@@ -161,7 +156,7 @@ class LocalBackend(Backend):
         if run.exists():
             if not replace:
                 raise AlreadyExists(f"local job {namespace}/{name} already exists ({run.path}); "
-                                    f"use --replace or `delete {name}{_namespace_flag(namespace)}`")
+                                    f"use --replace or `delete {name}{namespace_flag(namespace)}`")
             self._delete(run, purge=False, why=f"{REPLACED} (--replace)")
         run.create(tfjob, plan)
         try:
@@ -271,7 +266,7 @@ class LocalBackend(Backend):
             if status is None or change:  # said: the follow ends with the job's last lines unread, not with the job
                 self.note(f"note: local job {namespace}/{name} was {change or 'deleted'} while its logs were "
                           "followed; " + ("its logs went with it" if change != REPLACED else
-                                          f"follow the new one's with `logs {name}{_namespace_flag(namespace)} -f`"))
+                                          f"follow the new one's with `logs {name}{namespace_flag(namespace)} -f`"))
                 return True, None
             return is_terminal(status), ended_instances(status)
 
@@ -342,7 +337,7 @@ class LocalBackend(Backend):
         run = self.runs.job(name, namespace)
         if purge and not run.exists() and run.output.is_dir():  # outputs kept by an earlier delete
             return run.remove()
-        return self._delete(self._run(name, namespace), purge, f"deleted by `delete {name}{_namespace_flag(namespace)}`")
+        return self._delete(self._run(name, namespace), purge, f"deleted by `delete {name}{namespace_flag(namespace)}`")
 
     def _delete(self, run: RunDir, purge: bool, why: str) -> Path | None:
         self._stop_run(run, why)
