@@ -96,12 +96,19 @@ def plot(curves: dict[str, list[list[tuple[int, float, float]]]], target: float,
     pyplot.close(figure)
 
 
+def median_run(runs: list[list[tuple[int, float, float]]], target: float) -> tuple[int, float, float]:
+    """(step, seconds, accuracy) at the end of the median run by time (a run that missed the
+    target counts as the slowest)."""
+    reached = sorted((c for c in runs if c[-1][2] >= target), key=lambda c: c[-1][1])
+    ordered = reached + [c for c in runs if c[-1][2] < target]
+    return ordered[(len(ordered) - 1) // 2][-1]
+
+
 def outcome(name: str, runs: list[list[tuple[int, float, float]]], target: float) -> str:
     """The median run by time (a run that missed the target counts as the slowest)."""
     missed = [curve for curve in runs if curve[-1][2] < target]
     reached = sorted((curve for curve in runs if curve[-1][2] >= target), key=lambda c: c[-1][1])
-    ordered = reached + missed
-    step, seconds, accuracy = ordered[(len(ordered) - 1) // 2][-1]
+    step, seconds, accuracy = median_run(runs, target)
     spread = ""
     if len(runs) > 1:
         slowest = f"slowest {reached[-1][-1][1]:.1f} s" if reached else "none reached it"
@@ -119,9 +126,7 @@ def outcome(name: str, runs: list[list[tuple[int, float, float]]], target: float
 
 def median_seconds(runs: list[list[tuple[int, float, float]]], target: float) -> float | None:
     """The seconds of outcome()'s median run, None when that run missed the target."""
-    reached = sorted((c for c in runs if c[-1][2] >= target), key=lambda c: c[-1][1])
-    ordered = reached + [c for c in runs if c[-1][2] < target]
-    step, seconds, accuracy = ordered[(len(ordered) - 1) // 2][-1]
+    _, seconds, accuracy = median_run(runs, target)
     return seconds if accuracy >= target else None
 
 
