@@ -57,7 +57,8 @@ def test_the_real_apiserver_accepts_the_new_fields(control_plane):
                               "--gang-min-available", "3")
         assert result.returncode == 0, result.stdout + result.stderr
         assert "cannot read CRD" not in result.stderr  # validated with the cluster's own CRD
-        stored = yaml.safe_load(result.stdout)
+        stored, policy = yaml.safe_load_all(result.stdout)  # the TFJob as stored, then its NetworkPolicy
+        assert policy["kind"] == "NetworkPolicy"
         assert stored["spec"]["successPolicy"] == "AllWorkers" and stored["spec"]["runPolicy"]["suspend"] is True
         assert stored["spec"]["runPolicy"]["schedulingPolicy"] == {"minAvailable": 3, "queue": "research",
                                                                    "priorityClass": "high",
@@ -79,7 +80,7 @@ def test_without_permission_to_read_crds_the_packaged_copy_is_used_with_a_note(c
 
     with control_plane.namespace("e2e-rbac") as namespace:
         control_plane.service_account(namespace, "submitter", "get,list,watch,create,delete",
-                                      "tfjobs.kubeflow.org,pods,pods/log")
+                                      "tfjobs.kubeflow.org,networkpolicies.networking.k8s.io,pods,pods/log")
         kubeconfig = control_plane.kubeconfig_as(namespace, "submitter", tmp_path / "submitter")
 
         result = run_launcher(control_plane, "submit", "--kubeconfig", str(kubeconfig), "-n", namespace,
@@ -87,7 +88,7 @@ def test_without_permission_to_read_crds_the_packaged_copy_is_used_with_a_note(c
         assert result.returncode == 0, result.stdout + result.stderr
         assert (f"note: cannot read CRD tfjobs.kubeflow.org from {control_plane.server} (not permitted to read it); "
                 f"validating with the packaged CRD of {describe('tfjob')}") in result.stderr.splitlines()
-        assert yaml.safe_load(result.stdout)["metadata"]["name"] == "rbac"
+        assert [d["metadata"]["name"] for d in yaml.safe_load_all(result.stdout)] == ["rbac", "rbac-tf-port"]
         refused = run_launcher(control_plane, "submit", "--kubeconfig", str(kubeconfig), "-n", namespace,
                                "--name", "rbac", "--workers", "1000000000000", "--dry-run=server")
         # refused before any request, by the launcher's own rules (the spec's, then the packaged CRD's)
