@@ -4,17 +4,13 @@ serving its event files; stopped with SIGINT like Ctrl-C, nothing left running. 
 job's job dir, read from its TFJob: tests/e2e/test_tensorboard_k8s.py.)"""
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 
 import pytest
 
-from launcher.backends.local import LocalBackend
-from launcher.render import render
-from launcher.spec import JobSpec, ReplicaSpec
 from tests.support.launcher_process import launcher_process
-from tests.support.local_jobs import REPLICA
+from tests.support.local_jobs import standin_job
 from tests.support.ports import free_port
 from tests.support.tensorboard import serves_the_train_run, write_events
 from tests.support.tools import ROOT
@@ -22,27 +18,18 @@ from tests.support.tools import ROOT
 
 @pytest.mark.slow
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])  # SIGTERM left TensorBoard running, orphaned
-def test_tensorboard_serves_the_job_dir_of_a_job(tmp_path, stop):
+def test_tensorboard_serves_the_job_dir_of_a_job(tmp_path, state, stop):
     runs = tmp_path / "runs"
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "TFJOB_RUNS_DIR": str(runs),
            "PYTHONPATH": str(ROOT), "KUBECONFIG": str(tmp_path / "none"), "NO_PROXY": "127.0.0.1"}
-    state = tmp_path / "state"
-    state.mkdir()
-    backend = LocalBackend(runs_dir=str(runs))
     job_dir = tmp_path / "job"
-    spec = JobSpec(name="board", replicas={"Worker": ReplicaSpec(1)}, job_dir=str(job_dir),
-                   env={"STATE_DIR": str(state)}, command=("python", str(REPLICA)),
-                   trainer_args=(json.dumps({"*": ["exit0"]}),))
-    backend.submit(render(spec))
-    write_events(job_dir / "train")
-    try:
+    with standin_job("board", state, str(job_dir), str(runs)):
+        write_events(job_dir / "train")
         serves_the_train_run(env, "board", str(job_dir), "--backend", "local", stop=stop)
-    finally:
-        backend.stop("board", "default")
 
 
 @pytest.mark.slow
-def test_tensorboard_serves_a_job_dir_on_gcs(gcs, tmp_path):
+def test_tensorboard_serves_a_job_dir_on_gcs(gcs, tmp_path, state):
     """--job-dir gs://...: TensorBoard reads the events through TensorFlow's own gs://
     filesystem (the emulator behind the TLS proxy), as on GKE with a bucket."""
     runs = tmp_path / "runs"
@@ -51,70 +38,44 @@ def test_tensorboard_serves_a_job_dir_on_gcs(gcs, tmp_path):
     job_dir = gcs.make_bucket("tensorboard-test") + "/jobs/board"
     write_events(f"{job_dir}/train", gcs.env)
     assert any(name.startswith("jobs/board/train/events.out.tfevents.") for name in gcs.list(job_dir))
-    backend = LocalBackend(runs_dir=str(runs))
-    state = tmp_path / "state"
-    state.mkdir()
-    spec = JobSpec(name="board-gcs", replicas={"Worker": ReplicaSpec(1)}, job_dir=job_dir,
-                   env={"STATE_DIR": str(state)}, command=("python", str(REPLICA)),
-                   trainer_args=(json.dumps({"*": ["exit0"]}),))
-    backend.submit(render(spec))
-    try:
+    with standin_job("board-gcs", state, job_dir, str(runs)):
         serves_the_train_run(env, "board-gcs", job_dir, "--backend", "local")
-    finally:
-        backend.stop("board-gcs", "default")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("made", [False, True])
-def test_a_job_dir_without_events_is_said_beside_the_url(tmp_path, made):
+def test_a_job_dir_without_events_is_said_beside_the_url(tmp_path, state, made):
     """A job dir that is not there (a k8s job's pod-local --job-dir, a typo, a job not started)
     or holds no events yet: TensorBoard serves an empty board; the launcher said nothing, so
     the board looked like a broken TensorBoard. Now one note after the URL says which."""
     runs = tmp_path / "runs"
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "TFJOB_RUNS_DIR": str(runs),
            "PYTHONPATH": str(ROOT), "KUBECONFIG": str(tmp_path / "none"), "NO_PROXY": "127.0.0.1"}
-    state = tmp_path / "state"
-    state.mkdir()
     job_dir = tmp_path / "job"
     if made:
         (job_dir / "checkpoints").mkdir(parents=True)
-    backend = LocalBackend(runs_dir=str(runs))
-    spec = JobSpec(name="empty", replicas={"Worker": ReplicaSpec(1)}, job_dir=str(job_dir),
-                   env={"STATE_DIR": str(state)}, command=("python", str(REPLICA)),
-                   trainer_args=(json.dumps({"*": ["exit0"]}),))
-    backend.submit(render(spec))
-    try:
-        with launcher_process(env, "tensorboard", "empty", "--backend", "local", "--port", str(free_port())) as board:
-            board.wait_for_line(f"TensorBoard for empty ({job_dir}): http://", 180)
-            board.wait_for_line("note: ", 30)  # printed right after the URL
-            notes = [line for line in board.lines if line.startswith("note: ")]
-            board.proc.send_signal(signal.SIGINT)
-            assert board.wait(30) == 130, board.output
-    finally:
-        backend.stop("empty", "default")
+    with standin_job("empty", state, str(job_dir), str(runs)), \
+            launcher_process(env, "tensorboard", "empty", "--backend", "local", "--port", str(free_port())) as board:
+        board.wait_for_line(f"TensorBoard for empty ({job_dir}): http://", 180)
+        board.wait_for_line("note: ", 30)  # printed right after the URL
+        notes = [line for line in board.lines if line.startswith("note: ")]
+        board.proc.send_signal(signal.SIGINT)
+        assert board.wait(30) == 130, board.output
     expected = (f"note: no TensorBoard events in {job_dir} yet; the board shows them as the job writes them"
                 if made else f"note: {job_dir} does not exist on this machine; the board shows the job's events "
                 "once it writes them there")
     assert notes == [expected], board.output
 
 
-def test_a_job_without_job_dir_is_one_line(tmp_path, monkeypatch):
+def test_a_job_without_job_dir_is_one_line(tmp_path, state, monkeypatch):
     from launcher.cli import main
 
     monkeypatch.setenv("TFJOB_RUNS_DIR", str(tmp_path / "runs"))
-    backend = LocalBackend()
-    state = tmp_path / "state"
-    state.mkdir()
-    spec = JobSpec(name="nodir", replicas={"Worker": ReplicaSpec(1)}, env={"STATE_DIR": str(state)},
-                   command=("python", str(REPLICA)), trainer_args=(json.dumps({"*": ["exit0"]}),))
-    backend.submit(render(spec))
-    try:
+    with standin_job("nodir", state, None):
         assert main(["tensorboard", "nodir", "--backend", "local"]) == 2
-    finally:
-        backend.stop("nodir", "default")
 
 
-def test_a_port_in_use_is_one_line_before_tensorboard_starts(tmp_path, monkeypatch, capsys):
+def test_a_port_in_use_is_one_line_before_tensorboard_starts(tmp_path, state, monkeypatch, capsys):
     """It started TensorBoard, which failed seconds later with exit 1 and its own log line
     (twice over, with a glog prefix) and no fix named."""
     import socket
@@ -122,28 +83,18 @@ def test_a_port_in_use_is_one_line_before_tensorboard_starts(tmp_path, monkeypat
     from launcher.cli import main
 
     monkeypatch.setenv("TFJOB_RUNS_DIR", str(tmp_path / "runs"))
-    backend = LocalBackend()
-    state = tmp_path / "state"
-    state.mkdir()
-    spec = JobSpec(name="taken", replicas={"Worker": ReplicaSpec(1)}, job_dir=str(tmp_path / "job"),
-                   env={"STATE_DIR": str(state)}, command=("python", str(REPLICA)),
-                   trainer_args=(json.dumps({"*": ["exit0"]}),))
-    backend.submit(render(spec))
-    try:
-        with socket.socket() as other:
-            other.bind(("127.0.0.1", 0))
-            other.listen()
-            port = other.getsockname()[1]
-            code = main(["tensorboard", "taken", "--backend", "local", "--port", str(port)])
-    finally:
-        backend.stop("taken", "default")
+    with standin_job("taken", state, str(tmp_path / "job")), socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        code = main(["tensorboard", "taken", "--backend", "local", "--port", str(port)])
     captured = capsys.readouterr()
     assert (code, captured.out) == (2, ""), captured
     assert captured.err == (f"error: --port: 127.0.0.1:{port} is in use; stop what listens there or pick another "
                             "--port\n")
 
 
-def test_a_gs_job_dir_without_tensorflow_is_one_line(tmp_path, monkeypatch, capsys):
+def test_a_gs_job_dir_without_tensorflow_is_one_line(tmp_path, state, monkeypatch, capsys):
     """TensorBoard installed without TensorFlow (not the [local] extra) has no gs://
     filesystem: its loader thread died on the job dir and it served an empty board, the
     launcher printing its URL as if all was well."""
@@ -155,48 +106,28 @@ def test_a_gs_job_dir_without_tensorflow_is_one_line(tmp_path, monkeypatch, caps
     find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *rest: None if name == "tensorflow" else find_spec(name, *rest))
-    backend = LocalBackend()
-    state = tmp_path / "state"
-    state.mkdir()
-    spec = JobSpec(name="gsjob", replicas={"Worker": ReplicaSpec(1)}, job_dir="gs://my-bucket/jobs/gsjob",
-                   env={"STATE_DIR": str(state)}, command=("python", str(REPLICA)),
-                   trainer_args=(json.dumps({"*": ["exit0"]}),))
-    backend.submit(render(spec))
-
     def started(*args, **kwargs):
         raise AssertionError(f"started {args[0]}")  # TensorBoard, which would serve its empty board until stopped
 
-    try:
-        with monkeypatch.context() as patch:
-            patch.setattr(subprocess, "Popen", started)
-            code = main(["tensorboard", "gsjob", "--backend", "local", "--port", str(free_port())])
-    finally:
-        backend.stop("gsjob", "default")
+    with standin_job("gsjob", state, "gs://my-bucket/jobs/gsjob"), monkeypatch.context() as patch:
+        patch.setattr(subprocess, "Popen", started)
+        code = main(["tensorboard", "gsjob", "--backend", "local", "--port", str(free_port())])
     captured = capsys.readouterr()
     assert (code, captured.out) == (2, ""), captured
     assert captured.err == ("error: tensorboard: reading gs://my-bucket/jobs/gsjob needs TensorFlow's gs:// "
                             "filesystem, which TensorBoard alone lacks; pip install 'tfjob-launcher[local]'\n")
 
 
-def test_waiting_for_tensorboard_to_serve_is_bounded(tmp_path, monkeypatch, capsys):
+def test_waiting_for_tensorboard_to_serve_is_bounded(tmp_path, state, monkeypatch, capsys):
     """A TensorBoard that does not say where it serves in time is stopped with one line;
     here the real one, given 0.05 s (it takes seconds to start)."""
     from launcher.cli import jobs, main
 
     monkeypatch.setenv("TFJOB_RUNS_DIR", str(tmp_path / "runs"))
     monkeypatch.setattr(jobs, "TENSORBOARD_START_S", 0.05)
-    backend = LocalBackend()
-    state = tmp_path / "state"
-    state.mkdir()
-    spec = JobSpec(name="slow", replicas={"Worker": ReplicaSpec(1)}, job_dir=str(tmp_path / "job"),
-                   env={"STATE_DIR": str(state)}, command=("python", str(REPLICA)),
-                   trainer_args=(json.dumps({"*": ["exit0"]}),))
-    backend.submit(render(spec))
     before = set(tensorboards())
-    try:
+    with standin_job("slow", state, str(tmp_path / "job")):
         assert main(["tensorboard", "slow", "--backend", "local", "--port", str(free_port())]) == 1
-    finally:
-        backend.stop("slow", "default")
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "TensorBoard did not say where it serves" in err[0] and "within 0 s" in err[0], err
     assert set(tensorboards()) <= before  # it was stopped

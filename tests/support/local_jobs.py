@@ -10,15 +10,22 @@
 - `state` (fixture), `replica_pids`, `wait_ready`: the stand-in replicas' state dir, the pids
   they wrote there, a bounded wait until they say they are ready.
 - `gone`: whether a process has exited.
+- `standin_job`: a local job of one stand-in worker that exits 0, submitted in-process and
+  stopped afterwards, for commands that read a job (its job dir) rather than run one.
 """
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
 from launcher.backends.local import LocalBackend
+from launcher.render import render
+from launcher.spec import JobSpec, ReplicaSpec
 from tests.support.launcher_process import LAUNCHER
 from tests.support.polling import wait_for
 from tests.support.tools import ROOT
@@ -77,3 +84,17 @@ def trainer_args(mnist: str, steps: int) -> list[str]:
 
 def run_dir(env: dict, name: str):
     return LocalBackend(runs_dir=env["TFJOB_RUNS_DIR"]).runs.job(name, "default")
+
+
+@contextlib.contextmanager
+def standin_job(name: str, state: Path, job_dir: str | None, runs_dir: str | None = None) -> Iterator[LocalBackend]:
+    """A local job `name` whose one worker is the stand-in replica, exiting 0 (`state`: its
+    state dir), with `job_dir`; in `runs_dir` (None: $TFJOB_RUNS_DIR); stopped on the way out."""
+    backend = LocalBackend(runs_dir=runs_dir)
+    spec = JobSpec(name=name, replicas={"Worker": ReplicaSpec(1)}, job_dir=job_dir, env={"STATE_DIR": str(state)},
+                   command=("python", str(REPLICA)), trainer_args=(json.dumps({"*": ["exit0"]}),))
+    backend.submit(render(spec))
+    try:
+        yield backend
+    finally:
+        backend.stop(name, "default")
