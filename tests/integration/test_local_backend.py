@@ -389,9 +389,12 @@ def test_followers_of_a_job_replaced_under_its_name_stop_at_the_replacement(back
     lines = follower.logs("again", NS, "chief-0", follow=True)
     events = follower.events("again", NS)
     assert next(events)  # following the old job
+    assert next(lines).line == "hello from chief-0 attempt 0 action serve"  # reading the old job's log
     backend.submit(old, replace=True)  # the new chief's second attempt exits 0 at once: the new job succeeds
     wait_phase(backend, "again")
-    assert [line.line for line in lines if "attempt 1" in line.line] == []  # the new chief's hello is not the old's
+    rest = [line.line for line in lines]
+    assert not any("attempt 1" in line for line in rest), rest  # the new chief's hello is not the old's
+    assert all(line.startswith(("tf_config ", "chief-0 ")) for line in rest), rest  # the old one's rest, whole
     assert notes == ["note: local job default/again was replaced by a new submission of the same name while its "
                      "logs were followed; follow the new one's with `logs again -f`"]
     with pytest.raises(NotFound, match="was replaced by a new submission of the same name$"):
