@@ -206,7 +206,7 @@ class LogStream(threading.Thread):
     """Follows one container instance's log into the feed's queue.
 
     A stream cut while the container runs on (an API server restarting, a connection reset)
-    is opened again, as the watches are (MAX_FAILURES tries with their backoff), from the
+    is opened again, as the watches are (MAX_FAILURES tries in a row with their backoff), from the
     time of the last line it delivered: the lines are asked with the kubelet's timestamps
     (kept only when the user asked for them), and the new answer's lines at or before that
     line are dropped, as many as were delivered at its very time (sinceTime is whole seconds:
@@ -263,7 +263,9 @@ class LogStream(threading.Thread):
                     if exc.status in (_WAITING, 404):
                         return True  # the container went away in the meantime
                     raise
-            except (_Cut, *TRANSPORT_ERRORS):
+            except _Cut:  # answered, then cut again: a new outage, whose tries count from 1
+                failures = 0
+            except TRANSPORT_ERRORS:
                 pass
             failures += 1
             if failures > MAX_FAILURES:
