@@ -214,10 +214,7 @@ def submit(args, trainer_args, factory) -> int:
     resuming = _resume_note(tfjob, spec, backend) if kind == "local" and not args.replace else None
     hints = Hints(spec, args.backend, args.kubeconfig, args.context)
     try:
-        if policy is None:
-            backend.submit(tfjob, replace=args.replace)
-        else:
-            backend.submit(tfjob, replace=args.replace, network_policy=policy)
+        backend.submit(tfjob, replace=args.replace, network_policy=policy)
         if kind == "local" and args.replace:  # the job replaced saved a checkpoint as it was stopped
             resuming = _resume_note(tfjob, spec, backend)
         return _after_submit(args, spec, kind, backend, tfjob, policy, hints, resuming)
@@ -390,9 +387,6 @@ class Resubmitter:
         self.done += 1
         _note(f"{what}; submitting it again ({self.done} of {self.limit}): it resumes from the latest checkpoint "
               f"in {spec.job_dir}")
-        if self.policy is None:
-            self.backend.submit(self.tfjob, replace=True)
-        else:
-            self.backend.submit(self.tfjob, replace=True, network_policy=self.policy)
+        self.backend.submit(self.tfjob, replace=True, network_policy=self.policy)
         _out(f"tfjob {spec.name} submitted again (namespace {spec.namespace}, {self.backend.name} backend)", self.out)
         return True

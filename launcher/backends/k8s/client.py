@@ -547,10 +547,9 @@ class KubeApi:
                                           if v is not None}}
         if since_time is not None:
             options.pop("since_seconds", None)
-        flags = {key: True for key in ("previous", "timestamps") if options.get(key)}  # false: left out
-        query = [("container", container), ("follow", True if follow else None), ("previous", flags.get("previous")),
+        query = [("container", container), ("follow", follow or None), ("previous", options.get("previous") or None),
                  ("sinceSeconds", options.get("since_seconds")), ("sinceTime", since_time),
-                 ("timestamps", flags.get("timestamps")), ("tailLines", tail_lines)]
+                 ("timestamps", options.get("timestamps") or None), ("tailLines", tail_lines)]  # a flag off: left out
         return self._get("/api/v1/namespaces/{namespace}/pods/{name}/log", {"namespace": namespace, "name": name},
                          query, "*/*", None if follow else self.timeout)
 

@@ -275,8 +275,8 @@ class LogStream(threading.Thread):
     def _newer(self, pod: dict) -> bool:
         """Whether `pod` was made after the last line delivered: one the operator made anew
         under the same name (a row carries no UID; the pod watch tells the follower)."""
-        created = stamped_line(f"{(pod.get('metadata') or {}).get('creationTimestamp', '')} ")[0]
-        return created is not None and self._last is not None and created[0] > self._last[0]
+        created = _TIME.fullmatch(str((pod.get("metadata") or {}).get("creationTimestamp") or ""))
+        return created is not None and self._last is not None and _time(created)[0] > self._last[0]
 
     def _read(self, previous: bool, resumed: bool) -> None:
         """One request: the log from the start (or, resumed, from the last line delivered),
@@ -322,17 +322,23 @@ class _Cut(Exception):
     """A log stream that had been answered broke before its end."""
 
 
-_STAMP = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d) ?")
+_TIME = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)")
+
+
+def _time(match: re.Match) -> tuple[int, int]:
+    """(epoch seconds, nanoseconds) of an RFC 3339 time `_TIME` matched."""
+    when = datetime.datetime.fromisoformat(match[1] + ("+00:00" if match[3] == "Z" else match[3]))
+    return int(when.timestamp()), int((match[2] or "0").ljust(9, "0"))
 
 
 def stamped_line(raw: str) -> tuple[tuple[int, int] | None, str]:
     """A line the kubelet prefixed with its RFC 3339 time (timestamps=true): ((epoch seconds,
     nanoseconds), the line as written), or (None, raw) for a line without one."""
-    match = _STAMP.match(raw)
+    match = _TIME.match(raw)
     if not match:
         return None, raw
-    when = datetime.datetime.fromisoformat(match[1] + ("+00:00" if match[3] == "Z" else match[3]))
-    return (int(when.timestamp()), int((match[2] or "0").ljust(9, "0"))), raw[match.end():]
+    end = match.end() + (raw[match.end():match.end() + 1] == " ")  # the kubelet's one space after it
+    return _time(match), raw[end:]
 
 
 def since_time_of(seconds: int) -> str:

@@ -212,6 +212,16 @@ class LocalBackend(Backend):
         raw = run.status() or raw  # it may have written the final status and exited
         return raw if is_terminal(raw) else _lost(raw, run)
 
+    def _followed(self, run: RunDir, uid: str | None) -> tuple[dict | None, str | None]:
+        """The status of the submission `uid` a follower reads, or (None, what became of it:
+        deleted or replaced). Read before the check: what was read may be a new job's."""
+        try:
+            status = self._current(run)
+        except FileNotFoundError:
+            status = None
+        change = _change(run, uid)
+        return (None, change or "deleted") if status is None or change else (status, None)
+
     def status(self, name: str, namespace: str) -> JobStatus:
         return job_status(self._current(self._run(name, namespace)))
 
@@ -222,13 +232,9 @@ class LocalBackend(Backend):
         stop = stop or threading.Event()  # never set: a poll interval of sleep
         cursor = 0
         while True:
-            try:
-                raw = self._current(run)
-            except FileNotFoundError:
-                raw = None
-            change = _change(run, uid)  # after the read: what was read may be a new job's of that name
-            if raw is None or change:
-                raise NotFound(f"local job {namespace}/{name} was {change or 'deleted'}")
+            raw, change = self._followed(run, uid)
+            if change:
+                raise NotFound(f"local job {namespace}/{name} was {change}")
             history = raw["history"]
             yield from map(to_event, history[cursor:])
             cursor = len(history)
@@ -258,15 +264,12 @@ class LocalBackend(Backend):
         self._claim(name, namespace, run)
 
         def state() -> tuple[bool, dict[str, list[int | None]] | None]:
-            try:
-                status = self._current(run)
-            except FileNotFoundError:
-                status = None
-            change = _change(run, uid)  # its files are gone, or a new job's of that name: not read on
-            if status is None or change:  # said: the follow ends with the job's last lines unread, not with the job
-                self.note(f"note: local job {namespace}/{name} was {change or 'deleted'} while its logs were "
-                          "followed; " + ("its logs went with it" if change != REPLACED else
-                                          f"follow the new one's with `logs {name}{namespace_flag(namespace)} -f`"))
+            status, change = self._followed(run, uid)
+            if change:  # its files are gone, or a new job's of that name: not read on; said, as the follow
+                # ends with the job's last lines unread, not with the job
+                self.note(f"note: local job {namespace}/{name} was {change} while its logs were followed; "
+                          + ("its logs went with it" if change != REPLACED else
+                             f"follow the new one's with `logs {name}{namespace_flag(namespace)} -f`"))
                 return True, None
             return is_terminal(status), ended_instances(status)
 
