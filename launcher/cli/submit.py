@@ -19,6 +19,8 @@ from ..spec import JobSpec, SpecError, check_trainer_args, cluster_data_note, na
 from ..view import suspended_note
 
 DEFAULT_MAX_RESUBMITS = 3
+MAX_RESUBMITS_UNUSED = ("note: --max-resubmits is not used by the local backend: no cluster deletes its replicas "
+                        "(the case it is for); a replica that fails restarts by its restartPolicy")
 
 
 def _note(line: str) -> None:
@@ -190,6 +192,8 @@ def submit(args, trainer_args, factory) -> int:
     if kind == "local":
         for line in local_notes(spec, bool(args.node_selector)):
             _note(line)
+        if args.max_resubmits is not None:
+            _note(MAX_RESUBMITS_UNUSED)
     elif not dry_run and (line := cluster_data_note(spec, kind)):  # what would start
         _note(line)
     tfjob = rendered(spec, backend)

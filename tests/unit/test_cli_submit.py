@@ -568,6 +568,15 @@ def test_local_backend_notes_cluster_only_scheduling_flags(cli):
     assert "note: --istio-sidecar is ignored by the local backend" in alone.err
 
 
+def test_local_backend_notes_an_unused_max_resubmits(cli):
+    from launcher.cli.submit import MAX_RESUBMITS_UNUSED
+
+    result = submit(cli, FakeBackend(name="local"), "--max-resubmits", "2")
+    assert result.code == 0 and MAX_RESUBMITS_UNUSED in result.err.splitlines(), result.err
+    assert "--max-resubmits" not in submit(cli, FakeBackend(name="local")).err
+    assert "--max-resubmits" not in submit(cli, FakeBackend(name="k8s"), "--max-resubmits", "2").err
+
+
 def test_gclouds_async_is_detach_and_stream_logs_the_default(cli):
     backend = FakeBackend(name="k8s")
     detached = submit(cli, backend, "--async")
