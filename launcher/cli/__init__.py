@@ -32,7 +32,7 @@ OUTPUTS = ("yaml", "json", "name", "wide")
 TRAINER_ARGS_EPILOG = """\
 Trainer arguments go after --, as with gcloud: submit --workers 2 --ps 1 -- --train-steps 300
 --model taxi. The trainer's flags: python -m trainer.task --help."""
-NAME_HELP = "the job's name (submit prints it; list shows every job)"
+NAME_HELP = "the job's name (submit prints it; list shows the jobs of the namespace, list -A of every namespace)"
 # What each job command's --help says above its flags, and its examples below them
 # (kubectl's layout); the text is kept as written (RawDescriptionHelpFormatter).
 DESCRIPTIONS = {
