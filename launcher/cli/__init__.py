@@ -236,15 +236,15 @@ def count(text: str) -> int:
     return int(text)
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
+def _common(parser: argparse.ArgumentParser, timeout_help: str = "how long to wait for each answer of the API server, "
+            "e.g. 30s, 2m (default 30s)") -> None:
     parser.add_argument("--backend", choices=KINDS, default="auto",
                         help="k8s (cluster), local (this machine) or auto (default: k8s when configured)")
     parser.add_argument("-n", "--namespace", default=None,
                         help=f"namespace (default: the kubeconfig context's, as kubectl, else {DEFAULT_NAMESPACE})")
     parser.add_argument("--kubeconfig", help="kubeconfig file (implies --backend k8s; default $KUBECONFIG, ~/.kube/config)")
     parser.add_argument("--context", help="kubeconfig context (implies --backend k8s)")
-    parser.add_argument("--request-timeout", type=duration, metavar="DURATION",
-                        help="how long to wait for each answer of the API server, e.g. 30s, 2m (default 30s)")
+    parser.add_argument("--request-timeout", type=duration, metavar="DURATION", help=timeout_help)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -433,7 +433,13 @@ def resolve_backend(args: argparse.Namespace, quiet: bool = False) -> str:
 
 def unused_request_timeout(args: argparse.Namespace, kind: str) -> bool:
     """`auto` chose this machine for a command given --request-timeout (--backend local refuses it)."""
-    return kind == "local" and args.backend == "auto" and getattr(args, "request_timeout", None) is not None
+    return kind == "local" and args.backend == "auto" and getattr(args, "request_timeout", None) is not None \
+        and not _bounds_model_server(args)
+
+
+def _bounds_model_server(args: argparse.Namespace) -> bool:
+    """predict's --request-timeout bounds the model server's answers too, on every backend."""
+    return getattr(args, "command", None) == "predict"
 
 
 # How the CLI spells the cluster's settings, for check_cluster_args's errors
@@ -487,7 +493,8 @@ def main(argv: list[str] | None = None, backend_factory: BackendFactory | None =
             build_parser().print_help(sys.stderr)
             return EXIT_USAGE
         args.backend = check_cluster_args(args.backend, args.kubeconfig, args.context,
-                                          getattr(args, "request_timeout", None), CLI_NAMES)
+                                          None if _bounds_model_server(args) else getattr(args, "request_timeout", None),
+                                          CLI_NAMES)
         if getattr(args, "all_namespaces", False) and args.namespace is not None:
             raise SpecError("--namespace", "not with -A/--all-namespaces, which lists every namespace; drop one of them")
         return _dispatch(args, trainer_args, backend_factory or _default_factory(args))

@@ -130,7 +130,8 @@ def add_parsers(commands, common) -> None:
     predict.add_argument("--url", help="REST base of any TF Serving compatible server (http://HOST:PORT), "
                          "asked directly; without it, NAME is looked up on the backend (k8s: the InferenceService "
                          "is reached through the API server's service proxy, with the kubeconfig's credentials)")
-    common(predict)
+    common(predict, timeout_help="how long to wait for each answer, e.g. 30s, 2m: of the model server (default "
+           f"{client.TIMEOUT:g}s), and on k8s of the API server (default 30s)")
 
 
 def check_model_name(name: str) -> None:
@@ -405,7 +406,7 @@ def _server(args) -> Iterator[client.Server]:
     if args.url:
         if not re.fullmatch(r"https?://[^\s/]+(/[^\s]*)?", args.url):
             raise SpecError("--url", f"{args.url!r} is not an http(s) URL; pass e.g. http://127.0.0.1:8080")
-        yield client.HttpServer(args.url)
+        yield client.HttpServer(args.url, args.request_timeout)
         return
     kind = resolve_backend(args)
     if kind == "k8s":
@@ -432,7 +433,7 @@ def _server(args) -> Iterator[client.Server]:
         raise BackendError(f"model {args.name} is stopped: its server (pid {model.pid}) exited; its log is "
                            f"{model.log}; start it again with `{_serve_again(model)}`, or forget it with "
                            f"`{PROG} models delete {args.name}`")
-    yield client.HttpServer(model.url)
+    yield client.HttpServer(model.url, args.request_timeout)
 
 
 def _serve_again(model) -> str:

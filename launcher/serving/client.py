@@ -57,10 +57,11 @@ def _opener(url: str) -> urllib.request.OpenerDirector:
 
 
 class HttpServer:
-    """A model server at an http(s) base URL (http://HOST:PORT)."""
+    """A model server at an http(s) base URL (http://HOST:PORT); `timeout`, when given, bounds
+    every answer in place of the caller's (predict's --request-timeout)."""
 
-    def __init__(self, base: str):
-        self.base = base.rstrip("/")
+    def __init__(self, base: str, timeout: float | None = None):
+        self.base, self.timeout = base.rstrip("/"), timeout
 
     def url(self, path: str) -> str:
         return f"{self.base}{path}"
@@ -71,6 +72,7 @@ class HttpServer:
         request = urllib.request.Request(url, data=data, method=method,
                                          headers={"Content-Type": "application/json"} if data else {})
         try:
+            timeout = self.timeout or timeout
             with _opener(url).open(request, timeout=timeout) as response:
                 return response.status, response.read()
         except urllib.error.HTTPError as error:

@@ -385,6 +385,20 @@ def test_a_server_that_does_not_answer_is_said_so_once_not_unreachable():
     assert signature_for(HttpServer(f"http://127.0.0.1:{free_port()}"), "m", ["ok"], "unkeyed", print) == "unkeyed"
 
 
+def test_predicts_request_timeout_bounds_the_model_servers_answers(cli, runs, tmp_path):
+    """--url (and a local model): --request-timeout bounds each answer of the model server; it
+    was taken and left unused (60 s, fixed), and --backend local refused it as an API server's."""
+    instances = tmp_path / "instances.json"
+    instances.write_text('{"x": 1}\n')
+    with SilentServer() as silent:
+        result = cli("predict", "m", "--url", silent.url, "--json-instances", str(instances),
+                     "--request-timeout", "1s")
+    assert (result.code, result.out) == (1, ""), result
+    assert result.err == f"error: {silent.url}/v1/models/m/metadata: the model server did not answer within 1 s\n"
+    local = cli("predict", "m", "--backend", "local", "--json-instances", str(instances), "--request-timeout", "1s")
+    assert local.code == 1 and local.err.startswith("error: model m is not served here"), local
+
+
 def test_models_flags_that_would_do_nothing_are_refused_or_said(cli, runs):
     cli("models", "delete", "mnist", "--backend", "k8s", "--timeout", "60").refused("--timeout")  # without --wait
     cli("models", "delete", "mnist", "--backend", "local", "--wait", "--timeout", "-3").refused("--timeout")
