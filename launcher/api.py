@@ -100,7 +100,7 @@ class TrainingClient:
         its start (no TensorFlow, a data dir without records, a module this Python cannot
         find). The Kubeflow SDK's parameters (job, name, base_image, train_func, num_workers, ...)
         are refused in one SpecError: a JobSpec holds them (name, image, replicas, ...)."""
-        from .checks import check_submission, local_notes
+        from .checks import check_submission, local_notes, sharing_note
         from .render import render_network_policy
 
         if kubeflow_sdk:
@@ -116,6 +116,8 @@ class TrainingClient:
         policy = render_network_policy(spec) if self.backend.name == "k8s" else None  # as the CLI's submit
         if self.backend.name == "local":
             for line in local_notes(spec, bool(spec.node_selector or spec.role_node_selectors), SPEC_FIELDS):
+                self.note(line)
+            if line := sharing_note(spec, self.backend):
                 self.note(line)
         elif line := cluster_data_note(spec, self.backend.name, "volume (JobSpec.volumes)"):
             self.note(line)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .spec import JobSpec, SpecError, check_local_capacity, check_local_inputs, on_volume, shown
+from .spec import JobSpec, SpecError, check_local_capacity, check_local_inputs, namespace_flag, on_volume, shown
 
 
 def check_submission(spec: JobSpec, kind: str, dry_run: str | None = None) -> None:
@@ -120,3 +120,16 @@ def local_notes(spec: JobSpec, node_selector_given: bool, names: dict[str, str] 
         notes.append(f"note: {names['ttl_seconds_after_finished']} is ignored by the local backend (a finished "
                      "job stays until `delete`)")
     return notes
+
+
+def sharing_note(spec: JobSpec, backend) -> str | None:
+    """The local jobs that run already, whose replicas the new job's share this machine's cores with."""
+    others = sorted(f"{job.name}{namespace_flag(job.namespace)}" for job in backend.list(None)
+                    if job.phase in ("Created", "Running", "Restarting")
+                    and (job.name, job.namespace) != (spec.name, spec.namespace))
+    if not others:
+        return None
+    cores = os.cpu_count() or 1
+    return (f"note: local job{'s' if len(others) > 1 else ''} {', '.join(others)} also "
+            f"run{'' if len(others) > 1 else 's'} here: the jobs share this machine's {cores} "
+            f"core{'s' if cores > 1 else ''}, each training slower (stop one with `python -m launcher delete NAME`)")

@@ -13,7 +13,7 @@ from ..backends.base import BackendError, NotFound
 from . import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, REQUEST_TIMEOUT_UNUSED, unused_request_timeout
 from .args import build_spec
 from .jobs import RESOURCE
-from ..checks import check_submission, local_notes
+from ..checks import check_submission, local_notes, sharing_note
 from ..events import JobCondition, evaluator_line
 from ..spec import JobSpec, SpecError, check_trainer_args, cluster_data_note, namespace_flag
 from ..view import suspended_note
@@ -194,6 +194,8 @@ def submit(args, trainer_args, factory) -> int:
             _note(line)
         if args.max_resubmits is not None:
             _note(MAX_RESUBMITS_UNUSED)
+        if not dry_run and (line := sharing_note(spec, backend)):
+            _note(line)
     elif not dry_run and (line := cluster_data_note(spec, kind)):  # what would start
         _note(line)
     tfjob = rendered(spec, backend)

@@ -3,6 +3,7 @@ run the stand-in program through a Cloud ML config's containerCommand (no Tensor
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -71,6 +72,13 @@ def test_detached_job_is_followed_and_deleted_from_later_launchers(local_env, st
     assert (unknown.returncode, unknown.stdout) == (2, "")  # bad input: one line naming the flag and the fix
     assert unknown.stderr == f"error: --replica: job bg has no replica worker-7; use one of {', '.join(ALL)} or all\n"
     assert "Running" in run_launcher(local_env, "status", "bg", "--backend", "local", timeout=DEADLINE).stdout
+    other_state = tmp_path / "other-state"
+    other_state.mkdir()
+    other = run_launcher(local_env, *submit_args("other", tmp_path, other_state, {"chief-0": ["wait-finish"]}),
+                         "--detach", timeout=DEADLINE)  # a second job while bg runs: the cores are shared
+    assert other.returncode == 0 and f"note: local job bg also runs here: the jobs share this machine's " \
+        f"{os.cpu_count()} cores" in other.stderr, other.stderr
+    assert run_launcher(local_env, "delete", "other", "--backend", "local", timeout=DEADLINE).returncode == 0
 
     (state / "finish").touch()
     watched = run_launcher(local_env, "status", "bg", "-w", "--backend", "local", timeout=DEADLINE)

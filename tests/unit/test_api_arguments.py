@@ -152,6 +152,10 @@ def test_create_job_on_the_local_backend_says_what_it_ignores_naming_the_fields(
         "note: run_policy.ttl_seconds_after_finished is ignored by the local backend (a finished job stays until "
         "`delete`)"]
     assert len(backend.submitted) == 1
+    lines = []  # as submit's: the local jobs already running, which the new one's replicas share the cores with
+    TrainingClient(backend=FakeBackend(name="local", existing=("other",)), note=lines.append).create_job(spec)
+    assert lines[-1].startswith("note: local job other also runs here: the jobs share this machine's "), lines
+    lines = lines[:-1]
     with pytest.warns(UserWarning) as caught:
         TrainingClient(backend=FakeBackend(name="local")).create_job(spec)  # the default: a warning each
     assert [str(w.message) for w in caught] == [line.removeprefix("note: ") for line in lines]

@@ -577,6 +577,24 @@ def test_local_backend_notes_an_unused_max_resubmits(cli):
     assert "--max-resubmits" not in submit(cli, FakeBackend(name="k8s"), "--max-resubmits", "2").err
 
 
+def test_local_submit_names_the_local_jobs_it_will_share_the_cores_with(cli):
+    import os
+
+    from launcher.backends.base import JobSummary
+
+    backend = FakeBackend(name="local", existing=("a", "mnist"))
+    backend.list = lambda namespace: [JobSummary("a", "default", "Running"), JobSummary("b", "team", "Restarting"),
+                                      JobSummary("c", "default", "Succeeded"), JobSummary("mnist", "default", "Running")]
+    result = submit(cli, backend, "--replace")
+    cores = os.cpu_count()
+    assert result.code == 0 and (f"note: local jobs a, b -n team also run here: the jobs share this machine's {cores} "
+                                 f"core{'s' if cores > 1 else ''}, each training slower (stop one with `python -m "
+                                 "launcher delete NAME`)") in result.err.splitlines(), result.err
+    backend.list = lambda namespace: [JobSummary("c", "default", "Failed"), JobSummary("mnist", "default", "Running")]
+    assert "also run" not in submit(cli, backend, "--replace").err  # ended jobs, and the job it replaces
+    assert "also run" not in submit(cli, FakeBackend(name="local", existing=("a",)), "--dry-run").err
+
+
 def test_gclouds_async_is_detach_and_stream_logs_the_default(cli):
     backend = FakeBackend(name="k8s")
     detached = submit(cli, backend, "--async")
