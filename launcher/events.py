@@ -5,11 +5,35 @@ state) into these. The CLI never knows which backend produced them.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Union
 
 TERMINAL = ("Succeeded", "Failed")
+
+# What a terminal acts on instead of showing: C0 controls but tab and newline, DEL, and C1
+# controls (U+009B is CSI where 8-bit controls are on). Strings from a cluster (a condition's
+# or a pod's message, a termination message the container wrote, an event's message) can
+# hold them, and whoever can write those strings could otherwise move the cursor, rewrite
+# what is shown, set the window title or write the clipboard (OSC 52) in the user's terminal.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_SHOWN = {"\x1b": "^[", "\r": "\\r"}  # kubectl's printers (cli-runtime EscapeTerminal)
+
+
+def terminal_safe(text: str) -> str:
+    """`text` with every control character shown instead of acted on: ESC as ^[ and CR as
+    \\r (as kubectl prints them), the others as \\xNN; tab and newline kept."""
+    return _CONTROL.sub(lambda m: _SHOWN.get(m[0], f"\\x{ord(m[0]):02x}"), text)
+
+
+def _shown_safely(event) -> None:
+    """An event's text fields made terminal_safe (every output of the event is then safe:
+    status, the live view, plain lines; JSON and YAML escape them anyway)."""
+    for field in dataclasses.fields(event):
+        value = getattr(event, field.name)
+        if isinstance(value, str) and _CONTROL.search(value):
+            object.__setattr__(event, field.name, terminal_safe(value))
 
 
 @dataclass(frozen=True)
@@ -21,6 +45,8 @@ class JobCondition:
     reason: str = ""
     message: str = ""
     time: str = ""
+
+    __post_init__ = _shown_safely
 
     @property
     def terminal(self) -> bool:
@@ -41,6 +67,8 @@ class ReplicaPhase:
     gpus: int = 0
     exit_code: int | None = None
     message: str = ""
+
+    __post_init__ = _shown_safely
 
 
 @dataclass(frozen=True)
@@ -81,6 +109,8 @@ class TrainingResult:
     export_path: str | None = None
     # the model's other metrics on that line, in its order (the taxi model's ("auc", 0.9554))
     metrics: tuple[tuple[str, float], ...] | None = None
+
+    __post_init__ = _shown_safely  # export_path: read from the chief's log
 
 
 Event = Union[JobCondition, ReplicaPhase, LogLine, Progress, TrainingResult]

@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from typing import Callable, Iterable, TextIO
 
-from .events import Event, JobCondition, LogLine, Progress, ReplicaPhase, TrainingResult
+from .events import Event, JobCondition, LogLine, Progress, ReplicaPhase, TrainingResult, terminal_safe
 
 MAX_ROWS = 16  # more replicas than this are summarised per replica type
 # REASON: why a replica waits or ended, in a word (kubectl's STATUS column: Unschedulable,
@@ -279,7 +279,9 @@ class JobView:
         if isinstance(event, LogLine):
             from rich.text import Text
 
-            self._live.console.print(Text(f"[{event.replica}] {event.line}"))
+            # the display is redrawn around these lines: a control sequence in one would
+            # move or clear it (the plain lines of a pipe stay as written, as `kubectl logs`)
+            self._live.console.print(Text(terminal_safe(f"[{event.replica}] {event.line}")))
 
     def _renderable(self):
         from rich.console import Group

@@ -6,7 +6,8 @@ request goes through `CountingApiClient.call_api`, so `RequestCounter` sees all 
 
 Every error message passes through `redact` (in `one_line`): the kubeconfig's bearer
 tokens, passwords, client keys and auth-provider secrets, the token in use and any
-"Bearer ..." or PEM private key never reach the terminal. The kubernetes client logs a
+"Bearer ..." or PEM private key never reach the terminal; nor do the control characters
+of the server's words, which `one_line` shows as text (`terminal_safe`). The kubernetes client logs a
 failing exec credential plugin's stderr at ERROR level; those records are withheld
 (`_ExecPluginRecords`) and the launcher says only that the plugin failed and its exit code.
 """
@@ -33,6 +34,7 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from ...events import terminal_safe
 from ...spec import SpecError
 from ..base import AlreadyExists, BackendError, CRDUnavailable, NotFound
 from ..kubeconfig import LOCAL_HINT, check_kubeconfig
@@ -274,8 +276,9 @@ def absent(name: str, namespace: str) -> str:
 
 
 def one_line(value: object) -> str:
-    """`value` as one line, secrets redacted (every error message of the backend goes here)."""
-    return redact(" ".join(str(value).split()))
+    """`value` as one line, secrets redacted and control characters shown, not acted on
+    (every error message of the backend goes here: the server's words may be anyone's)."""
+    return terminal_safe(redact(" ".join(str(value).split())))
 
 
 def status_of(exc: ApiException) -> dict:

@@ -162,9 +162,9 @@ def _read_one(api: KubeApi, pod: str, namespace: str, replica: str, tail_lines: 
                  f"only); this is the log of the last container, which exited with code {exit_code}")
             yield from _read_one(api.current_container(), pod, namespace, replica, tail_lines, note)
             return
-    raise BackendError(f"reading the log of {pod}: the kubelet answered '{lost}' {LOST_RETRIES + 1} times over "
-                       f"{LOST_RETRIES * LOST_RETRY_S:g} s: the container it names is gone (removed after a restart); "
-                       "try again")
+    raise BackendError(f"reading the log of {pod}: the kubelet answered '{one_line(lost)}' {LOST_RETRIES + 1} times "
+                       f"over {LOST_RETRIES * LOST_RETRY_S:g} s: the container it names is gone (removed after a "
+                       "restart); try again")
 
 
 def _previous_removed(api: KubeApi, pod: str, namespace: str, lost: str) -> int | None:

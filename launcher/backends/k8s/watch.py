@@ -224,7 +224,7 @@ class ListWatch(threading.Thread):
         if kind == "ERROR":
             if obj.get("code") == GONE:
                 raise _Gone()
-            raise BackendError(f"watching {self.kind}: {obj.get('reason', '')}: {one_line(obj.get('message', ''))}")
+            raise BackendError(one_line(f"watching {self.kind}: {obj.get('reason', '')}: {obj.get('message', '')}"))
         version = (obj.get("metadata") or {}).get("resourceVersion")
         if kind != "BOOKMARK":
             self._received.add(self.kind, changes=1)
