@@ -20,7 +20,7 @@ import re
 import sys
 from typing import Iterator
 
-from ..cli import resolve_backend
+from ..cli import EXIT_FAILED, EXIT_OK, PROG, resolve_backend
 from ..backends.base import BackendError, NotFound
 from ..spec import SpecError, check_listen_port, namespace_flag
 from ..view import age, format_rows, no_resources
@@ -28,12 +28,10 @@ from . import client, predictions
 from .k8s import DEFAULT_RUNTIME_VERSION
 
 COMMANDS = ("serve", "models", "predict")
-EXIT_OK, EXIT_FAILED = 0, 1
 _MODEL_NAME = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 DEFAULT_PORT = 8080
 READY_TIMEOUT = 300.0
 DELETE_TIMEOUT = 300.0
-PROG = "python -m launcher"
 
 
 def add_parsers(commands, common) -> None:
