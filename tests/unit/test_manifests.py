@@ -1,7 +1,8 @@
 """The plain manifests in k8s/: valid Kubernetes objects (kubernetes-validate, strict
 schemas of a supported and the latest Kubernetes), least-privilege RBAC, one namespace,
 the kind config, the operator kustomization; and every pod template the project ships
-runs as non-root without privilege escalation."""
+(TFJob replicas, served models) runs as non-root without privilege escalation and mounts no
+Kubernetes API token."""
 from __future__ import annotations
 
 import pytest
@@ -10,6 +11,7 @@ from kubernetes_validate import ValidationError, validate
 from kubernetes_validate.utils import latest_version
 
 from launcher.render import render
+from launcher.serving import k8s as serving
 from launcher.spec import JobSpec, ReplicaSpec
 from tests.support.tools import ROOT, helm_template
 
@@ -57,11 +59,11 @@ def test_launcher_role_is_least_privilege():
     (role,) = by_kind("Role")
     granted = {(group, resource, verb) for rule in role["rules"] for group in rule["apiGroups"]
                for resource in rule["resources"] for verb in rule["verbs"]}
-    tfjob_verbs = ("create", "get", "list", "watch", "update", "patch", "delete")
+    tfjob_verbs = ("create", "get", "list", "watch", "delete")  # no update/patch: the launcher never changes one
     assert granted == {("kubeflow.org", "tfjobs", v) for v in tfjob_verbs} | {
         ("", "pods", "get"), ("", "pods", "list"), ("", "pods", "watch"),
         ("", "pods/log", "get"), ("", "events", "list"), ("", "events", "watch")} | {
-        ("networking.k8s.io", "networkpolicies", v) for v in ("create", "get", "update")} | {
+        ("networking.k8s.io", "networkpolicies", v) for v in ("create", "update")} | {
         ("serving.kserve.io", "inferenceservices", v) for v in ("create", "get", "list", "delete")} | {
         ("", "services/proxy", "get"), ("", "services/proxy", "create")}  # predict --backend k8s
     assert all("resourceNames" not in rule and "nonResourceURLs" not in rule for rule in role["rules"])
@@ -122,15 +124,31 @@ def shipped_manifests(tmp_path) -> list[dict]:
     return objects() + [render(spec)] + chart
 
 
+def assert_restricted(pod: dict, containers: list[dict]) -> None:
+    """Pod Security "restricted" for a pod's securityContext and its containers'; and no
+    Kubernetes API token mounted (none of the project's servers calls the API)."""
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] != 0
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    for container in containers:
+        context = container["securityContext"]
+        assert context["allowPrivilegeEscalation"] is False
+        assert context.get("privileged", False) is False
+        assert "ALL" in context["capabilities"]["drop"]
+
+
 def test_every_pod_meets_pod_security_restricted(tmp_path):
     pods = [pod for doc in shipped_manifests(tmp_path) for pod in pod_specs(doc)]
     assert len(pods) >= 7  # 4 launcher replica types + 3 chart ones
     for pod in pods:
-        assert pod["securityContext"]["runAsNonRoot"] is True
-        assert pod["securityContext"]["runAsUser"] != 0
-        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
-        for container in pod["containers"]:
-            context = container["securityContext"]
-            assert context["allowPrivilegeEscalation"] is False
-            assert context.get("privileged", False) is False
-            assert "ALL" in context["capabilities"]["drop"]
+        assert_restricted(pod, pod["containers"])
+
+
+def test_served_models_meet_pod_security_restricted():
+    """Both predictors of `serve --backend k8s`: the project's server (--runtime-image) and
+    KServe's TensorFlow Serving runtime (its container's securityContext is the
+    ServingRuntime's: the `model` entry, merged over it, gives none)."""
+    for extra, containers in (({"runtime_image": "trainer:0.1.0"}, "containers"), ({}, None)):
+        predictor = serving.render("mnist", "training", "gs://bucket/mnist/export", **extra)["spec"]["predictor"]
+        assert_restricted(predictor, predictor[containers] if containers else [])
