@@ -17,12 +17,26 @@ def check_submission(spec: JobSpec, kind: str, dry_run: str | None = None) -> No
     if kind != "local":
         return
     refuse_local_volumes(spec)
+    if dry_run != "client":  # the plan of a server dry run reserves ports as the processes would
+        require_linux()
     if not dry_run:  # what would start: render and dry runs show a job whose inputs may come later
         require_tensorflow(spec)
         require_local_secrets(spec)
         check_local_inputs(spec, kind, os.environ)
     elif dry_run == "server":
         check_local_capacity(spec, kind)
+
+
+def require_linux(runs: str = "the local backend runs each replica", elsewhere: str = "submit to a cluster") -> None:
+    """The local backend and the local model server supervise Linux processes (/proc, prctl):
+    elsewhere (macOS, Windows) one line, before anything starts, instead of a crash midway."""
+    import platform
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        raise SpecError("--backend local", f"{runs} as a Linux process (it reads /proc and uses Linux's process "
+                        f"controls), and this machine runs {platform.system() or sys.platform}; {elsewhere} (kind, "
+                        "minikube, GKE) with --backend k8s, or run the launcher in a Linux VM or container")
 
 
 TENSORFLOW_MISSING = ("the local backend runs the trainer on this machine and needs TensorFlow, which is not "

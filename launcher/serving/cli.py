@@ -20,6 +20,7 @@ import re
 import sys
 from typing import Iterator
 
+from ..checks import require_linux
 from ..cli import EXIT_FAILED, EXIT_OK, PROG, resolve_backend
 from ..backends.base import BackendError, NotFound
 from ..spec import SpecError, check_listen_port, namespace_flag
@@ -228,6 +229,7 @@ def serve(args, factory) -> int:
                         ("--dry-run", args.dry_run not in (None, "none"))):
         if value:
             raise SpecError(flag, "only with --backend k8s (a KServe InferenceService)")
+    require_linux("the local model server runs", "serve on a cluster")
     missing = [m for m in ("tensorflow", "kserve") if importlib.util.find_spec(m) is None]
     if missing:
         raise SpecError("--backend local", f"the local model server needs {' and '.join(missing)}, which "

@@ -50,11 +50,33 @@ def test_wheel_holds_templates_schemas_and_the_console_script(dists: Dists):
     base = [line for line in requires if "extra ==" not in line]
     assert base and not any("tensorflow" in line or "tensorboard" in line for line in base), base
     assert any(line.startswith("Requires-Dist: tensorflow-cpu") and "extra == \"trainer\"" in line for line in requires)
+    assert trainer_tensorflow(requires, "linux", "x86_64") == ["tensorflow-cpu"]
     assert any("tfjob-launcher[trainer]" in line and "extra == \"local\"" in line for line in requires)
     assert not any("google-cloud-storage" in line for line in base), base  # gs:// for predict is the [gcs] extra
     assert any(line.startswith("Requires-Dist: google-cloud-storage") and "extra == \"gcs\"" in line
                for line in requires)
     assert any("tfjob-launcher[gcs]" in line and "extra == \"serve\"" in line for line in requires)
+
+
+def trainer_tensorflow(requires: list[str], sys_platform: str, machine: str) -> list[str]:
+    """The TensorFlow distributions the [trainer] extra installs on that platform."""
+    from packaging.requirements import Requirement
+
+    env = {"sys_platform": sys_platform, "platform_machine": machine, "extra": "trainer"}
+    reqs = [Requirement(line.removeprefix("Requires-Dist:").strip()) for line in requires]
+    return sorted(req.name for req in reqs if req.name.startswith("tensorflow") and req.marker is not None
+                  and req.marker.evaluate(env))
+
+
+@pytest.mark.parametrize("sys_platform, machine, wanted", [
+    ("linux", "x86_64", "tensorflow-cpu"), ("win32", "AMD64", "tensorflow-cpu"),
+    # tensorflow-cpu 2.21 has no wheel there (PyPI: manylinux x86_64 and win_amd64 only): pip
+    # install of the extra failed on Graviton, in containers on Apple silicon and on macOS
+    ("linux", "aarch64", "tensorflow"), ("darwin", "arm64", "tensorflow")])
+def test_the_trainer_extra_installs_one_tensorflow_with_wheels_for_the_platform(dists: Dists, sys_platform, machine,
+                                                                                   wanted):
+    requires = metadata(dists.wheel).get_all("Requires-Dist")
+    assert trainer_tensorflow(requires, sys_platform, machine) == [wanted]
 
 
 def test_sdist_holds_templates_and_schemas(dists: Dists):

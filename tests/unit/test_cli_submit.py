@@ -498,6 +498,24 @@ def test_version_prints_the_distribution_version(cli):
     assert (result.code, result.out) == (0, f"tfjob-launcher {metadata.version('tfjob-launcher')}\n")
 
 
+def test_local_submit_off_linux_stops_before_anything_starts(cli, monkeypatch):
+    """sys.platform set to darwin: a stand-in for a Mac, where the local backend's process
+    supervision (/proc, prctl) cannot work; a client dry run (no process) still prints."""
+    import sys
+
+    monkeypatch.setattr(sys, "platform", "darwin")
+    backend = FakeBackend(name="local")
+    result = submit(cli, backend)
+    assert (result.code, result.out, backend.submitted) == (2, "", []), result
+    assert result.err.startswith("error: --backend local: the local backend runs each replica as a Linux process (it "
+                                 "reads /proc and uses Linux's process controls), and this machine runs ")
+    assert result.err.endswith("; submit to a cluster (kind, minikube, GKE) with --backend k8s, or run the launcher in "
+                               "a Linux VM or container\n") and result.err.count("\n") == 1
+    assert submit(cli, FakeBackend(name="local"), "--dry-run=server").code == 2
+    assert submit(cli, FakeBackend(name="local"), "--dry-run").code == 0
+    assert submit(cli, FakeBackend(name="k8s")).code == 0
+
+
 def test_local_submit_without_tensorflow_stops_before_anything_starts(cli, monkeypatch):
     import importlib.util
 

@@ -251,6 +251,17 @@ def test_from_job_finds_the_job_dir_export_in_the_manifest():
     assert job_export({"spec": {"tfReplicaSpecs": {}}}) is None
 
 
+def test_local_serve_off_linux_says_so_in_one_line(cli, runs, export, monkeypatch):
+    import sys
+
+    monkeypatch.setattr(sys, "platform", "darwin")  # a stand-in for a Mac
+    result = cli("serve", "mnist", "--model-dir", str(export), "--backend", "local")
+    result.refused("--backend local")
+    assert result.err.startswith("error: --backend local: the local model server runs as a Linux process") \
+        and "; serve on a cluster (kind, minikube, GKE) with --backend k8s" in result.err
+    assert not (runs / "_models").exists()
+
+
 def test_local_serve_without_kserve_says_which_extra_to_install(cli, runs, export, monkeypatch):
     import importlib.util
 
