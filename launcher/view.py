@@ -89,7 +89,7 @@ class ProgressTracker:
         parts = [f"step {p.step}" + (f" of {p.total}" if p.total else "")]
         if self.rate:
             parts.append(f"{self.rate:.1f} steps/s")
-        if self.eta is not None:
+        if self.eta:  # none once the last step is reached: the summary of a finished job said "ETA 0s"
             parts.append(f"ETA {duration(self.eta)}")
         if p.loss is not None:
             parts.append(f"loss {p.loss:.4f}")

@@ -37,7 +37,7 @@ def test_succeeded_exits_0_and_shows_events_logs_and_progress(cli):
     assert "[worker-0] Running (node node-1)" in lines
     assert "[chief-0] starting" in lines
     assert "mnist: Succeeded (TFJobSucceeded: job succeeded)" in lines
-    assert lines[-1] == "mnist: Succeeded at step 100 of 100, 50.0 steps/s, ETA 0s, loss 0.2500, accuracy 0.9000"
+    assert lines[-1] == "mnist: Succeeded at step 100 of 100, 50.0 steps/s, loss 0.2500, accuracy 0.9000"
     assert backend.log_requests == [("mnist", "chief-0", True)]
     (tfjob, replace), = backend.submitted
     assert tfjob["metadata"]["name"] == "mnist" and replace is False
@@ -62,7 +62,7 @@ def test_a_side_car_evaluators_results_and_errors_show_beside_the_chiefs_lines(c
                      "[evaluator-0] Skipped /job/checkpoints/ckpt-60: DataLossError after 3 attempts",
                      "[evaluator-0] trainer: --job-dir /job: checkpoint ckpt-70 does not match --model mnist"]
     assert result.out.splitlines()[-1] == \
-        "mnist: Succeeded at step 100 of 100, 50.0 steps/s, ETA 0s, loss 0.2500, accuracy 0.9000"
+        "mnist: Succeeded at step 100 of 100, 50.0 steps/s, loss 0.2500, accuracy 0.9000"
     assert sorted(backend.log_requests) == [("mnist", "chief-0", True), ("mnist", "evaluator-0", True)]
 
 
