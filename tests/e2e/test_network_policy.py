@@ -8,7 +8,7 @@ depends on the cluster's network plugin; see the README's Security section.)"""
 from __future__ import annotations
 
 from tests.support.launcher_process import run_launcher
-from tests.e2e.tfjobs import JOB_NAME_LABEL, owned, tfjob, wait_pods
+from tests.e2e.tfjobs import JOB_NAME_LABEL, log_text, owned, tfjob, wait_pods, wait_running
 from tests.support.polling import wait_for
 
 JOB = "netpol"
@@ -82,16 +82,31 @@ def test_a_refused_policy_deletes_the_tfjob_again(control_plane, tmp_path):
 
 def test_the_shipped_launcher_role_is_enough(control_plane, tmp_path):
     """k8s/rbac.yaml's least-privilege Role (as the tfjob-launcher service account, with a
-    real token) lets `submit` create the TFJob and its NetworkPolicy, and `delete` remove them."""
+    real token; no update or patch of TFJobs, no get of NetworkPolicies) lets every job
+    command do its work: a server dry run, `submit` (the TFJob and its NetworkPolicy),
+    `status`, `list`, `logs`, `submit --replace` and `delete`."""
     cp = control_plane
     with cp.namespace("e2e-netpol-rbac") as ns:
         env = cp.launcher_account(ns, tmp_path / "launcher.kubeconfig")
-        done = run_launcher(cp, "submit", "--backend", "k8s", "-n", ns, "--name", JOB, "--workers", "1", "--ps", "0",
-                            "--detach", env=env)
-        assert done.returncode == 0, done.stdout + done.stderr
+
+        def launcher(*args: str):
+            done = run_launcher(cp, *args, "--backend", "k8s", "-n", ns, env=env)
+            assert done.returncode == 0, (args, done.stdout + done.stderr)
+            return done
+
+        submit = ("submit", "--name", JOB, "--workers", "1", "--ps", "0")
+        launcher(*submit, "--dry-run=server")
+        launcher(*submit, "--detach")
         (policy,) = policies(cp, ns)
         assert policy["metadata"]["ownerReferences"][0]["uid"] == tfjob(cp, ns, JOB)["metadata"]["uid"]
-        done = run_launcher(cp, "delete", JOB, "--backend", "k8s", "-n", ns, "--wait", env=env)
-        assert done.returncode == 0, done.stdout + done.stderr
+        wait_running(cp, ns, JOB, 1)
+        assert "worker-0" in launcher("status", JOB).stdout
+        assert JOB in launcher("list").stdout
+        assert launcher("logs", JOB).stdout.splitlines() == [f"[worker-0] {line}" for line in log_text()]
+        first = tfjob(cp, ns, JOB)["metadata"]["uid"]
+        launcher(*submit, "--replace", "--detach")
+        (policy,) = policies(cp, ns)
+        assert policy["metadata"]["ownerReferences"][0]["uid"] == tfjob(cp, ns, JOB)["metadata"]["uid"] != first
+        launcher("delete", JOB, "--wait")
         wait_for(lambda: not policies(cp, ns), lambda: f"the NetworkPolicy outlived its TFJob: {policies(cp, ns)}",
                  GC_TIMEOUT_S)
