@@ -88,6 +88,21 @@ def test_checkpoint_with_optimizer_state_this_job_cannot_place_is_refused(tmp_pa
     assert "_conv1_bias_0_momentum and 15 more that this job does not have" in problem
 
 
+def test_checkpoint_whose_variable_has_another_shape_is_refused_with_one_line(tmp_path):
+    """The same variable names with another shape (a model whose layer sizes changed):
+    the one line naming the variable and both shapes, not TensorFlow's restore error."""
+    model, optimizer, step = fresh()
+    written = checkpoints.groups(model, optimizer, step)
+    written["model"] = {**written["model"], "mnist.dense.bias": tf.Variable(tf.zeros([7]))}
+    tf.train.CheckpointManager(tf.train.Checkpoint(**written), f"{tmp_path}/checkpoints", 1).save(50)
+    with pytest.raises(checkpoints.MismatchError) as error:
+        checkpoints.Checkpointer(str(tmp_path), checkpoints.groups(*fresh()), "mnist").restore()
+    message = str(error.value)
+    assert "\n" not in message and message.startswith(f"--job-dir {tmp_path}: checkpoint ckpt-50 does not match")
+    expected = list(variables.named(models.build("mnist").weights)["mnist.dense.bias"].shape)
+    assert f"shapes differ: model/mnist.dense.bias [7] (expected {expected})" in message
+
+
 def test_non_writer_saves_elsewhere(tmp_path):
     saver = checkpoints.Checkpointer(str(tmp_path), {"model": variables.named(models.build("mnist").weights)},
                                      "mnist", writer=False)
