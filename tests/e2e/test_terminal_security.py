@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import yaml
 
+from tests.support.k8s_backend import manifest
 from tests.support.launcher_process import run_launcher
 from tests.support.polling import wait_for
 
@@ -51,3 +52,21 @@ def test_a_refusal_with_control_sequences_is_one_line_of_text(control_plane, tmp
             assert "\x1b" not in done.stderr and "\x07" not in done.stderr, repr(done.stderr)
         finally:
             cp.kubectl("delete", "-f", str(manifest), "--ignore-not-found")
+
+
+def test_a_hostile_replica_type_is_listed_as_text(control_plane, tmp_path):
+    """A TFJob someone else created whose replica type (a free map key of tfReplicaSpecs,
+    which the API server and the training-operator's webhook take) holds control
+    sequences: `list` shows it as text."""
+    cp = control_plane
+    with cp.namespace("e2e-terminal-list") as ns:
+        job = manifest("hostile", workers=1, ps=0, chief=0, namespace=ns)
+        specs = job["spec"]["tfReplicaSpecs"]
+        specs["Worker\x1b]0;pwned\x07"] = specs.pop("Worker")
+        path = tmp_path / "tfjob.yaml"
+        path.write_text(yaml.safe_dump(job))
+        cp.kubectl("create", "-f", str(path))
+        done = run_launcher(cp, "list", "--backend", "k8s", "-n", ns)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "worker^[]0;pwned\\x07=1" in done.stdout, done.stdout
+        assert "\x1b" not in done.stdout + done.stderr, repr(done.stdout + done.stderr)

@@ -11,6 +11,9 @@ receive per pod does not grow with the job (TF_CONFIG makes every pod object O(r
 by it (ownerReference), so it goes when the job goes; if the server refuses the policy,
 the TFJob is deleted again and nothing stays applied.
 
+Strings the server holds reach the user as text: its error lines (`client.one_line`), the
+events' fields (`launcher.events`), the notes and the listed replica types here.
+
 `submit(replace=True)` deletes the old TFJob in the foreground (its pods go first),
 waits until it is gone, then creates the new one: the operator does not roll existing
 pods to a new template, so an in-place update would not replace the job.
@@ -24,7 +27,7 @@ from typing import Callable, Iterator
 
 from kubernetes.client.exceptions import ApiException
 
-from ...events import Event, LogEnded, LogLine
+from ...events import Event, LogEnded, LogLine, terminal_safe
 from ...tfconfig import replica_counts
 from ..base import Backend, BackendError, JobStatus, JobSummary, LogOptions, NotFound, job_phase, stderr_note
 from .client import (CALL_TIMEOUT, TRANSPORT_ERRORS, CountingApiClient, KubeApi, RequestCounter, absent,
@@ -47,7 +50,7 @@ class KubernetesBackend(Backend):
 
     def __init__(self, kubeconfig: str | None = None, context: str | None = None,
                  request_timeout: float = CALL_TIMEOUT, note: Callable[[str], None] = stderr_note):
-        self.note = note
+        self.note = lambda line: note(terminal_safe(line))  # notes name what the server holds
         self.requests = RequestCounter()
         self.api = KubeApi(CountingApiClient(load_configuration(kubeconfig, context), self.requests),
                            request_timeout=request_timeout)
@@ -160,7 +163,9 @@ class KubernetesBackend(Backend):
             jobs = read_json(self.api.tfjobs(namespace))["items"]
         rows = [JobSummary(name=job["metadata"]["name"], namespace=job["metadata"]["namespace"],
                            phase=job_phase(job_conditions(job), suspended(job)),
-                           created=created(job), replicas=replica_counts(job), queue=queue_of(job))
+                           created=created(job), queue=queue_of(job),
+                           # the replica types are free map keys of whoever created the job
+                           replicas={terminal_safe(t): n for t, n in replica_counts(job).items()})
                 for job in jobs]
         return sorted(rows, key=lambda row: (row.namespace, row.name))
 
