@@ -160,3 +160,28 @@ def test_a_taxi_request_has_no_keys_with_or_without_no_keys(taxi_dir, tmp_path, 
         lines.append(capsys.readouterr().out.splitlines())
     assert lines[0] == lines[1] and len(lines[0]) == 2
     assert all("key" not in json.loads(line) and "trip_miles" in json.loads(line) for line in lines[0])
+
+
+def test_make_request_on_records_of_an_earlier_label_says_how_to_rewrite_them(taxi_dir, tmp_path, capsys):  # noqa: F811
+    """Records an earlier version wrote (label `tipped`: tips > 0): trainer.task refuses them
+    with the command that rewrites them, make_request said `cannot read the eval records ...
+    ({{function_node __wrapped__ParseExampleV2...}} Feature: big_tipper ...)` and `give the
+    dir python -m trainer.data wrote`, which it was."""
+    from trainer import make_request
+
+    old = tmp_path / "old"
+    old.mkdir()
+    meta = json.loads((Path(taxi_dir) / "metadata.json").read_text())
+    (old / "metadata.json").write_text(json.dumps(dict(meta, label="tipped: tips > 0")))
+    for path in sorted(Path(taxi_dir).glob("eval-*.tfrecord")):
+        with tf.io.TFRecordWriter(str(old / path.name)) as out:
+            for record in tf.data.TFRecordDataset(str(path)).take(5):
+                example = tf.train.Example.FromString(record.numpy())
+                example.features.feature["tipped"].CopyFrom(example.features.feature.pop(features.LABEL))
+                out.write(example.SerializeToString())
+    trips = tmp_path / "trips.json"
+    assert make_request.main(["--model", "taxi", "--data-dir", str(old), "--out", str(trips)]) == 2
+    assert capsys.readouterr() == ("", f"trainer.make_request: --data-dir: {old} holds records labelled 'tipped: "
+                                       "tips > 0', this trainer learns 'big_tipper: tips > 0.2 * fare'; rewrite them "
+                                       f"with: python -m trainer.data --dataset taxi --out {old}\n")
+    assert not trips.exists()

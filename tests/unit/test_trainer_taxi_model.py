@@ -122,3 +122,24 @@ def test_make_request_writes_raw_eval_trips_that_predict_takes(exported, taxi_di
     assert len(rows) == 3 and all(set(row) == set(features.RAW) for row in rows)
     assert predict.main(["--model-dir", exported, "--json-instances", str(request)]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 4
+
+
+def test_records_of_another_layout_are_refused_saying_which_records_the_model_reads(taxi_dir, tmp_path):  # noqa: F811
+    """--train_data_paths of image records (MNIST's `image`, `label`) with --model taxi: the
+    line ended at the records' features, saying neither what the taxi model reads nor how
+    to write it (MNIST's line names --image-feature)."""
+    from trainer import flags
+
+    images = tmp_path / "train.tfrecord"
+    with tf.io.TFRecordWriter(str(images)) as out:
+        out.write(tf.train.Example(features=tf.train.Features(feature={
+            "image": tf.train.Feature(bytes_list=tf.train.BytesList(value=[bytes(784)])),
+            "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[7]))})).SerializeToString())
+    args = flags.parse(["--model", "taxi", "--data-dir", taxi_dir, "--train_data_paths", str(images)])
+    with pytest.raises(data.DataError) as refused:
+        data.check(args)
+    assert str(refused.value) == (
+        f"--train_data_paths: cannot read {images} as Chicago taxi trips records (Feature: big_tipper (data type: "
+        "int64) is required but could not be found.); its records have the features image, label; give the records "
+        "`python -m trainer.data --dataset taxi` writes (the raw trip fields and the int64 label big_tipper: tips > "
+        "20% of the fare), or the --model of these records")

@@ -26,6 +26,9 @@ from trainer.models.taxi.model import build  # noqa: F401 - the model interface
 
 DATASET = "Chicago taxi trips"
 EVAL_SPLIT = "eval"
+# the end of the line refusing records the parser cannot read (--train_data_paths of another layout)
+RECORDS_HINT = (f"give the records `python -m trainer.data --dataset taxi` writes (the raw trip fields and the "
+                f"int64 label {features.LABEL}: tips > 20% of the fare), or the --model of these records")
 
 
 def _data_dir(source) -> str:
@@ -109,10 +112,12 @@ def serving(model: keras.Model, source):
 
 
 def request_instances(data_dir: str, count: int, keys: bool = False) -> tuple[list[dict], list[int]]:
-    """(json instances of raw trip fields, true labels) of the first `count` eval trips."""
+    """(json instances of raw trip fields, true labels) of the first `count` eval trips;
+    data.DataError for a dir without them, or whose metadata.json names another label."""
     from trainer import data
 
     paths = data.files(data.Source(data_dir, dataset=DATASET, prepare="--dataset taxi "), EVAL_SPLIT)
+    prepare.read_metadata(data_dir)  # records of another label (an earlier version's): refused, how to rewrite them
     records = next(iter(tf.data.Dataset.from_tensor_slices(paths).flat_map(data.records).batch(count)))  # .gz too
     parsed = tf.io.parse_example(records, features.record_spec())
     labels = [int(v) for v in parsed.pop(features.LABEL).numpy()]
