@@ -63,6 +63,25 @@ def test_a_checkpoint_that_fails_to_read_is_retried(job, capsys, tmp_path):
     assert evaluated(capsys) == [50]
 
 
+def test_a_checkpoint_that_stays_unreadable_is_given_up_after_the_bounded_attempts(job, capsys, tmp_path):
+    """The last checkpoint never becomes readable (its data lost): after READ_ATTEMPTS
+    tries it is recorded as done, so that the evaluator's last round at the end of the
+    job (run: `while sidecar.pending()`) ends and the chief's wait for it (await_step)
+    does not run out; a restarted evaluator does not try it again."""
+    job_dir, args, save = job
+    path = save(50)
+    for shard in (tmp_path / "job" / "checkpoints").glob("ckpt-50.data*"):
+        shard.unlink()
+    sidecar = evaluator.SideCar(args)
+    for _ in range(evaluator.READ_ATTEMPTS):
+        assert not sidecar.evaluate_next()
+    out = capsys.readouterr().out
+    assert f"Skipped {path}: " in out and f"after {evaluator.READ_ATTEMPTS} attempts" in out
+    assert "Eval step" not in out
+    assert sidecar.pending() == [] and evaluator.evaluated(job_dir) == 50
+    assert evaluator.SideCar(args).pending() == []
+
+
 def test_the_chief_counts_on_an_evaluator_with_a_fresh_heartbeat(job):
     job_dir, args, _ = job
     assert not evaluator.alive(job_dir)
