@@ -179,8 +179,9 @@ def replica_rows(replicas: Iterable[ReplicaPhase], now: _dt.datetime | None = No
 
 
 def format_rows(rows: list[tuple[str, ...]], header: tuple[str, ...] = COLUMNS) -> list[str]:
-    """Plain, aligned text table (kubectl style) under `header`."""
-    table = [header, *rows]
+    """Plain, aligned text table (kubectl style) under `header`; its cells' control characters
+    shown as text (a cell may hold a cluster's string: an InferenceService's URL, a reason)."""
+    table = [header, *([terminal_safe(str(cell)) for cell in row] for row in rows)]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     return ["   ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in table]
 

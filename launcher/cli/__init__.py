@@ -23,6 +23,7 @@ from typing import Callable, NoReturn
 
 from ..backends import KINDS, check_cluster_args
 from ..backends.base import stderr_note
+from ..events import terminal_safe
 from ..spec import _DNS1035, DEFAULT_NAMESPACE, SpecError, check_namespace, shown
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -431,6 +432,12 @@ def resolve_backend(args: argparse.Namespace, quiet: bool = False) -> str:
     return kind
 
 
+def error_line(exc: object) -> str:
+    """`error: ...` for a refusal or failure, its control characters shown as text: a message
+    may carry the cluster's or a model server's words, or a path, which are anyone's."""
+    return f"error: {terminal_safe(str(exc))}"
+
+
 def unused_request_timeout(args: argparse.Namespace, kind: str) -> bool:
     """`auto` chose this machine for a command given --request-timeout (--backend local refuses it)."""
     return kind == "local" and args.backend == "auto" and getattr(args, "request_timeout", None) is not None \
@@ -499,10 +506,10 @@ def main(argv: list[str] | None = None, backend_factory: BackendFactory | None =
             raise SpecError("--namespace", "not with -A/--all-namespaces, which lists every namespace; drop one of them")
         return _dispatch(args, trainer_args, backend_factory or _default_factory(args))
     except SpecError as exc:
-        print(f"error: {_as_typed(exc, parser, flags)}", file=sys.stderr)
+        print(error_line(_as_typed(exc, parser, flags)), file=sys.stderr)
         return EXIT_USAGE
     except BackendError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(error_line(exc), file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
         print("Interrupted.", file=sys.stderr)

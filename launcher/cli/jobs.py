@@ -9,7 +9,7 @@ import sys
 import time
 
 from ..backends.base import BackendError, LogOptions, NotFound, deleted_pods_reason, stderr_note
-from . import EXIT_FAILED, EXIT_OK, check_name, check_replica, namespace_of, replica_alias, resolve_backend
+from . import EXIT_FAILED, EXIT_OK, check_name, check_replica, error_line, namespace_of, replica_alias, resolve_backend
 from ..events import JobCondition, TERMINAL
 from ..spec import SpecError, check_listen_port, namespace_flag
 from ..view import (COLUMNS, WIDE_COLUMNS, JobView, age, format_rows, no_resources, replica_rows,
@@ -181,12 +181,12 @@ def delete(args, factory) -> int:
             _delete(args, backend, name)
         except NotFound as exc:
             if not args.ignore_not_found:
-                print(f"error: {exc}", file=sys.stderr, flush=True)
+                print(error_line(exc), file=sys.stderr, flush=True)
                 failed = True
         except BackendError as exc:  # refused or unreachable for this one: the others are still tried
             if len(args.names) == 1:
                 raise
-            print(f"error: {exc}", file=sys.stderr, flush=True)
+            print(error_line(exc), file=sys.stderr, flush=True)
             failed = True
     return EXIT_FAILED if failed else EXIT_OK
 

@@ -83,3 +83,21 @@ def test_the_api_servers_error_text_is_shown_as_text():
     line = str(refusal("the server refused tfjob evil", exc, "https://127.0.0.1:6443"))
     assert not controls(line), repr(line)
     assert f"denied the request: {ONE_LINE}" in line
+
+
+def test_every_error_line_and_table_cell_is_text(cli, capsys):
+    """The CLI's catch-alls: any refusal or failure (a model server's or KServe's words in a
+    BackendError, a path in a SpecError) and any table cell (an InferenceService's URL in
+    `models list`) show control characters as text, wherever the message was made."""
+    from launcher.backends.base import BackendError
+    from tests.support.fakes.backend import FakeBackend
+
+    class Failing(FakeBackend):
+        def status(self, name, namespace):
+            raise BackendError(f"inferenceservice m: its predictor does not start: {HOSTILE}")
+
+    result = cli("status", "mnist", backend=Failing(name="k8s", existing=("mnist",)))
+    assert (result.code, result.err) == (1, f"error: inferenceservice m: its predictor does not start: {SHOWN}\n")
+    refused = cli("logs", "mnist", "--replica", f"worker-{HOSTILE}", backend=FakeBackend(name="local"))
+    assert refused.code == 2 and not controls(refused.err), refused.err
+    assert not controls("\n".join(format_rows([("m", f"http://m.example{HOSTILE}")], ("NAME", "URL"))))
