@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import zipfile
 from pathlib import Path
 
@@ -185,3 +186,27 @@ def test_make_request_on_records_of_an_earlier_label_says_how_to_rewrite_them(ta
                                        "tips > 0', this trainer learns 'big_tipper: tips > 0.2 * fare'; rewrite them "
                                        f"with: python -m trainer.data --dataset taxi --out {old}\n")
     assert not trips.exists()
+
+
+def test_a_pip_download_that_never_finishes_is_one_line_and_leaves_nothing(tmp_path, monkeypatch, capsys):
+    """pip against an index that accepts and never answers (a hung mirror or proxy): the
+    subprocess timeout raised TimeoutExpired, a traceback out of trainer.data (after 600 s,
+    without a word on what it was waiting for)."""
+    from tests.support.silent_server import SilentServer
+
+    monkeypatch.setattr(source, "PIP_TIMEOUT", 5)
+    for name in ("PIP_FIND_LINKS", "PIP_NO_INDEX", "PIP_EXTRA_INDEX_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)  # no configured index or find-links of this machine
+    monkeypatch.setenv("PIP_NO_CACHE_DIR", "1")
+    cache = tmp_path / "cache"
+    with SilentServer() as index:
+        monkeypatch.setenv("PIP_INDEX_URL", f"{index.url}/simple")
+        with pytest.raises(source.SourceError) as refused:
+            source.download(cache)
+    assert str(refused.value) == (
+        "pip download tfx==1.21.0 did not finish in 5 s; check the package index settings (pip config list, "
+        f"PIP_INDEX_URL, a proxy), or put {source.WHEEL} into {cache}")
+    assert capsys.readouterr().err == f"Fetching the taxi trips: pip download tfx==1.21.0 (7.5 MB, once; kept in " \
+                                      f"{cache})\n"
+    assert list(cache.iterdir()) == []
