@@ -145,17 +145,21 @@ def test_file_patterns_with_gzip_records_and_the_image_raw_feature(tmp_path):
     import tensorflow as tf
 
     images, labels = synthetic(6)
-    with tf.io.TFRecordWriter(str(tmp_path / "train.tfr.gz"), options="GZIP") as writer:  # seed 001's .tfr.gz
-        for image, label in zip(images[:4], labels[:4]):
-            feature = {"image_raw": tf.train.Feature(bytes_list=tf.train.BytesList(value=[image.tobytes()])),
-                       "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)]))}
-            writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+    for name, rows in (("train.tfr.gz", slice(0, 4)), ("more.tfrecord.gzip", slice(4, 6))):  # seed 001's .tfr.gz
+        with tf.io.TFRecordWriter(str(tmp_path / name), options="GZIP") as writer:
+            for image, label in zip(images[rows], labels[rows]):
+                feature = {"image_raw": tf.train.Feature(bytes_list=tf.train.BytesList(value=[image.tobytes()])),
+                           "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)]))}
+                writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
     data.write_split(str(tmp_path), "test", images[4:], labels[4:])  # plain, the trainer's own layout
     source = data.Source(str(tmp_path / "unused"), train_paths=(str(tmp_path / "train*.gz"),),
                          eval_paths=(str(tmp_path / "test-*"),), image_feature="image_raw")
     [batch] = list(data.dataset(source, "train", batch_size=4, training=False))
     np.testing.assert_allclose(batch[0].numpy()[..., 0], images[:4] / 255.0, rtol=1e-6)
     assert sorted(batch[1].numpy().tolist()) == sorted(labels[:4].tolist())
+    gzip = data.Source(str(tmp_path / "unused"), train_paths=(str(tmp_path / "*.gzip"),), image_feature="image_raw")
+    [batch] = list(data.dataset(gzip, "train", batch_size=2, training=False))  # .gzip: GZIP too
+    np.testing.assert_allclose(batch[0].numpy()[..., 0], images[4:] / 255.0, rtol=1e-6)
     with pytest.raises(data.DataError, match=r"^--train_data_paths: no files match /nowhere/\*\.tfr"):
         data.files(data.Source("d", train_paths=("/nowhere/*.tfr",)), "train")
 
