@@ -2,10 +2,11 @@
 TFRecords, with what the model's preprocessing needs.
 
 - Label `big_tipper`: 1 when `tips` > 20% of `fare` (a missing value counts as 0), the
-  label of TFX's chicago_taxi_pipeline (`tips > fare * 0.2`). Not the AI Platform /
-  ST446 sample's "tips > 0": in this data cash tips are not recorded, so the payment
-  type alone nearly decides that one, and a logistic regression on the same features
-  ranks it as well as the wide & deep model (bench/taxi_auc.py; README Performance).
+  label of TFX's chicago_taxi_pipeline (`tips > fare * 0.2`) and of the data the AI
+  Platform structured sample trains on. Not "tips > 0" (this trainer's label before):
+  in this data cash tips are not recorded, so the payment type alone nearly decides
+  that one, and a logistic regression on the same features ranks it as well as the
+  wide & deep model (bench/taxi_auc.py; README Performance).
 - Split: a fixed permutation (numpy seed SEED) of the 15,002 trips; the first
   EVAL_FRACTION of it is the eval split (3,000 trips), the rest train (12,002).
 - Missing values become the fields' defaults (features.DEFAULTS: 0 / "").
