@@ -27,7 +27,7 @@ from trainer.models.taxi.model import build  # noqa: F401 - the model interface
 DATASET = "Chicago taxi trips"
 EVAL_SPLIT = "eval"
 # the end of the line refusing records the parser cannot read (--train_data_paths of another layout)
-RECORDS_HINT = (f"give the records `python -m trainer.data --dataset taxi` writes (the raw trip fields and the "
+RECORDS_HINT = ("give the records `python -m trainer.data --dataset taxi` writes (the raw trip fields and the "
                 f"int64 label {features.LABEL}: tips > 20% of the fare), or the --model of these records")
 
 
