@@ -155,6 +155,17 @@ def test_variables_partition_across_two_ps_and_the_evaluator_follows(mnist_dir, 
     slots = [key for key in restored if key.endswith((".momentum", ".velocity"))]
     assert len(slots) == 16 and all(restored[key]["nonzero"] for key in slots)  # trained, not zeros
     assert restored["optimizer/iteration"]["value"] >= 40 and restored["step"]["value"] == 40
+    assert report["slots"].keys() == set(slots) and all(report["slots"].values())
+
+    # and each shard's slots are stored at that shard's rows: restored into the 2 ps it was
+    # written from, the slot Adam updates for each shard is that block of the stored slot
+    # (a mix-up would restore each block into the other shard's rows on a change of ps count)
+    probe = run_module("tests.support.restore_probe", [str(job), "--model", "mnist", "--ps", "2"])
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    report = json.loads(probe.stdout.splitlines()[-1])
+    assert report["variables"]["optimizer/mnist.dense.kernel.momentum"]["shards"] == 2
+    assert [key for key, v in report["variables"].items() if not v["equal"]] == []
+    assert report["slots"].keys() == set(slots) and all(report["slots"].values()), report["slots"]
 
 
 def test_servers_exit_1_when_the_chief_is_gone_for_good(mnist_dir, tmp_path):  # noqa: F811

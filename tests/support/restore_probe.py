@@ -7,10 +7,14 @@ The ps and worker servers are real `tf.distribute.Server`s, started in this proc
 TensorFlow's own create_in_process_cluster does); the model, optimizer and checkpoint
 code are the trainer's. Prints one JSON object:
 
-    {"checkpoint": PATH, "variables": {KEY: {"equal": bool, "nonzero": bool, "shards": N, "value": first}}}
+    {"checkpoint": PATH, "variables": {KEY: {"equal": bool, "nonzero": bool, "shards": N, "value": first}},
+     "slots": {KEY: bool}}
 
-`shards`: over how many ps tasks the restored variable lies here. Run it in a subprocess
-(the test process stays free of TensorFlow).
+`shards`: over how many ps tasks the restored variable lies here. `slots`: for each Adam
+slot of a weight, whether the stored whole slot is, row block by row block, the slot that
+Adam updates for each shard of the weight here (found by the optimizer's own index of
+that shard, as the training step finds it), i.e. each shard's momentum lies at that
+shard's rows. Run it in a subprocess (the test process stays free of TensorFlow).
 """
 from __future__ import annotations
 
@@ -20,7 +24,7 @@ import json
 import numpy as np
 import tensorflow as tf
 
-from trainer import checkpoints, flags, models
+from trainer import checkpoints, flags, models, variables
 from trainer.train import ps as train_ps
 from trainer.train import step as train_step
 from trainer.cluster import Cluster
@@ -46,6 +50,21 @@ def shards(variable) -> int:
     return len({part.device.split("/device")[0] for part in parts})
 
 
+def slots_aligned(path: str, model, optimizer, keys: dict[str, str]) -> dict[str, bool]:
+    """{slot key: whether the stored slot is the concatenation, in the weight's row order,
+    of the slots Adam updates for the weight's shards} (see the module doc); `keys`:
+    {readable key: checkpoint key}."""
+    aligned = {}
+    for attribute, kind in checkpoints.SLOTS.items():
+        slots = getattr(optimizer, attribute, None) or []
+        for weight in (model.trainable_variables if slots else []):
+            key = f"optimizer/{weight.path.replace('/', '.')}.{kind}"
+            used = [tf.convert_to_tensor(variables.underlying(slots[optimizer._get_variable_index(part)])).numpy()
+                    for part in variables.parts(weight)]
+            aligned[key] = bool(np.array_equal(tf.train.load_variable(path, keys[key]), np.concatenate(used)))
+    return aligned
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("job_dir")
@@ -67,7 +86,8 @@ def main() -> None:
         report[checkpoints.readable(key)] = {
             "equal": bool(np.array_equal(stored, restored)), "nonzero": bool(np.any(stored)),
             "shards": shards(variable), "value": float(np.ravel(restored)[0])}
-    print(json.dumps({"checkpoint": path, "variables": report}))
+    keys = {checkpoints.readable(key): key for key in checkpoints.entries(parts)}
+    print(json.dumps({"checkpoint": path, "variables": report, "slots": slots_aligned(path, model, optimizer, keys)}))
 
 
 if __name__ == "__main__":
