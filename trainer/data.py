@@ -25,7 +25,7 @@ require_tensorflow(__name__, "trainer.data")  # before numpy: one line without t
 import numpy as np
 
 from trainer import flags, lazy, outputs
-from trainer.models import DATASETS, default_data_dir
+from trainer.models import DATASETS, SourceError, default_data_dir
 
 tf = lazy.module("tensorflow")  # --help and flag errors without TensorFlow's import
 mnist_source = lazy.module("trainer.models.mnist.source")  # its package imports Keras
@@ -436,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
 
         try:
             rows = taxi_source.rows()
-        except prepare.SourceError as error:
+        except SourceError as error:
             print(f"trainer.data: {error}", file=sys.stderr)
             return 1
         with outputs.writing("--out", args.out):
@@ -445,7 +445,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         splits = mnist_splits(mnist_source.fetch(offline=args.offline), args.train_limit, args.test_limit)
-    except mnist_source.SourceError as error:
+    except SourceError as error:
         print(f"trainer.data: {error}", file=sys.stderr)
         return 1
     with outputs.writing("--out", args.out):

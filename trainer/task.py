@@ -44,6 +44,22 @@ def stream_stdout() -> None:
         stream.reconfigure(line_buffering=True)
 
 
+def check_data(args: argparse.Namespace) -> int | None:
+    """ensure_data; None when the job can read its data, else the exit code after one line:
+    2 for data it cannot use, 1 for a --prepare-data download or check that failed."""
+    from trainer import data
+    from trainer.models import SourceError
+
+    try:
+        ensure_data(args)
+    except data.DataError as error:
+        return fail(str(error))
+    except SourceError as error:
+        print(f"trainer: --prepare-data: {error}", file=sys.stderr)
+        return 1
+    return None
+
+
 def ensure_data(args: argparse.Namespace) -> None:
     """Raise DataError when --data-dir (or a pattern of --train_data_paths/--eval_data_paths)
     has no records, unless --prepare-data writes them (also over a set of shards not all
@@ -131,12 +147,8 @@ def serve(args: argparse.Namespace, cluster: Cluster) -> int:
     from trainer import lifecycle, runtime
 
     if cluster.role == "worker" and args.prepare_data:  # the dataset ops run on workers
-        from trainer import data
-
-        try:
-            ensure_data(args)
-        except data.DataError as error:  # one line, exit 2, as the chief's
-            return fail(str(error))
+        if (code := check_data(args)) is not None:  # one line, as the chief's
+            return code
 
     watch = lifecycle.Watch(args.job_dir, cluster.chief_address, args.poll_seconds, args.orphan_seconds)
     stop: list[int] = []  # the signal that stops this server (see lifecycle: 4.)
@@ -190,10 +202,8 @@ def compute(args: argparse.Namespace, cluster: Cluster) -> int:
     if __name__ == "__main__":  # the process's own entry point, not a caller in a test
         private_tmp()
 
-    try:
-        ensure_data(args)
-    except data.DataError as error:
-        return fail(str(error))
+    if (code := check_data(args)) is not None:
+        return code
     args.threads = runtime.threads_for(args.threads, cluster)  # 0: sized for this machine
     runtime.limit_threads(args.threads)
     try:

@@ -25,7 +25,8 @@ predict.py, data.py) needs, and nothing else knows about it:
                           request lines send it) and one more signature takes the same inputs
                           without `key` (MNIST: `unkeyed`); trainer.predict and the launcher
                           pick between them by the instances' fields, never by name
-    prepare_data(out)     -> {split: examples} written to `out` (`--prepare-data`)
+    prepare_data(out)     -> {split: examples} written to `out` (`--prepare-data`); SourceError
+                          (below) when the dataset cannot be obtained
     request_instances(data_dir, count, keys) -> (json instances, labels) of the first
                           `count` evaluation examples (trainer.make_request)
 """
@@ -33,6 +34,10 @@ from __future__ import annotations
 
 import importlib
 import os
+
+class SourceError(RuntimeError):
+    """A model's dataset could not be obtained (downloaded, checked); the message says what to do."""
+
 
 MODELS = {  # name -> module
     "mnist": "trainer.models.mnist",

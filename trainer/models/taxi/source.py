@@ -20,6 +20,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from trainer.models import SourceError
+
 REQUIREMENT = "tfx==1.21.0"
 WHEEL = "tfx-1.21.0-py3-none-any.whl"
 WHEEL_SHA256 = "51032ac740ac6d28185c2814ada5a7e917f3016bcd2043f03ba98e7e674e4165"
@@ -29,10 +31,6 @@ COLUMNS = ("pickup_community_area", "fare", "trip_start_month", "trip_start_hour
            "trip_start_timestamp", "pickup_latitude", "pickup_longitude", "dropoff_latitude",
            "dropoff_longitude", "trip_miles", "pickup_census_tract", "dropoff_census_tract", "payment_type",
            "company", "trip_seconds", "dropoff_community_area", "tips")
-
-
-class SourceError(RuntimeError):
-    """The trips could not be obtained; the message says what to do."""
 
 
 def cache_dir() -> Path:
