@@ -103,7 +103,16 @@ def test_malformed_bodies_are_request_errors(body, fragment):
     ({"instances": [{"image": ["3.1"], "key": 1}]}, KEYED, "input 'image': expects JSON numbers (float32), got strings"),
     ({"instances": [[True, False]]}, IMAGE, "input 'image': expects JSON numbers (float32), got booleans"),
     ({"instances": [[None, 1.0]]}, IMAGE, "input 'image': expects JSON numbers (float32), got null"),
-    ({"instances": [{"image": [1.0], "key": 2 ** 64}]}, KEYED, "input 'key': "),
+    ({"instances": [{"image": [1.0], "key": 2 ** 64}]}, KEYED, "input 'key': a value is out of the range of int64"),
+    # beyond 64 bits (numpy reads it as an object): was "got null or values of mixed types"
+    ({"instances": [{"image": [1.0], "key": 99999999999999999999}]}, KEYED,
+     "input 'key': a value is out of the range of int64"),
+    # beyond float32: was a numpy RuntimeWarning on the server, then a prediction on inf
+    ({"instances": [[1e39, 1.0]]}, IMAGE, "input 'image': a value is out of the range of float32"),
+    ({"instances": [{"image": [1.0], "key": 7.0}]}, KEYED, "got numbers with a fraction or a decimal point (7.0)"),
+    # a string input: what came instead, as the request wrote it (was the bare "expects strings")
+    ({"instances": [None]}, TEXT, 'input \'text\': expects strings (or {"b64": ...} values), got null'),
+    ({"instances": ["a", 1]}, TEXT, 'input \'text\': expects strings (or {"b64": ...} values), got 1'),
 ])
 def test_requests_that_do_not_fit_the_signature_are_request_errors(body, specs, fragment):
     with pytest.raises(RequestError) as error:

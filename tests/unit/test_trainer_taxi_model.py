@@ -75,8 +75,9 @@ def test_predict_on_raw_instances_fills_in_the_defaults(exported, tmp_path, caps
      "line 1: 'tip' is not an input of signature 'serving_default' (inputs: company, dropoff_community_area"),
     (dict(REQUIRED, trip_miles="3.1"), "line 1: input 'trip_miles': expects JSON numbers (float32), got strings"),
     (dict(REQUIRED, trip_start_hour=7.5),
-     "line 1: input 'trip_start_hour': expects JSON integers (int64), got numbers with a fraction"),
-    (dict(REQUIRED, payment_type=1), 'line 1: input \'payment_type\': expects strings (or {"b64": ...} values)'),
+     "line 1: input 'trip_start_hour': expects JSON integers (int64), got numbers with a fraction or a decimal point "
+     "(7.0)"),
+    (dict(REQUIRED, payment_type=1), 'line 1: input \'payment_type\': expects strings (or {"b64": ...} values), got 1'),
     (dict(REQUIRED, fare=True), "line 1: input 'fare': expects JSON numbers (float32), got booleans"),
     ({"trip_miles": 1.0, "trip_seconds": 60, "fare": 5.0},
      "line 1: input 'payment_type' of signature 'serving_default' is missing"),

@@ -144,7 +144,7 @@ def shape_text(shape: tuple | None) -> str:
     return "[" + ", ".join("-1" if dim is None else str(dim) for dim in shape) + "]"
 
 
-_KINDS = {"U": "strings", "S": "strings", "f": "numbers with a fraction", "b": "booleans", "c": "complex numbers",
+_KINDS = {"U": "strings", "S": "strings", "f": "numbers with a fraction or a decimal point (7.0)", "b": "booleans", "c": "complex numbers",
           "O": "null or values of mixed types"}
 
 
@@ -164,6 +164,8 @@ def _numbers(value: Any, dtype: np.dtype, where: str) -> np.ndarray:
         if inferred is None:
             raise RequestError(f"{where}: not a rectangular array of {dtype} values "
                                "(rows of different lengths, or values of the wrong type)")
+        if inferred.dtype.kind == "O" and all(type(item) is int for item in inferred.flat):  # beyond 64 bits
+            raise RequestError(f"{where}: a value is out of the range of {dtype}")
         got = _KINDS.get(inferred.dtype.kind, "values of another type")
         raise RequestError(f"{where}: expects JSON {'integers' if integers else 'numbers'} ({dtype}), got {got}")
     if integers:
@@ -171,7 +173,11 @@ def _numbers(value: Any, dtype: np.dtype, where: str) -> np.ndarray:
             return np.asarray(value, dtype=dtype)  # a value out of the dtype's range is an error, not wrapped
         except OverflowError:
             raise RequestError(f"{where}: a value is out of the range of {dtype}") from None
-    return inferred.astype(dtype, copy=False)
+    with np.errstate(over="ignore"):  # 1e39 as float32 is inf: refused below, not a numpy warning
+        array = inferred.astype(dtype, copy=False)
+    if np.isinf(array).any() and not np.isinf(inferred).any():
+        raise RequestError(f"{where}: a value is out of the range of {dtype}")
+    return array
 
 
 def to_array(value: Any, spec: InputSpec) -> np.ndarray:
@@ -189,8 +195,10 @@ def to_array(value: Any, spec: InputSpec) -> np.ndarray:
         except (TypeError, ValueError, OverflowError):
             raise RequestError(f"{where}: not a rectangular array of {spec.dtype} values "
                                "(rows of different lengths, or values of the wrong type)") from None
-        if spec.binary and any(not isinstance(item, bytes) for item in array.flat):
-            raise RequestError(f"{where}: expects strings (or {{\"b64\": ...}} values)")
+        others = [item for item in array.flat if not isinstance(item, bytes)] if spec.binary else []
+        if others:  # said as the request wrote it: null, 1, true
+            raise RequestError(f"{where}: expects strings (or {{\"b64\": ...}} values), got "
+                               f"{json.dumps(others[0], default=str)[:40]}")
     check_shape(array, spec, where)
     return array
 
