@@ -130,6 +130,28 @@ def test_sixteen_training_pipelines_over_fewer_files_read_each_record_once_per_e
     assert sorted(seen) == list(range(count))  # all 64, none twice
 
 
+def test_synchronous_workers_read_each_record_once_per_epoch(tmp_path):
+    """MultiWorkerMirrored: the chief and 15 workers, each with the pipeline of its own
+    InputContext (train/sync.py, as run() builds it): every record once across them."""
+    import tensorflow as tf
+
+    from trainer import flags
+    from trainer.cluster import Cluster
+    from trainer.train import sync
+
+    count = 64
+    images = np.zeros((count, 28, 28), np.uint8)
+    images[:, 0, 0] = np.arange(count)  # each record's identity in its first pixel
+    data.write_split(str(tmp_path), "train", images, np.zeros(count, np.uint8))
+    spec = {"chief": ["c:1"], "worker": [f"w{i}:1" for i in range(15)]}
+    dataset_fn = sync.worker_dataset_fn(flags.parse(["--data-dir", str(tmp_path), "--batch-size", "1"]))
+    seen = []
+    for role, index in [("chief", 0), *(("worker", i) for i in range(15))]:
+        context = sync.input_context(Cluster(role, index, spec), tf.distribute.get_strategy())
+        seen += [int(round(float(b[0][0, 0, 0, 0]) * 255)) for b in dataset_fn(context).take(count // 16)]
+    assert sorted(seen) == list(range(count))  # all 64, none twice
+
+
 def test_worker_pipeline_of_parameter_server_training_has_no_coordinator_sized_pool(tmp_path):
     from trainer import flags
     from trainer.train import ps as train_ps

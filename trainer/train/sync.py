@@ -62,17 +62,22 @@ def input_iterator(strategy: tf.distribute.Strategy, cluster: Cluster, dataset_f
     return iter(strategy.distribute_datasets_from_function(dataset_fn))
 
 
-def run(args: argparse.Namespace, cluster: Cluster) -> tuple[int, str | None]:
-    strategy = strategy_for(cluster)
-    state = session.start(args, cluster, strategy)
-
+def worker_dataset_fn(args: argparse.Namespace):
+    """The input pipeline of the InputContext a worker gets (input_context): its share of the
+    records, so that the workers read each one at most once per epoch."""
     def dataset_fn(context: tf.distribute.InputContext):
         source = data.source(args)
         return data.dataset(source, "train", args.batch_size, training=True, threads=args.threads,
                             shard=(context.num_input_pipelines, context.input_pipeline_id),
                             parse=models.get(args.model).parser(source))
 
-    iterator = input_iterator(strategy, cluster, dataset_fn)
+    return dataset_fn
+
+
+def run(args: argparse.Namespace, cluster: Cluster) -> tuple[int, str | None]:
+    strategy = strategy_for(cluster)
+    state = session.start(args, cluster, strategy)
+    iterator = input_iterator(strategy, cluster, worker_dataset_fn(args))
     vote = cluster.mode == "sync"  # a SIGTERM to any worker stops them all at the same step
     train = train_step.make_train_fn(strategy, state, stop_vote=vote)
     if not vote:
