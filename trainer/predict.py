@@ -44,7 +44,7 @@ import numpy as np
 from trainer import lazy
 from trainer.flags import Parser, location
 from trainer.outputs import command
-from trainer.serve import codec  # the model server's reading of an instance (no TensorFlow, no kserve)
+from trainer.serve import body_key, codec  # the model server's reading of an instance (no TensorFlow, no kserve)
 
 tf = lazy.module("tensorflow")  # --help and flag errors without TensorFlow's import
 
@@ -149,6 +149,10 @@ def read_instances(path: str) -> tuple[list[tuple[int, object]], np.ndarray | No
             value = json.loads(line)
         except json.JSONDecodeError as error:
             raise RequestError(f"--json-instances line {number}: not JSON ({error.msg})") from None
+        if key := body_key(value):
+            raise RequestError(f"--json-instances line {number}: a whole request body ({{\"{key}\": [...]}}), not "
+                               "an instance; write one JSON instance per line (launcher predict --json-request "
+                               "takes a request body)")
         if isinstance(value, dict) and KEY in value:
             keys.append(key_of(value, number))
             value = {name: item for name, item in value.items() if name != KEY}

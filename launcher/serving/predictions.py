@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
+from trainer.serve import body_key
+
 from ..backends.base import BackendError
 from ..spec import SpecError
 from . import client, gcs
@@ -96,10 +98,14 @@ def read_placed(path: str, flag: str = "--json-instances", storage=None, text: b
             placed.append((f"{where(path)} line {number}", line.rstrip("\r\n")))
             continue
         try:
-            placed.append((f"{where(path)} line {number}", json.loads(line)))
+            value = json.loads(line)
         except json.JSONDecodeError as error:
             raise SpecError(flag, f"{where(path)} line {number} is not JSON ({error.msg}); write one JSON "
                             "instance per line") from None
+        if key := body_key(value):
+            raise SpecError(flag, f"{where(path)} line {number} is a whole request body ({{\"{key}\": [...]}}), "
+                            "not an instance; pass the file with --json-request, or write one JSON instance per line")
+        placed.append((f"{where(path)} line {number}", value))
     if not placed:
         raise SpecError(flag, f"{where(path)} holds no instances; write one {'' if text else 'JSON '}instance "
                         "per line")

@@ -130,6 +130,11 @@ def test_a_bad_json_instances_line_is_named(cli, runs, tmp_path):
     result = cli("predict", "mnist", "--json-instances", str(path), "--backend", "local")
     result.refused("--json-instances")
     assert "line 2 is not JSON" in result.err
+    path.write_text('{"instances": [{"image": [0.0]}], "signature_name": "unkeyed"}\n')  # a --json-request file
+    body = cli("predict", "mnist", "--json-instances", str(path), "--backend", "local")
+    body.refused("--json-instances")
+    assert body.err.endswith(f'{path} line 1 is a whole request body ({{"instances": [...]}}), not an instance; '
+                             "pass the file with --json-request, or write one JSON instance per line\n"), body.err
 
 
 def test_a_taken_port_is_refused_before_anything_starts(cli, runs, export):

@@ -316,3 +316,9 @@ def test_a_missing_json_instances_file_is_refused_naming_the_flag(exported, tmp_
     assert predict.main(["--model-dir", exported, "--json-instances", str(tmp_path)]) == 2
     assert capsys.readouterr() == ("", f"trainer.predict: --json-instances: {tmp_path}: a directory; pass a file "
                                        "with one JSON instance per line\n")
+    body = tmp_path / "request.json"  # gcloud's --json-request file: was "'instances' is not an input ..."
+    body.write_text('{"inputs": {"image": [[0.0]]}}\n')
+    assert predict.main(["--model-dir", exported, "--json-instances", str(body)]) == 2
+    assert capsys.readouterr() == ("", 'trainer.predict: --json-instances line 1: a whole request body ({"inputs": '
+                                       "[...]}), not an instance; write one JSON instance per line (launcher predict "
+                                       "--json-request takes a request body)\n")
