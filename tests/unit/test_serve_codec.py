@@ -61,6 +61,10 @@ def test_inputs_left_out_take_the_models_defaults_and_the_others_stay_required()
             to_arrays(parse_body(body), TRIP, defaults)
     with pytest.raises(RequestError, match="'company' is left out, so its default fills a batch"):
         to_arrays(parse_body({"inputs": {"miles": 1.5}}), TRIP, defaults)
+    with pytest.raises(RequestError) as uneven:  # the lengths that differ are said, not only what was left out
+        to_arrays(parse_body({"inputs": {"miles": [1.5, 2.0], "hour": [7]}}), TRIP, defaults)
+    assert str(uneven.value) == ("inputs: 'company' is left out, so its default fills a batch; give the other inputs "
+                                 "as lists of one length (hour 1 long, miles 2 long)")
     with pytest.raises(RequestError, match="input 'company' of signature 'serving_default' is missing"):
         to_arrays(parse_body({"instances": [{"miles": 1.5}]}), TRIP)  # no defaults: every input is required
 

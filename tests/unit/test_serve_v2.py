@@ -60,6 +60,14 @@ def test_a_left_out_input_with_a_default_is_filled_for_the_batch():
     assert filled["company"].tolist() == [b"", b"", b""]
     with pytest.raises(RequestError, match="inputs: input 'company' of signature 'serving_default' is missing"):
         check_inputs(request.arrays, TAXI, "serving_default")
+    specs = dict(TAXI, hour=InputSpec("hour", np.dtype(np.int64), (None,)))
+    uneven = parse(json.dumps({"inputs": [{"name": "fare", "datatype": "FP32", "shape": [3], "data": [1, 2, 3]},
+                                          {"name": "hour", "datatype": "INT64", "shape": [2], "data": [7, 8]}]}
+                              ).encode(), {})
+    with pytest.raises(RequestError) as refused:  # the shapes that differ are said, not only what was left out
+        check_inputs(uneven.arrays, specs, "serving_default", {"company": b""})
+    assert str(refused.value) == ("input 'company' is left out, so its default fills a batch; give the other inputs "
+                                  "one batch dimension (shapes: fare [3], hour [2])")
 
 
 @pytest.mark.parametrize("header, tail, headers, message", [

@@ -247,11 +247,13 @@ def _columnar(data: Any, specs: dict[str, InputSpec], signature: str, defaults: 
         check_names(data, names, signature, "inputs", defaults)
         left_out = [name for name in names if name not in data]
         if left_out:
-            lengths = {len(value) for value in data.values() if isinstance(value, list)}
-            if len(lengths) != 1:
+            lengths = {name: len(value) if isinstance(value, list) else None for name, value in data.items()}
+            if len(set(lengths.values())) != 1 or None in lengths.values():
+                given = ", ".join(f"{name} {'not a list' if size is None else f'{size} long'}"
+                                  for name, size in sorted(lengths.items()))
                 raise RequestError(f"inputs: {left_out[0]!r} is left out, so its default fills a batch; give the "
-                                   "other inputs as lists of one length")
-            (length,) = lengths
+                                   f"other inputs as lists of one length ({given})")
+            (length,) = set(lengths.values())
             data = dict(data, **{name: [defaults[name]] * length for name in left_out})
         return dict(data)
     if len(names) != 1:
