@@ -310,11 +310,13 @@ def _flag(src: Source, split: str) -> str:
     return "--train_data_paths" if split == "train" else "--eval_data_paths"
 
 
-def check_records(data: str | Source, found: dict[str, list[str]], parse, hint: str = "") -> None:
+def check_records(data: str | Source, found: dict[str, list[str]], parse, hint: str = "", others=None) -> None:
     """Read the first record of each split's first file (`found`: files() of each) and parse
     it as training will, with the model's `parse`; DataError (one line: the flag, the file,
     TensorFlow's reason, the record's features, the model's `hint`) when that fails: files
-    that are not TFRecords, or records of another layout (seed 000's `image_raw`)."""
+    that are not TFRecords, or records of another layout (seed 000's `image_raw`).
+    `others()`: {--model NAME: parse} of the other datasets' models, tried on a record the
+    model cannot parse, so that the line names the --model whose records they are."""
     from trainer import failures
 
     src = _source(data)
@@ -334,8 +336,21 @@ def check_records(data: str | Source, found: dict[str, list[str]], parse, hint: 
                 names = sorted(tf.train.Example.FromString(serialized.numpy()).features.feature)
             except Exception:  # noqa: BLE001 - protobuf's DecodeError: not a tf.train.Example
                 raise DataError(f"{why}; its records are not tf.train.Example") from None
+            if name := _parsed_by(serialized, others() if others else {}):
+                hint = f"they are the records of --model {name}: pass it, or give this model's records"
             raise DataError(f"{why}; its records have the features {', '.join(names) or '(none)'}"
                             + (f"; {hint}" if hint else "")) from None
+
+
+def _parsed_by(serialized: tf.Tensor, parsers: dict) -> str | None:
+    """The first --model among `parsers` whose parser reads the record."""
+    for name, parse in parsers.items():
+        try:
+            next(iter(tf.data.Dataset.from_tensors(serialized).batch(1).map(parse)))
+            return name
+        except (tf.errors.InvalidArgumentError, tf.errors.DataLossError):
+            continue
+    return None
 
 
 def check(args) -> None:
@@ -347,7 +362,17 @@ def check(args) -> None:
     model = models.get(args.model)
     src = source(args)
     found = {split: files(src, split) for split in ("train", model.EVAL_SPLIT)}
-    check_records(src, found, model.parser(src), getattr(model, "RECORDS_HINT", ""))
+    def others() -> dict:  # one model of each other dataset, made only for records this one cannot read
+        names = {dataset: name for name, dataset in reversed(DATASETS.items()) if dataset != DATASETS[args.model]}
+        parsers = {}
+        for name in names.values():
+            try:
+                parsers[name] = models.get(name).parser(src)
+            except DataError:  # a parser that needs its dataset's files there (taxi's metadata.json)
+                continue
+        return parsers
+
+    check_records(src, found, model.parser(src), getattr(model, "RECORDS_HINT", ""), others)
 
 
 def records(path: tf.Tensor) -> tf.data.Dataset:

@@ -141,6 +141,21 @@ def test_records_of_another_layout_are_refused_saying_which_records_the_model_re
         data.check(args)
     assert str(refused.value) == (
         f"--train_data_paths: cannot read {images} as Chicago taxi trips records (Feature: big_tipper (data type: "
-        "int64) is required but could not be found.); its records have the features image, label; give the records "
-        "`python -m trainer.data --dataset taxi` writes (the raw trip fields and the int64 label big_tipper: tips > "
-        "20% of the fare), or the --model of these records")
+        "int64) is required but could not be found.); its records have the features image, label; they are the "
+        "records of --model mnist: pass it, or give this model's records")
+    # the other way round: MNIST's line said "pass --image-feature NAME" of taxi records
+    args = flags.parse(["--model", "mnist", "--data-dir", taxi_dir, "--train_data_paths", f"{taxi_dir}/train-*",
+                        "--eval_data_paths", f"{taxi_dir}/eval-*"])
+    with pytest.raises(data.DataError) as refused:
+        data.check(args)
+    assert str(refused.value).endswith("; they are the records of --model taxi: pass it, or give this model's records")
+    odd = tmp_path / "odd.tfrecord"  # records of no model here: the model's own hint
+    with tf.io.TFRecordWriter(str(odd)) as out:
+        out.write(tf.train.Example(features=tf.train.Features(feature={
+            "x": tf.train.Feature(int64_list=tf.train.Int64List(value=[7]))})).SerializeToString())
+    args = flags.parse(["--model", "taxi", "--data-dir", taxi_dir, "--train_data_paths", str(odd)])
+    with pytest.raises(data.DataError) as refused:
+        data.check(args)
+    assert str(refused.value).endswith("; its records have the features x; give the records `python -m trainer.data "
+                                       "--dataset taxi` writes (the raw trip fields and the int64 label big_tipper: "
+                                       "tips > 20% of the fare), or the --model of these records")
