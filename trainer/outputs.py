@@ -9,10 +9,13 @@ import contextlib
 import errno
 import functools
 import importlib.util
+import json
 import os
 import secrets
 import stat
 import sys
+
+from trainer import failures, paths
 
 EXIT_FAILED, EXIT_INTERRUPTED = 1, 130  # the launcher's codes (launcher/cli)
 EXIT_USAGE = 2
@@ -37,8 +40,10 @@ def require_tensorflow(module: str, label: str) -> None:
 def unwritable_file(out: str, example: str) -> str | None:
     """Why the local file `out` cannot be written, or None; `example`: the file name offered
     in `out` when it is a directory."""
-    if out == "-" or "://" in out:
+    if out == "-":
         return None
+    if paths.url_like(out):
+        return unwritable_url(out, example)
     if os.path.isdir(out):
         return f"{out} is a directory; give a file in it, e.g. {os.path.join(out, example)}"
     folder = os.path.dirname(out) or "."
@@ -52,9 +57,76 @@ def unwritable_file(out: str, example: str) -> str | None:
 def unwritable_dir(out: str) -> str | None:
     """Why the local directory `out` cannot be written into, or None; a missing one is made
     with its parents (tf.io.gfile.makedirs)."""
-    if out == "-" or "://" in out:
+    if out == "-":
         return None
+    if paths.url_like(out):
+        return unwritable_url(out)
     return _blocked(out.rstrip("/") or "/")
+
+
+def credentials_problem() -> str | None:
+    """Why $GOOGLE_APPLICATION_CREDENTIALS, when set, names no credentials file, or None:
+    TensorFlow's gs:// filesystem then goes on without credentials (anonymously: HTTP 401 from
+    Cloud Storage, whose message does not name the variable)."""
+    name = "GOOGLE_APPLICATION_CREDENTIALS"
+    given = os.environ.get(name)
+    if not given:
+        return None
+    fix = f"point it at a service account key file, or unset it to use gcloud's (gcloud auth application-default login)"
+    try:
+        with open(given, "rb") as handle:
+            key = json.loads(handle.read(1 << 20))
+    except FileNotFoundError:
+        return f"{name}={given}: no such file; {fix}"
+    except OSError as error:
+        return f"{name}={given}: cannot read it ({error.strerror}); {fix}"
+    except ValueError:
+        return f"{name}={given} is not a JSON credentials file; {fix}"
+    if not isinstance(key, dict) or "type" not in key:
+        return f"{name}={given} is not a credentials file (no \"type\"); {fix}"
+    return None
+
+
+_TRANSIENT = ("AbortedError", "UnavailableError", "DeadlineExceededError")
+
+
+def unwritable_url(out: str, example: str | None = None) -> str | None:
+    """Why the gs:// folder `out` (a file when `example`, the name offered when `out` is a
+    folder, is given) cannot be written, or None; other URLs are left to the write. Asked of
+    the bucket before any work: a malformed URL (paths.url_problem); a bucket that does not
+    exist (TensorFlow's gs:// filesystem made folders in it without end: its makedirs looks
+    for an existing parent up to the bucket and past it); a folder, or a folder on the way to
+    it, that is a file (an object); a file that is a folder; a bucket that cannot be read (no
+    or wrong credentials, permission denied: the error's first line). A transient error
+    (5xx, 429 after TensorFlow's own retries, GCS unreachable) is raised as it is: the caller
+    fails as it fails on any storage error (exit 128, retryable: trainer.failures, `command`)."""
+    if problem := paths.url_problem(out):
+        return problem
+    if not out.startswith(paths.GCS):
+        return None
+    import tensorflow as tf
+
+    if problem := credentials_problem():
+        return problem
+    bucket, target = paths.bucket(out), out.rstrip("/")
+    try:
+        if not tf.io.gfile.exists(bucket):
+            return (f"bucket {bucket} does not exist; create it "
+                    f"(gcloud storage buckets create {bucket}) or give another")
+        if example is not None and (target == bucket or tf.io.gfile.isdir(target)):
+            return f"{out} is a folder; give a file in it, e.g. {target}/{example}"
+        folder = target if example is None else target.rsplit("/", 1)[0]
+        while len(folder) > len(bucket):  # the folders that will be made on the way, up to the bucket
+            if tf.io.gfile.exists(folder) and not tf.io.gfile.isdir(folder):
+                return f"{folder} is a file (an object), not a folder; give another path"
+            folder = folder.rsplit("/", 1)[0]
+    except tf.errors.OpError as error:
+        if type(error).__name__ in _TRANSIENT:  # TensorFlow's message names no path: the bucket's
+            raise type(error)(None, None, f"reading {bucket}; {error.message}") from None
+        return (f"cannot read {bucket} ({type(error).__name__}: {failures.summary(error, 160)}); give credentials "
+                "that may read and write it (GOOGLE_APPLICATION_CREDENTIALS, gcloud auth application-default "
+                "login, the pod's service account)")
+    return None
 
 
 def _blocked(path: str) -> str | None:
@@ -82,7 +154,10 @@ def command(label: str):
     (trainer.data's staging dir, write_text's temporary file), removed on the way out.
     stdout, as the launcher's (launcher/__main__.py): its reader gone (`--out - | head`) ends
     the command quietly, exit 0; a stdout that cannot be written (`> /dev/full`, a full
-    disk) is one line, exit 1 (both were tracebacks). It is flushed before main's code is
+    disk) is one line, exit 1 (both were tracebacks). A storage request that failed (a gs://
+    read or check: GCS failing after TensorFlow's retries, permission denied) is the
+    trainer's one line and exit code (trainer.failures: 128 retryable, 1), not a traceback.
+    It is flushed before main's code is
     returned, so that its failure comes here and not at the interpreter's exit."""
     def decorate(main):
         @functools.wraps(main)
@@ -106,6 +181,11 @@ def command(label: str):
                 _drop_stdout()  # what is buffered cannot go out either
                 print(f"{label}: cannot write the output: {error.strerror}", file=sys.stderr, flush=True)
                 return EXIT_FAILED
+            except Exception as error:
+                if not _op_error(error) or (failure := failures.explain(error, "")) is None:
+                    raise
+                print(f"{label}: {failure.line}", file=sys.stderr, flush=True)
+                return failure.code
         return run
     return decorate
 

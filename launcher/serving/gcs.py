@@ -17,6 +17,8 @@ from __future__ import annotations
 import importlib
 import re
 
+from trainer import paths
+
 from ..backends.base import BackendError
 from ..spec import SpecError
 
@@ -27,16 +29,23 @@ TIMEOUT = 60.0  # seconds per HTTP request to GCS
 
 
 def is_gcs(path: str) -> bool:
-    return path.startswith(SCHEME)
+    """A gs:// URL, or one a slash short or in capitals (`gs:/b/x`, `GS://b/x`): meant as one,
+    and refused by split (they were local paths: `--output-path gs:/b/out` wrote ./gs:/b/out)."""
+    return paths.near_gcs(path)
 
 
 def split(url: str, flag: str) -> tuple[str, str]:
-    """gs://bucket/some/name -> ("bucket", "some/name")."""
+    """gs://bucket/some/name -> ("bucket", "some/name"); a malformed URL is a SpecError
+    (trainer.paths.url_problem: the same rules as the trainer's and --job-dir's)."""
+    if not url.startswith(SCHEME):
+        raise SpecError(flag, paths.url_problem(url, "PATH"))
     bucket, _, name = url[len(SCHEME):].partition("/")
     if not bucket:
         raise SpecError(flag, f"{url!r} names no bucket; pass gs://BUCKET/PATH")
     if any(c in bucket for c in WILDCARDS):
         raise SpecError(flag, f"{url!r}: wildcards in the bucket name are not matched; name the bucket")
+    if problem := paths.url_problem(url, "PATH"):
+        raise SpecError(flag, problem)
     return bucket, name
 
 

@@ -100,6 +100,12 @@ def test_without_credentials_a_gs_path_says_how_to_get_them(cli, tmp_path, monke
     (["--input-paths", "gs://buck*/r.json", "--output-path", "{tmp}/out"], "--input-paths", "bucket name"),
     (["--input-paths", "{request}", "--output-path", "gs:///out"], "--output-path", "names no bucket"),
     (["--input-paths", "{request}", "--output-path", "gs://bucket/out-*"], "--output-path", "wildcard"),
+    # a slash short, or in capitals: a local path before (./gs:/bucket/out written here)
+    (["--input-paths", "gs:/bucket/r.json", "--output-path", "{tmp}/out"], "--input-paths", "write gs://bucket/r.json"),
+    (["--input-paths", "{request}", "--output-path", "gs:/bucket/out"], "--output-path", "write gs://bucket/out"),
+    (["--input-paths", "{request}", "--output-path", "GS://bucket/out"], "--output-path", "the scheme is lowercase"),
+    (["--input-paths", "gs://My_Bucket/r.json", "--output-path", "{tmp}/out"], "--input-paths",
+     "is not a Cloud Storage bucket name"),
 ])
 def test_malformed_gs_urls_are_refused_before_any_request(cli, tmp_path, request_file, no_gcs_client, argv,
                                                           field, says):
