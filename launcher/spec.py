@@ -6,13 +6,14 @@ values and the local backend all derive from it; see `render.py` and `helm_value
 from __future__ import annotations
 
 import difflib
-import ipaddress
 import os
 import re
 import shlex
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
+
+from trainer import paths
 
 # TFJob replica types, in the order training-operator v1.9 documents them.
 ROLES = ("Chief", "PS", "Worker", "Evaluator")
@@ -60,12 +61,7 @@ _SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 _QUANTITY = re.compile(r"[+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[KMGTPE]i|[numkMGTPE]|[eE][-+]?[0-9]+)?")
 QUANTITY_RULE = ("digits with at most one '.' and an optional suffix n, u, m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, "
                  "Pi, Ei or e<N> (e.g. 500m, 1.5, 4Gi)")
-# Cloud Storage bucket names (cloud.google.com/storage/docs/buckets#naming): lowercase letters, digits, '-',
-# '_' and '.', starting and ending with a letter or digit; 3-63 characters, or up to 222 with dots and at
-# most 63 between dots; not an IP address, no "goog" prefix, no "google".
-_GCS_BUCKET = re.compile(r"[a-z0-9](?:[-_.a-z0-9]*[a-z0-9])?")
-GCS_BUCKET_RULE = ("bucket names are 3-63 lowercase letters, digits, '-', '_' and '.' (up to 222 with dots, 63 "
-                   "between dots), starting and ending with a letter or digit")
+GCS_BUCKET_RULE = paths.BUCKET_RULE  # Cloud Storage bucket names: trainer.paths.bucket_problem
 # Image references, github.com/distribution/reference (regexp.go): [HOST[:PORT]/]PATH[:TAG][@DIGEST]. As
 # there (normalize.go), the first component is a registry host when it has a '.' or ':' or is localhost;
 # every path component is lowercase.
@@ -337,23 +333,6 @@ def check_image(image: Any) -> None:
                         "not starting with '.' or '-'")
 
 
-def _bucket_problem(bucket: str) -> str | None:
-    if not bucket:
-        return "is empty"
-    parts = bucket.split(".")
-    if not _GCS_BUCKET.fullmatch(bucket) or len(bucket) < 3 or len(bucket) > (222 if len(parts) > 1 else 63) \
-            or any(len(part) > 63 for part in parts):
-        return "is not a Cloud Storage bucket name"
-    try:
-        ipaddress.IPv4Address(bucket)
-        return "is an IP address, which Cloud Storage refuses as a bucket name"
-    except ValueError:
-        pass
-    if bucket.startswith("goog") or "google" in bucket:
-        return "is reserved by Cloud Storage (no \"goog\" prefix, no \"google\")"
-    return None
-
-
 def check_accelerator(value: str, field_name: str = "--accelerator") -> None:
     """A GKE accelerator name; a near miss (NVIDIA_TESLA_T4, nvidia-tesla-t1000) gets a suggestion."""
     if value in GKE_ACCELERATORS:
@@ -380,15 +359,17 @@ def check_job_dir(job_dir: str | None) -> None:
         return
     if job_dir.startswith("gs://"):
         bucket, _, path = job_dir[len("gs://"):].partition("/")
-        problem = _bucket_problem(bucket)
+        problem = paths.bucket_problem(bucket)
         if problem:
-            fixed = bucket.lower() if _bucket_problem(bucket.lower()) is None else "my-bucket"
+            fixed = bucket.lower() if paths.bucket_problem(bucket.lower()) is None else "my-bucket"
             raise SpecError("--job-dir", f"{bucket!r} in {job_dir!r} {problem}; {GCS_BUCKET_RULE}, "
                             f"e.g. gs://{fixed}/{shown(path or 'runs/1', 'runs/1')}")
         if "\n" in path or "\r" in path:
             raise SpecError("--job-dir", f"{job_dir!r} has a line break in its object path, which Cloud Storage "
                             "refuses; use a path without one")
         return
+    if problem := paths.url_problem(job_dir):  # gs:/b/x, GS://b/x: a local path in the pod, lost with it
+        raise SpecError("--job-dir", problem)
     if "://" in job_dir:
         raise SpecError("--job-dir", f"{job_dir!r} is not supported; use a local path or gs://BUCKET/path")
     if not job_dir.strip():
