@@ -367,6 +367,8 @@ def check_job_dir(job_dir: str | None) -> None:
         if "\n" in path or "\r" in path:
             raise SpecError("--job-dir", f"{job_dir!r} has a line break in its object path, which Cloud Storage "
                             "refuses; use a path without one")
+        if problem := paths.url_problem(job_dir):  # gs://b//x
+            raise SpecError("--job-dir", problem)
         return
     if problem := paths.url_problem(job_dir):  # gs:/b/x, GS://b/x: a local path in the pod, lost with it
         raise SpecError("--job-dir", problem)
