@@ -67,6 +67,7 @@ def bucket_problem(bucket: str) -> str | None:
 def url_problem(location: str, example: str = "runs/1") -> str | None:
     """Why `location` (a path flag's value) is a malformed gs:// URL, or None: a bucket name
     Cloud Storage refuses (TensorFlow's gs:// filesystem waited for such a bucket without end),
+    an empty folder name (`gs://b//x`: TensorFlow writes objects named `/x/...`),
     no bucket (`gs://` was the local dir `gs:`), a slash missing after `gs:` or an uppercase
     scheme (each a local path, so the outputs stayed in the pod). `example`: the path offered
     when the URL has none."""
@@ -82,6 +83,9 @@ def url_problem(location: str, example: str = "runs/1") -> str | None:
         return f"bucket {bucket!r} of {location!r} {problem}; {BUCKET_RULE}, e.g. gs://{fixed}/{path or example}"
     if any(c in path for c in "\n\r\x00"):
         return f"{location!r} has a line break or a NUL byte in its object path; use a path without one"
+    if "//" in f"/{path.rstrip('/')}":  # gs://b/$UNSET/x: objects named /x..., beside the folders the user looks in
+        tidy = "/".join(part for part in path.split("/") if part)
+        return f"{location!r} has an empty folder name ('//': a variable not set?); write gs://{bucket}/{tidy}"
     return None
 
 

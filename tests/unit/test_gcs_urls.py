@@ -2,7 +2,8 @@
 URL to write, before anything runs: by the launcher's --job-dir check on both backends, and
 by the trainer's output checks (trainer/outputs.py) before any TensorFlow call. Before, a
 slash missing (`gs:/bucket/x`) or `gs://` alone was a local path: the job trained and wrote
-its checkpoints and export into `./gs:/...` inside the pod, lost with it. A credentials
+its checkpoints and export into `./gs:/...` inside the pod, lost with it; `gs://b//x` (an unset
+variable) wrote objects named `/x/...`. A credentials
 file that is not one is named too (TensorFlow goes on anonymously without saying so).
 The checks that need a bucket: tests/integration/test_outputs_gcs.py."""
 from __future__ import annotations
@@ -27,6 +28,10 @@ BAD_BUCKETS = [  # (given, the problem, the URL offered)
     ("gs://10.0.0.1/x", "is an IP address", "gs://my-bucket/x"),
     ("gs://goog-runs/x", "is reserved by Cloud Storage", "gs://my-bucket/x"),
 ]
+EMPTY_FOLDERS = [  # gs://b/$UNSET/x: TensorFlow wrote objects named /x/..., beside the folders looked in
+    ("gs://my-bucket//runs/1", "gs://my-bucket/runs/1"),
+    ("gs://my-bucket/runs//1/", "gs://my-bucket/runs/1"),
+]
 FINE = ["gs://my-bucket/runs/1", "gs://my-bucket/runs/1/", "gs://my-bucket", "runs/1", "/data/gs:/x", "s3://b/x"]
 
 
@@ -43,6 +48,11 @@ def test_a_bucket_cloud_storage_refuses_is_named_with_the_rule(given, why, offer
     assert why in problem and paths.BUCKET_RULE in problem and problem.endswith(f"e.g. {offered}")
 
 
+@pytest.mark.parametrize("given, offered", EMPTY_FOLDERS)
+def test_an_empty_folder_name_is_named_with_the_url_to_write(given, offered):
+    assert paths.url_problem(given) == f"{given!r} has an empty folder name ('//': a variable not set?); write {offered}"
+
+
 @pytest.mark.parametrize("given", FINE)
 def test_well_formed_urls_and_local_paths_pass(given):
     assert paths.url_problem(given) is None
@@ -57,7 +67,7 @@ def test_the_trainers_output_checks_refuse_them_before_tensorflow(given, why, of
 
 
 @pytest.mark.parametrize("backend", ["k8s", "local"])
-@pytest.mark.parametrize("given, why, offered", NEAR_MISSES + BAD_BUCKETS[:3])
+@pytest.mark.parametrize("given, why, offered", NEAR_MISSES + BAD_BUCKETS[:3] + [(g, "", o) for g, o in EMPTY_FOLDERS])
 def test_submit_refuses_a_malformed_gs_job_dir_before_anything_runs(cli, backend, given, why, offered):
     fake = FakeBackend(name=backend)
     result = cli("submit", "--backend", backend, "--name", "ok", "--job-dir", given, backend=fake)
