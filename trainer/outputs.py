@@ -1,8 +1,9 @@
-"""What the trainer's commands write (`--out`) and how they end: why a local path cannot be
-written, said before any work (it was a traceback after the download or the reading; stdout
-(`-`) and URLs (gs://) are left to the write); a write that fails (a full disk) as one line
-naming the flag and the path (`writing`), a file written whole or not at all (`write_text`);
-Ctrl-C as the launcher's commands answer it (`command`)."""
+"""What the trainer's commands write (`--out`) and how they end: why a local path or a gs://
+URL cannot be written, said before any work (it was a traceback after the download or the
+reading, or for a missing bucket a wait without end; stdout (`-`) and other URLs are left to
+the write); a write that fails (a full disk) as one line naming the flag and the path
+(`writing`), a file written whole or not at all (`write_text`); Ctrl-C and a failing GCS as
+the launcher's commands and the trainer answer them (`command`)."""
 from __future__ import annotations
 
 import contextlib
