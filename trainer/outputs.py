@@ -88,6 +88,16 @@ def credentials_problem() -> str | None:
     return None
 
 
+def _bucket_exists(tf, bucket: str) -> bool:
+    """Whether `bucket` exists; True when these credentials may not read its metadata
+    (storage.buckets.get: roles/storage.objectAdmin, the README's GKE role, lacks it, and
+    writes objects all the same): the object checks after this one ask what they may do."""
+    try:
+        return tf.io.gfile.exists(bucket)
+    except (tf.errors.PermissionDeniedError, tf.errors.UnauthenticatedError):
+        return True
+
+
 _TRANSIENT = ("AbortedError", "UnavailableError", "DeadlineExceededError")
 
 
@@ -111,7 +121,7 @@ def unwritable_url(out: str, example: str | None = None) -> str | None:
         return problem
     bucket, target = paths.bucket(out), out.rstrip("/")
     try:
-        if not tf.io.gfile.exists(bucket):
+        if not _bucket_exists(tf, bucket):
             return (f"bucket {bucket} does not exist; create it "
                     f"(gcloud storage buckets create {bucket}) or give another")
         if example is not None and (target == bucket or tf.io.gfile.isdir(target)):

@@ -56,7 +56,7 @@ def proxy(gcs):
 
 
 def test_what_cannot_be_written_in_a_bucket_is_named_before_any_work(gcs, proxy):
-    root = gcs.make_bucket("s52-outputs")
+    root, objects_only = gcs.make_bucket("s52-outputs"), gcs.make_bucket("s52-objects-only")
     cases = {
         "missing bucket": (f"{MISSING}/data", None),
         "missing bucket, file": (f"{MISSING}/request.json", "request.json"),
@@ -69,10 +69,12 @@ def test_what_cannot_be_written_in_a_bucket_is_named_before_any_work(gcs, proxy)
         "existing folder": (f"{root}/folder", None),
         "new file": (f"{root}/folder/request.json", "request.json"),
         "denied": ("gs://s52-denied/data", None),
+        "bucket metadata denied": (f"{objects_only}/data", None),
         "failing": ("gs://s52-failing/data", None),
     }
     denied = proxy.inject(Fault(403, ("GET",), "/b/s52-denied", times=None))
     failing = proxy.inject(Fault(503, ("GET",), "/b/s52-failing", times=None))
+    bucket_denied = proxy.inject(Fault(403, ("GET",), "/storage/v1/b/s52-objects-only", times=None, exact=True))
     env = dict(os.environ, **gcs.env, GCS_RETRY_CONFIG_MAX_RETRIES="1", GCS_RETRY_CONFIG_INIT_DELAY_TIME_US="1000",
                TF_CPP_MIN_LOG_LEVEL="2")
     done = subprocess.run([sys.executable, "-c", _CHECKS, root, json.dumps(cases)], cwd=ROOT, env=env,
@@ -94,6 +96,8 @@ def test_what_cannot_be_written_in_a_bucket_is_named_before_any_work(gcs, proxy)
                                    "gcloud auth application-default login, the pod's service account)")
     assert denied.hits >= 1
     assert said["failing"] == "raised AbortedError" and failing.hits >= 2  # transient: the caller's to handle
+    # roles/storage.objectAdmin (the README's GKE role) may not read the bucket's metadata, and writes objects
+    assert said["bucket metadata denied"] is None and bucket_denied.hits >= 1
     assert gcs.list(f"{root}/new") == []  # asked, nothing written
 
 

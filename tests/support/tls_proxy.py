@@ -57,19 +57,23 @@ class ForwardedRequest:
 @dataclass
 class Fault:
     """Answer requests matching ``methods`` (empty: any) and ``path`` (a substring of the
-    URL-decoded request target, query included) with ``status``, for the next ``times``
-    matches (None: every match). ``hits`` counts the requests it answered."""
+    URL-decoded request target, query included; the whole target when ``exact``, e.g. a
+    bucket's metadata ``/storage/v1/b/NAME`` and not its objects) with ``status``, for the
+    next ``times`` matches (None: every match). ``hits`` counts the requests it answered."""
 
     status: int
     methods: tuple[str, ...] = ()
     path: str = ""
     times: int | None = 1
     hits: int = 0
+    exact: bool = False
 
     def matches(self, method: str, target: str) -> bool:
         if self.times is not None and self.hits >= self.times:
             return False
-        return (not self.methods or method in self.methods) and self.path in unquote(target)
+        decoded = unquote(target)
+        return (not self.methods or method in self.methods) and (
+            decoded == self.path if self.exact else self.path in decoded)
 
 
 @dataclass(frozen=True)
