@@ -9,6 +9,7 @@ import os
 import re
 import sys
 
+from trainer import paths
 from trainer.models import (DATA_DIRS, DATASETS, DEFAULT as DEFAULT_MODEL, IMAGE_FEATURE, METADATA_IN_DATA_DIR,
                             MODELS, TRAIN_STEPS, default_data_dir)
 
@@ -162,6 +163,8 @@ def location(text: str, env: str | None = None, what: str = "a local directory o
     if not text.strip():
         given = f" (without the flag, env {env} when it is set)" if env else ""
         raise argparse.ArgumentTypeError(f"is empty; give {what}{given}")
+    if problem := paths.url_problem(text):  # gs:/b/x and GS://b were local dirs, lost with the pod
+        raise argparse.ArgumentTypeError(problem)
     return text
 
 

@@ -42,7 +42,7 @@ _BUCKET = re.compile(r"[a-z0-9](?:[-_.a-z0-9]*[a-z0-9])?")
 BUCKET_RULE = ("bucket names are 3-63 lowercase letters, digits, '-', '_' and '.' (up to 222 with dots, 63 "
                "between dots), starting and ending with a letter or digit")
 # gs:/bucket/x, gs:bucket/x: a URL with a slash missing, which is a local path (TensorFlow wrote the job's
-# checkpoints and export to ./gs:/bucket/x, lost with the pod); GS://bucket: the scheme is lowercase
+# checkpoints and export to ./gs:/bucket/x, lost with the pod); GS://bucket: gs:// is written in lowercase
 _NEAR_GCS = re.compile(r"gs:(?!//)/?|GS://", re.IGNORECASE)
 
 
@@ -73,7 +73,7 @@ def url_problem(location: str, example: str = "runs/1") -> str | None:
     when the URL has none."""
     if _NEAR_GCS.match(location) and not location.startswith(GCS):
         rest = _NEAR_GCS.sub("", location, 1).lstrip("/")
-        why = "the scheme is lowercase" if location[:5].lower() == GCS else "a slash is missing after gs:"
+        why = "gs:// is written in lowercase" if location[:5].lower() == GCS else "a slash is missing after gs:"
         return f"{location!r} is not a gs:// URL but a local path ({why}); write gs://{rest or 'BUCKET/' + example}"
     if not location.startswith(GCS):
         return None

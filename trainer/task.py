@@ -202,6 +202,8 @@ def compute(args: argparse.Namespace, cluster: Cluster) -> int:
     if __name__ == "__main__":  # the process's own entry point, not a caller in a test
         private_tmp()
 
+    if problem := outputs.unwritable_dir(args.job_dir):  # a bucket that does not exist: TensorFlow waited on it
+        return fail(f"--job-dir: {problem}")
     if (code := check_data(args)) is not None:
         return code
     args.threads = runtime.threads_for(args.threads, cluster)  # 0: sized for this machine

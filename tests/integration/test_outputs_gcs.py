@@ -121,6 +121,19 @@ def test_a_missing_bucket_is_one_line_and_exit_2_not_a_hang(gcs, module, args, t
     assert "Traceback" not in done.stderr and done.stdout == ""
 
 
+def test_a_trainers_job_dir_in_a_missing_bucket_is_one_line_before_training(gcs, tmp_path):
+    """trainer.task trained, then waited on the bucket without end (SIGTERM did not stop it)."""
+    made = run_module("trainer.data", ["--out", str(tmp_path / "data"), "--offline", "--train-limit", "100",
+                                       "--test-limit", "50"], timeout=TIMEOUT_S)
+    assert made.returncode == 0, made.stderr[-2000:]
+    done = run_module("trainer.task", ["--job-dir", f"{MISSING}/runs/1", "--data-dir", str(tmp_path / "data"),
+                                       "--train-steps", "5"], gcs.env, timeout=TIMEOUT_S)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert done.stderr.splitlines()[-1] == (f"trainer: --job-dir: bucket {MISSING} does not exist; create it (gcloud "
+                                            f"storage buckets create {MISSING}) or give another")
+    assert "Train" not in done.stdout and "Traceback" not in done.stderr
+
+
 def test_gcs_failing_after_tensorflows_retries_is_one_line_and_retryable(gcs, proxy):
     """Not bad input: the trainer's storage line and exit 128 (a traceback, exit 1, before)."""
     failing = proxy.inject(Fault(503, ("GET",), "/b/s52-failing", times=None))

@@ -277,7 +277,7 @@ def test_render_refuses_trainer_arguments_too(cli):
 
 def test_existing_name_is_reported_and_replace_replaces(cli):
     backend = FakeBackend(name="k8s", existing=("mnist",))
-    taken = submit(cli, backend, "--detach", "--", "--data-dir", "gs://b/data/mnist")
+    taken = submit(cli, backend, "--detach", "--", "--data-dir", "gs://bkt/data/mnist")
     assert taken.code == 1 and taken.out == ""
     assert taken.err.startswith("error: tfjob mnist already exists")
     replaced = submit(cli, backend, "--detach", "--replace")
@@ -654,9 +654,9 @@ def test_submit_wide_prints_the_job_as_a_table_row(cli):
     ((), True),  # the default data dir, data/mnist in the image's /app: the image holds no records
     (("--", "--data-dir", "/data/mnist"), True),
     (("--", "--prepare-data"), False),
-    (("--", "--data-dir", "gs://b/data/mnist"), False),
+    (("--", "--data-dir", "gs://bkt/data/mnist"), False),
     (("--volume", "data:/mnt/data", "--", "--data-dir", "/mnt/data/mnist"), False),
-    (("--env", "MNIST_DATA_DIR=gs://b/mnist"), False),
+    (("--env", "MNIST_DATA_DIR=gs://bkt/mnist"), False),
     (("--image", "gcr.io/p/own:1"), False),  # its own program, or records of its own
     (("--dry-run", "client"), False),  # a preview: the inputs may come later
 ])

@@ -18,8 +18,8 @@ pytestmark = pytest.mark.usefixtures("cli_env")  # the packaged TFJob CRD, a per
 NEAR_MISSES = [  # (given, the reason, the URL offered)
     ("gs:/my-bucket/runs/1", "a slash is missing after gs:", "gs://my-bucket/runs/1"),
     ("gs:my-bucket/runs/1", "a slash is missing after gs:", "gs://my-bucket/runs/1"),
-    ("GS://my-bucket/runs/1", "the scheme is lowercase", "gs://my-bucket/runs/1"),
-    ("Gs://my-bucket/runs/1", "the scheme is lowercase", "gs://my-bucket/runs/1"),
+    ("GS://my-bucket/runs/1", "gs:// is written in lowercase", "gs://my-bucket/runs/1"),
+    ("Gs://my-bucket/runs/1", "gs:// is written in lowercase", "gs://my-bucket/runs/1"),
 ]
 BAD_BUCKETS = [  # (given, the problem, the URL offered)
     ("gs://", "bucket '' of 'gs://' is empty", "gs://my-bucket/runs/1"),

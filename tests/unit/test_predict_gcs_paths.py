@@ -103,7 +103,8 @@ def test_without_credentials_a_gs_path_says_how_to_get_them(cli, tmp_path, monke
     # a slash short, or in capitals: a local path before (./gs:/bucket/out written here)
     (["--input-paths", "gs:/bucket/r.json", "--output-path", "{tmp}/out"], "--input-paths", "write gs://bucket/r.json"),
     (["--input-paths", "{request}", "--output-path", "gs:/bucket/out"], "--output-path", "write gs://bucket/out"),
-    (["--input-paths", "{request}", "--output-path", "GS://bucket/out"], "--output-path", "the scheme is lowercase"),
+    (["--input-paths", "{request}", "--output-path", "GS://bucket/out"], "--output-path",
+     "gs:// is written in lowercase"),
     (["--input-paths", "gs://My_Bucket/r.json", "--output-path", "{tmp}/out"], "--input-paths",
      "is not a Cloud Storage bucket name"),
 ])

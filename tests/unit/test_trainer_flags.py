@@ -29,8 +29,8 @@ def test_the_default_job_dir_is_the_models(monkeypatch):
     """A taxi job's checkpoints went to runs/mnist, where an MNIST job's are refused as another model's."""
     monkeypatch.delenv("JOB_DIR", raising=False)
     assert [flags.parse(argv).job_dir for argv in ([], ["--model", "taxi"])] == ["runs/mnist", "runs/taxi"]
-    monkeypatch.setenv("JOB_DIR", "gs://b/j")
-    assert flags.parse(["--model", "taxi"]).job_dir == "gs://b/j"
+    monkeypatch.setenv("JOB_DIR", "gs://bkt/j")
+    assert flags.parse(["--model", "taxi"]).job_dir == "gs://bkt/j"
 
 
 @pytest.mark.parametrize("argv, line", [
@@ -41,9 +41,9 @@ def test_the_default_job_dir_is_the_models(monkeypatch):
     (["--prepare-data", "--train_data_paths", "a", "--eval_data_paths", "b"],
      "argument --prepare-data: writes --data-dir's records, and both --train_data_paths and --eval_data_paths are "
      "read instead; drop one of them"),
-    (["--model", "taxi", "--eval_data_paths", "gs://b/eval-*"],
+    (["--model", "taxi", "--eval_data_paths", "gs://bkt/eval-*"],
      "argument --eval_data_paths: the taxi model takes its vocabularies and statistics from --data-dir's"),
-    (["--model", "taxi", "--train_data_paths", "gs://b/trips-*"],  # the default dir's metadata, not theirs
+    (["--model", "taxi", "--train_data_paths", "gs://bkt/trips-*"],  # the default dir's metadata, not theirs
      "argument --train_data_paths: the taxi model takes its vocabularies and statistics from --data-dir's "
      "metadata.json, and none was given for these records; give --data-dir, the dir that holds theirs"),
     (["--model", "taxi", "--image_feature", "image_raw"],  # the taxi model reads no image: dropped unseen before
@@ -116,6 +116,11 @@ def test_an_empty_job_dir_from_the_environment_is_refused(monkeypatch, capsys):
     # an empty job dir put checkpoints/, train/ and export/ at the filesystem's root
     (["--job-dir", ""], "argument --job-dir: is empty; give a local directory or a gs:// URL"),
     (["--output_path= "], "argument --job-dir: is empty"),
+    # a near miss of a gs:// URL was a local dir: the outputs stayed in the pod, lost with it
+    (["--job-dir", "gs:/bkt/runs"], "argument --job-dir: 'gs:/bkt/runs' is not a gs:// URL but a local path (a slash "
+                                    "is missing after gs:); write gs://bkt/runs"),
+    (["--data-dir", "GS://b/data"], "argument --data-dir: 'GS://b/data' is not a gs:// URL"),
+    (["--job-dir", "gs://bkt//runs"], "has an empty folder name"),
 ])
 def test_bad_flags_exit_2_with_one_line(argv, expected, capsys):
     with pytest.raises(SystemExit) as exit_info:
@@ -128,20 +133,20 @@ def test_bad_flags_exit_2_with_one_line(argv, expected, capsys):
 @pytest.mark.parametrize("argv, field, value", [
     (["--train_steps", "7"], "train_steps", 7),
     (["--max_steps", "8"], "train_steps", 8),
-    (["--job_dir", "gs://b/j"], "job_dir", "gs://b/j"),
-    (["--output_path", "gs://b/o"], "job_dir", "gs://b/o"),
+    (["--job_dir", "gs://bkt/j"], "job_dir", "gs://bkt/j"),
+    (["--output_path", "gs://bkt/o"], "job_dir", "gs://bkt/o"),
     (["--model_dir", "/tmp/m"], "job_dir", "/tmp/m"),
-    (["--data_dir", "gs://b/d"], "data_dir", "gs://b/d"),
-    (["--train_data_paths", "gs://b/train*.tfr.gz,gs://b/more*", "x.tfrecord"], "train_data_paths",
-     ["gs://b/train*.tfr.gz", "gs://b/more*", "x.tfrecord"]),
-    (["--eval_data_paths", "gs://b/eval*"], "eval_data_paths", ["gs://b/eval*"]),
+    (["--data_dir", "gs://bkt/d"], "data_dir", "gs://bkt/d"),
+    (["--train_data_paths", "gs://bkt/train*.tfr.gz,gs://bkt/more*", "x.tfrecord"], "train_data_paths",
+     ["gs://bkt/train*.tfr.gz", "gs://bkt/more*", "x.tfrecord"]),
+    (["--eval_data_paths", "gs://bkt/eval*"], "eval_data_paths", ["gs://bkt/eval*"]),
     (["--batch_size", "64"], "batch_size", 64),
     (["--train_batch_size", "32"], "batch_size", 32),
     (["--train-batch-size", "16"], "batch_size", 16),  # the census sample's
     (["--learning_rate", "0.01"], "learning_rate", 0.01),
     (["--eval_batch_size", "250"], "eval_batch_size", 250),
-    (["--train-files", "gs://b/train*", "gs://b/more*"], "train_data_paths", ["gs://b/train*", "gs://b/more*"]),
-    (["--eval-files", "gs://b/eval*"], "eval_data_paths", ["gs://b/eval*"]),
+    (["--train-files", "gs://bkt/train*", "gs://bkt/more*"], "train_data_paths", ["gs://bkt/train*", "gs://bkt/more*"]),
+    (["--eval-files", "gs://bkt/eval*"], "eval_data_paths", ["gs://bkt/eval*"]),
 ])
 def test_cloud_ml_sample_spellings(argv, field, value):
     assert getattr(flags.parse(argv), field) == value
