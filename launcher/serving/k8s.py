@@ -78,7 +78,9 @@ def render(name: str, namespace: str, storage_uri: str, runtime_version: str = D
                          "periodSeconds": 2, "failureThreshold": 3},
         pod_security_context={"runAsNonRoot": True, "runAsUser": RUN_AS_USER, "runAsGroup": RUN_AS_USER,
                               "fsGroup": RUN_AS_USER, "seccompProfile": {"type": "RuntimeDefault"}},
-        container_security_context={"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}})
+        # the server writes nothing of its own: a read-only root, and /tmp for what a library may want
+        container_security_context={"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+                                    "readOnlyRootFilesystem": True})
     return yaml.safe_load(text)
 
 

@@ -152,3 +152,9 @@ def test_served_models_meet_pod_security_restricted():
     for extra, containers in (({"runtime_image": "trainer:0.1.0"}, "containers"), ({}, None)):
         predictor = serving.render("mnist", "training", "gs://bucket/mnist/export", **extra)["spec"]["predictor"]
         assert_restricted(predictor, predictor[containers] if containers else [])
+    # the project's server writes nothing of its own: a read-only root, /tmp an emptyDir
+    predictor = serving.render("mnist", "training", "pvc://models/export", runtime_image="t:1")["spec"]["predictor"]
+    (container,) = predictor["containers"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["volumeMounts"] == [{"name": "tmp", "mountPath": "/tmp"}]
+    assert predictor["volumes"] == [{"name": "tmp", "emptyDir": {}}]
