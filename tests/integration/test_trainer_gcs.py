@@ -57,24 +57,29 @@ _WATCH = """
 import json, sys
 import tensorflow as tf
 from trainer import lifecycle
-job_dir, retries = sys.argv[1], int(sys.argv[2])
+job_dir, retries, first = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "first"
 lifecycle.write_done(job_dir, step=1, export_path=None)  # an earlier run's marker: the baseline
+if first:  # the faults hit the Watch's first read (a server starting while storage hiccups)
+    print("ready", flush=True)
+    sys.stdin.readline()
 watch = lifecycle.Watch(job_dir, None, poll_seconds=0.05, orphan_seconds=60, storage_retries=retries)
-print("ready", flush=True)
-sys.stdin.readline()  # the test injects its faults meanwhile
+if not first:
+    print("ready", flush=True)
+    sys.stdin.readline()  # the test injects its faults meanwhile
 lifecycle.write_done(job_dir, step=2, export_path=None)  # the chief finishes (an upload: POST)
 try:
-    print(json.dumps({"outcome": watch.wait()}))
+    print(json.dumps({"outcome": watch.wait(), "baseline": watch.baseline is not None}))
 except tf.errors.OpError as error:
     print(json.dumps({"error": type(error).__name__}))
 """
 
 
-def watch_through_faults(gcs, job_dir: str, retries: int, fault: Fault) -> tuple[dict, str]:
+def watch_through_faults(gcs, job_dir: str, retries: int, fault: Fault, first: bool = False) -> tuple[dict, str]:
     """Run lifecycle.Watch in a subprocess against `job_dir`, `fault` injected between its
-    first read and its polls; (its result, its stderr)."""
+    first read and its polls (`first`: before its first read); (its result, its stderr)."""
     env = trainer_env({**gcs.env, "GCS_RETRY_CONFIG_MAX_RETRIES": "1", "GCS_RETRY_CONFIG_INIT_DELAY_TIME_US": "1000"})
-    with subprocess.Popen([sys.executable, "-c", _WATCH, job_dir, str(retries)], cwd=ROOT, env=env, text=True,
+    with subprocess.Popen([sys.executable, "-c", _WATCH, job_dir, str(retries), "first" if first else "polls"],
+                          cwd=ROOT, env=env, text=True,
                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
         try:
             assert process.stdout.readline().strip() == "ready", process.stderr.read()[-2000:]
@@ -92,10 +97,17 @@ def test_done_marker_polling_rides_out_transient_storage_errors(gcs):
     job_dir = gcs.make_bucket("trainer-watch-test") + "/jobs/watch"
     fault = Fault(503, ("GET",), "jobs/watch/done.json", times=6)  # 3 polls fail (1 try + 1 TF retry each)
     result, err = watch_through_faults(gcs, job_dir, 10, fault)
-    assert result == {"outcome": "done"} and fault.hits == 6
+    assert result == {"outcome": "done", "baseline": True} and fault.hits == 6
     retries = [line for line in err.splitlines() if line.startswith(f"Could not read {job_dir}/done.json")]
     assert len(retries) == 3 and retries[0].endswith("retrying in 0.05 s (1 of 10)"), err[-2000:]
 
     # storage that stays down ends the wait after the bounded retries, with TF's error
     result, err = watch_through_faults(gcs, job_dir, 2, Fault(503, ("GET",), "jobs/watch/done.json", times=None))
     assert result == {"error": "AbortedError"} and "(2 of 2)" in err
+
+    # the first read (the baseline a server compares with) rides them out too: nothing to lose
+    # there, but a ps or worker that died of it would be restarted for nothing
+    fault = Fault(503, ("GET",), "jobs/watch/done.json", times=4)
+    result, err = watch_through_faults(gcs, job_dir, 2, fault, first=True)
+    # the earlier run's marker read as the baseline, not taken for this run's end
+    assert result == {"outcome": "done", "baseline": True} and fault.hits == 4, err[-2000:]
