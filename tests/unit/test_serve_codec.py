@@ -37,6 +37,15 @@ def test_a_float_input_takes_json_integers_and_numbers_alike():
     assert got.dtype == np.float32 and got.tolist() == [[1.0, 2.5], [3.0, 4.0]]
 
 
+def test_a_float_input_takes_json_integers_beyond_64_bits_as_numbers():
+    """10**20 is a float32 (TF Serving reads JSON numbers as doubles); numpy reads it as an
+    object, which was refused as out of float32's range. Beyond float32 it is refused."""
+    got = arrays({"instances": [[10 ** 20, 1], [-1, 2 ** 63]]}, IMAGE)["image"]
+    assert got.dtype == np.float32 and got.tolist() == [[np.float32(1e20), 1.0], [-1.0, np.float32(2.0 ** 63)]]
+    with pytest.raises(RequestError, match="input 'image': a value is out of the range of float32"):
+        arrays({"instances": [[10 ** 39, 1]]}, IMAGE)
+
+
 def test_columnar_format_takes_one_value_per_input():
     got = arrays({"inputs": {"image": [[1.0], [2.0]], "key": [3, 4]}}, KEYED)
     assert got["key"].tolist() == [3, 4]
@@ -110,6 +119,9 @@ def test_malformed_bodies_are_request_errors(body, fragment):
     ({"instances": [{"image": [1.0], "key": 2 ** 64}]}, KEYED, "input 'key': a value is out of the range of int64"),
     # beyond 64 bits (numpy reads it as an object): was "got null or values of mixed types"
     ({"instances": [{"image": [1.0], "key": 99999999999999999999}]}, KEYED,
+     "input 'key': a value is out of the range of int64"),
+    # int64's and uint64's mixed (numpy reads them as floats): was "got numbers with a fraction"
+    ({"instances": [{"image": [1.0], "key": -1}, {"image": [1.0], "key": 2 ** 63}]}, KEYED,
      "input 'key': a value is out of the range of int64"),
     # beyond float32: was a numpy RuntimeWarning on the server, then a prediction on inf
     ({"instances": [[1e39, 1.0]]}, IMAGE, "input 'image': a value is out of the range of float32"),

@@ -148,6 +148,13 @@ _KINDS = {"U": "strings", "S": "strings", "f": "numbers with a fraction or a dec
           "O": "null or values of mixed types"}
 
 
+def _json_integers(value: Any) -> bool:
+    """Whether `value` is a JSON integer or nested lists of them only (not booleans)."""
+    if isinstance(value, list):
+        return all(_json_integers(item) for item in value)
+    return type(value) is int
+
+
 def _numbers(value: Any, dtype: np.dtype, where: str) -> np.ndarray:
     """The value of a numeric input: JSON numbers only, integers only for an integer input,
     as TensorFlow Serving takes them (its json_tensor.cc: IsNumber / IsInt64); numpy alone
@@ -158,14 +165,20 @@ def _numbers(value: Any, dtype: np.dtype, where: str) -> np.ndarray:
     except (TypeError, ValueError, OverflowError):
         inferred = None  # ragged, or an integer beyond 64 bits
     integers = dtype.kind in "iu"
+    if inferred is not None and (inferred.dtype.kind == "O" or integers and inferred.dtype.kind == "f") \
+            and inferred.size and _json_integers(value):
+        # integers no numpy integer type holds (beyond 64 bits, or int64's and uint64's mixed),
+        # which numpy reads as objects or floats: the input's dtype decides
+        try:
+            inferred = np.asarray(value, dtype=dtype if integers else np.float64)
+        except OverflowError:
+            raise RequestError(f"{where}: a value is out of the range of {dtype}") from None
     if inferred is None or inferred.dtype.kind not in ("iu" if integers else "iuf"):
         if _has_b64(value):
             raise RequestError(f"{where}: b64 values are only for string inputs; this input is {dtype}")
         if inferred is None:
             raise RequestError(f"{where}: not a rectangular array of {dtype} values "
                                "(rows of different lengths, or values of the wrong type)")
-        if inferred.dtype.kind == "O" and all(type(item) is int for item in inferred.flat):  # beyond 64 bits
-            raise RequestError(f"{where}: a value is out of the range of {dtype}")
         got = _KINDS.get(inferred.dtype.kind, "values of another type")
         raise RequestError(f"{where}: expects JSON {'integers' if integers else 'numbers'} ({dtype}), got {got}")
     if integers:
