@@ -31,6 +31,7 @@ from typing import Callable, Iterable, Iterator
 from trainer.serve import body_key
 
 from ..backends.base import BackendError
+from ..events import terminal_safe
 from ..spec import SpecError
 from . import client, gcs
 
@@ -216,15 +217,19 @@ def choose_signature(instances: list, signatures: dict[str, list[str]], note: Ca
 
 
 def _cell(value) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
+    """A prediction's value as shown: a string as text (a model's output is the server's words,
+    its control characters shown, not acted on), anything else as JSON."""
+    return terminal_safe(value) if isinstance(value, str) else json.dumps(value)
 
 
 def table(predictions: list) -> list[str]:
-    """One line per prediction under upper-case output names (`key` first)."""
+    """One line per prediction under upper-case output names (`key` first); the cells' and
+    names' control characters shown as text (launcher.events.terminal_safe)."""
     if not all(isinstance(p, dict) for p in predictions):
         return [_cell(p) for p in predictions]
     names = sorted({name for p in predictions for name in p}, key=lambda n: (n != "key", n))
-    rows = [tuple(n.upper() for n in names)] + [tuple(_cell(p.get(n, "")) for n in names) for p in predictions]
+    rows = [tuple(terminal_safe(n.upper()) for n in names)]  # output names: the server's too
+    rows += [tuple(_cell(p.get(n, "")) for n in names) for p in predictions]
     widths = [max(len(row[i]) for row in rows) for i in range(len(names))]
     return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
 

@@ -101,3 +101,12 @@ def test_every_error_line_and_table_cell_is_text(cli, capsys):
     refused = cli("logs", "mnist", "--replica", f"worker-{HOSTILE}", backend=FakeBackend(name="local"))
     assert refused.code == 2 and not controls(refused.err), refused.err
     assert not controls("\n".join(format_rows([("m", f"http://m.example{HOSTILE}")], ("NAME", "URL"))))
+
+
+def test_predicts_table_shows_a_model_servers_strings_as_text():
+    """`predict`'s table holds what the model server answered (a string output, its names):
+    a server anyone in the namespace deployed, or any --url."""
+    from launcher.serving.predictions import table
+
+    lines = table([{f"label{HOSTILE}": f"cat{HOSTILE}", "key": 1}]) + table([f"dog{HOSTILE}"])
+    assert not controls("\n".join(lines)) and lines[1].endswith(f"cat{SHOWN}") and lines[2] == f"dog{SHOWN}", lines
