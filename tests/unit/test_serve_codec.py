@@ -127,6 +127,11 @@ def test_malformed_bodies_are_request_errors(body, fragment):
     ({"instances": [[1e39, 1.0]]}, IMAGE, "input 'image': a value is out of the range of float32"),
     ({"instances": [{"image": [1.0], "key": 7.0}]}, KEYED, "got numbers with a fraction or a decimal point (7.0)"),
     # a string input: what came instead, as the request wrote it (was the bare "expects strings")
+    # booleans among numbers: numpy read [true, 1] as [1, 1] ([true, false] alone was refused)
+    ({"instances": [{"image": [1.0], "key": True}, {"image": [1.0], "key": 1}]}, KEYED,
+     "input 'key': expects JSON integers (int64), got booleans"),
+    ({"instances": [[True, 1.0]]}, IMAGE, "input 'image': expects JSON numbers (float32), got booleans"),
+    ({"instances": [{"image": [1.0], "key": []}]}, KEYED, "input 'key': shape [1, 0] does not match"),
     ({"instances": [None]}, TEXT, 'input \'text\': expects strings (or {"b64": ...} values), got null'),
     ({"instances": ["a", 1]}, TEXT, 'input \'text\': expects strings (or {"b64": ...} values), got 1'),
 ])

@@ -148,6 +148,12 @@ _KINDS = {"U": "strings", "S": "strings", "f": "numbers with a fraction or a dec
           "O": "null or values of mixed types"}
 
 
+def _has_bool(value: Any) -> bool:
+    if isinstance(value, list):
+        return any(_has_bool(item) for item in value)
+    return isinstance(value, bool)
+
+
 def _json_integers(value: Any) -> bool:
     """Whether `value` is a JSON integer or nested lists of them only (not booleans)."""
     if isinstance(value, list):
@@ -165,6 +171,10 @@ def _numbers(value: Any, dtype: np.dtype, where: str) -> np.ndarray:
     except (TypeError, ValueError, OverflowError):
         inferred = None  # ragged, or an integer beyond 64 bits
     integers = dtype.kind in "iu"
+    if inferred is not None and inferred.size == 0:  # [] (numpy's float64): an empty batch, the shape decides
+        return np.zeros(inferred.shape, dtype)
+    if inferred is not None and inferred.dtype.kind in "iuf" and _has_bool(value):  # [true, 1] read as [1, 1]
+        raise RequestError(f"{where}: expects JSON {'integers' if integers else 'numbers'} ({dtype}), got booleans")
     if inferred is not None and (inferred.dtype.kind == "O" or integers and inferred.dtype.kind == "f") \
             and inferred.size and _json_integers(value):
         # integers no numpy integer type holds (beyond 64 bits, or int64's and uint64's mixed),
@@ -260,12 +270,11 @@ def _columnar(data: Any, specs: dict[str, InputSpec], signature: str, defaults: 
         check_names(data, names, signature, "inputs", defaults)
         left_out = [name for name in names if name not in data]
         if left_out:
-            lengths = {name: len(value) if isinstance(value, list) else None for name, value in data.items()}
-            if len(set(lengths.values())) != 1 or None in lengths.values():
-                given = ", ".join(f"{name} {'not a list' if size is None else f'{size} long'}"
-                                  for name, size in sorted(lengths.items()))
+            lengths = {name: len(value) for name, value in data.items() if isinstance(value, list)}
+            if len(set(lengths.values())) != 1:
+                given = ", ".join(f"{name} {size} long" for name, size in sorted(lengths.items()))
                 raise RequestError(f"inputs: {left_out[0]!r} is left out, so its default fills a batch; give the "
-                                   f"other inputs as lists of one length ({given})")
+                                   f"other inputs as lists of one length ({given or 'none is a list'})")
             (length,) = set(lengths.values())
             data = dict(data, **{name: [defaults[name]] * length for name in left_out})
         return dict(data)

@@ -228,8 +228,8 @@ def check_inputs(arrays: dict[str, np.ndarray], specs: dict[str, InputSpec], sig
         checked[name] = array
     left_out = [name for name in names if name not in arrays]
     if left_out:
-        batch = {array.shape[0] if array.ndim else None for array in arrays.values()}
-        if len(batch) != 1 or None in batch:
+        batch = {array.shape[0] for array in arrays.values() if array.ndim}
+        if len(batch) != 1:
             shapes = ", ".join(f"{name} {list(array.shape)}" for name, array in sorted(arrays.items()))
             raise RequestError(f"input {left_out[0]!r} is left out, so its default fills a batch; give the other "
                                f"inputs one batch dimension (shapes: {shapes})")
