@@ -61,7 +61,6 @@ _SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 _QUANTITY = re.compile(r"[+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[KMGTPE]i|[numkMGTPE]|[eE][-+]?[0-9]+)?")
 QUANTITY_RULE = ("digits with at most one '.' and an optional suffix n, u, m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, "
                  "Pi, Ei or e<N> (e.g. 500m, 1.5, 4Gi)")
-GCS_BUCKET_RULE = paths.BUCKET_RULE  # Cloud Storage bucket names: trainer.paths.bucket_problem
 # Image references, github.com/distribution/reference (regexp.go): [HOST[:PORT]/]PATH[:TAG][@DIGEST]. As
 # there (normalize.go), the first component is a registry host when it has a '.' or ':' or is localhost;
 # every path component is lowercase.
@@ -357,21 +356,12 @@ def check_listen_port(port: int, field_name: str = "--port") -> None:
 def check_job_dir(job_dir: str | None) -> None:
     if job_dir is None:
         return
-    if job_dir.startswith("gs://"):
-        bucket, _, path = job_dir[len("gs://"):].partition("/")
-        problem = paths.bucket_problem(bucket)
-        if problem:
-            fixed = bucket.lower() if paths.bucket_problem(bucket.lower()) is None else "my-bucket"
-            raise SpecError("--job-dir", f"{bucket!r} in {job_dir!r} {problem}; {GCS_BUCKET_RULE}, "
-                            f"e.g. gs://{fixed}/{shown(path or 'runs/1', 'runs/1')}")
-        if "\n" in path or "\r" in path:
-            raise SpecError("--job-dir", f"{job_dir!r} has a line break in its object path, which Cloud Storage "
-                            "refuses; use a path without one")
-        if problem := paths.url_problem(job_dir):  # gs://b//x
-            raise SpecError("--job-dir", problem)
-        return
-    if problem := paths.url_problem(job_dir):  # gs:/b/x, GS://b/x: a local path in the pod, lost with it
+    # a bucket name Cloud Storage refuses, gs://b//x, and gs:/b/x or GS://b/x (a local path in
+    # the pod, lost with it): the trainer's own rules
+    if problem := paths.url_problem(job_dir):
         raise SpecError("--job-dir", problem)
+    if job_dir.startswith("gs://"):
+        return
     if "://" in job_dir:
         raise SpecError("--job-dir", f"{job_dir!r} is not supported; use a local path or gs://BUCKET/path")
     if not job_dir.strip():

@@ -72,7 +72,7 @@ def url_problem(location: str, example: str = "runs/1") -> str | None:
     scheme (each a local path, so the outputs stayed in the pod). `example`: the path offered
     when the URL has none."""
     if _NEAR_GCS.match(location) and not location.startswith(GCS):
-        rest = _NEAR_GCS.sub("", location, 1).lstrip("/")
+        rest = _plain(_NEAR_GCS.sub("", location, 1).lstrip("/"), "BUCKET/" + example)
         why = "gs:// is written in lowercase" if location[:5].lower() == GCS else "a slash is missing after gs:"
         return f"{location!r} is not a gs:// URL but a local path ({why}); write gs://{rest or 'BUCKET/' + example}"
     if not location.startswith(GCS):
@@ -80,13 +80,20 @@ def url_problem(location: str, example: str = "runs/1") -> str | None:
     bucket, _, path = location[len(GCS):].partition("/")
     if problem := bucket_problem(bucket):
         fixed = bucket.lower() if bucket_problem(bucket.lower()) is None else "my-bucket"
-        return f"bucket {bucket!r} of {location!r} {problem}; {BUCKET_RULE}, e.g. gs://{fixed}/{path or example}"
+        return (f"bucket {bucket!r} of {location!r} {problem}; {BUCKET_RULE}, "
+                f"e.g. gs://{fixed}/{_plain(path or example, example)}")
     if any(c in path for c in "\n\r\x00"):
         return f"{location!r} has a line break or a NUL byte in its object path; use a path without one"
     if "//" in f"/{path.rstrip('/')}":  # gs://b/$UNSET/x: objects named /x..., beside the folders the user looks in
-        tidy = "/".join(part for part in path.split("/") if part)
+        tidy = _plain("/".join(part for part in path.split("/") if part), example)
         return f"{location!r} has an empty folder name ('//': a variable not set?); write gs://{bucket}/{tidy}"
     return None
+
+
+def _plain(text: str, example: str) -> str:
+    """`text` for the URL a message offers, or `example` when it holds what a terminal would
+    act on (the refused value itself is shown as its repr)."""
+    return text if text.isprintable() else example
 
 
 def bucket(location: str) -> str:

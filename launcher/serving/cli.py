@@ -22,6 +22,7 @@ from typing import Iterator
 
 from ..checks import require_linux
 from ..cli import EXIT_FAILED, EXIT_OK, PROG, resolve_backend
+from ..events import terminal_safe
 from ..backends.base import BackendError, NotFound
 from ..spec import SpecError, check_listen_port, namespace_flag
 from ..view import age, format_rows, no_resources
@@ -324,12 +325,13 @@ def serve_k8s(args) -> int:
         _print(f"inferenceservice {args.name} created in namespace {namespace} (storageUri {storage})")
         if args.no_wait:
             return EXIT_OK
-        url = api.wait_ready(args.name, namespace, args.timeout)
+        url = terminal_safe(api.wait_ready(args.name, namespace, args.timeout))  # the cluster's strings
         _print(f"Model {args.name} is ready: {url}/v1/models/{args.name}:predict")
         if args.runtime_image:  # the project's server; TF Serving's own image speaks v1 only
             _print(f"  Open Inference Protocol (KServe v2, binary tensors for throughput): "
                    f"{url}/v2/models/{args.name}/infer")
-        address = (api.get(args.name, namespace).get("status") or {}).get("address", {}).get("url")
+        address = terminal_safe((api.get(args.name, namespace).get("status") or {}).get("address", {}).get("url")
+                                or "")
         if address:
             _print(f"  in the cluster: {address}/v1/models/{args.name}:predict; from here: "
                    f"`{PROG} predict {args.name} --backend k8s -n {namespace} --json-instances FILE` "

@@ -197,7 +197,7 @@ def test_notes_on_ignored_flags_wait_until_the_input_passed_every_check(cli):
 
 @pytest.mark.parametrize("argv, line", [
     (["--job-dir", "gs://BUCKET/runs/x"],
-     "error: --job-dir: 'BUCKET' in 'gs://BUCKET/runs/x' is not a Cloud Storage bucket name; bucket names are 3-63 "
+     "error: --job-dir: bucket 'BUCKET' of 'gs://BUCKET/runs/x' is not a Cloud Storage bucket name; bucket names are 3-63 "
      "lowercase letters, digits, '-', '_' and '.' (up to 222 with dots, 63 between dots), starting and ending with "
      "a letter or digit, e.g. gs://bucket/runs/x"),
     (["--workers", "99999999999999999999"],

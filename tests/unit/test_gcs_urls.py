@@ -100,3 +100,11 @@ def test_a_credentials_file_or_none_passes(tmp_path, monkeypatch):
     key.write_text('{"type": "service_account", "project_id": "p"}')
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
     assert outputs.credentials_problem() is None
+
+
+@pytest.mark.parametrize("given", ["gs:/bkt/x\x1b[2J", "gs://BKT/x\x1b]0;t\x07", "gs://bkt//x\x1b[2J"])
+def test_a_refused_url_is_never_echoed_with_what_a_terminal_acts_on(given):
+    """The trainer prints these through argparse, without the launcher's error_line: the
+    refused value as its repr, the URL offered without the control characters."""
+    problem = paths.url_problem(given)
+    assert problem and not any(ord(c) < 0x20 or 0x7f <= ord(c) <= 0x9f for c in problem), problem

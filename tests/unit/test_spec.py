@@ -178,7 +178,7 @@ def test_replica_spec_fields_are_type_checked(args, kwargs, field):
     ({"run_policy": RunPolicy(backoff_limit=2**31)},
      "--backoff-limit: 2147483648 is too large; use at most 2147483647"),
     ({"job_dir": "gs://BUCKET/runs/x"},
-     "--job-dir: 'BUCKET' in 'gs://BUCKET/runs/x' is not a Cloud Storage bucket name; bucket names are 3-63 "
+     "--job-dir: bucket 'BUCKET' of 'gs://BUCKET/runs/x' is not a Cloud Storage bucket name; bucket names are 3-63 "
      "lowercase letters, digits, '-', '_' and '.' (up to 222 with dots, 63 between dots), starting and ending "
      "with a letter or digit, e.g. gs://bucket/runs/x"),
     ({"image": "UPPER/img:1"},
@@ -196,7 +196,7 @@ def test_replica_spec_fields_are_type_checked(args, kwargs, field):
                                      "lowercase; use e.g. gcr.io/my-project/trainer:0.1.0 (uppercase only in a "
                                      "registry host with a '.' or ':PORT')"),
     ({"job_dir": "gs://BAD/x\x1b[2J"},
-     "--job-dir: 'BAD' in 'gs://BAD/x\\x1b[2J' is not a Cloud Storage bucket name; bucket names are 3-63 "
+     "--job-dir: bucket 'BAD' of 'gs://BAD/x\\x1b[2J' is not a Cloud Storage bucket name; bucket names are 3-63 "
      "lowercase letters, digits, '-', '_' and '.' (up to 222 with dots, 63 between dots), starting and ending "
      "with a letter or digit, e.g. gs://bad/runs/1"),
     ({"replicas": {"Worker": ReplicaSpec(1, cpu="1.2.3")}},
