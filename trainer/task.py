@@ -189,6 +189,8 @@ def train(args: argparse.Namespace, cluster: Cluster) -> int:
         from trainer import evaluator
 
         evaluator.await_step(args.job_dir, step, poll=min(args.poll_seconds, 1.0))
+    if cluster.mode == "sync":  # the MultiWorkerMirrored tasks leave together: none is reported lost
+        trainer.leave(cluster)
     print(f"Finished {cluster.name} at step {step}")
     if cluster.is_chief:
         lifecycle.write_done(args.job_dir, step, export_path)

@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import re
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests.support.polling import WaitTimeout, wait_for
 from tests.support.trainer_cluster import TrainerCluster, export_path, final_metrics, progress, summaries
 
 pytestmark = pytest.mark.slow
@@ -33,6 +35,70 @@ def test_two_mirrored_workers_train_and_worker_0_reports(mnist_dir, tmp_path):  
     assert sorted(p.name for p in (job / "checkpoints").glob("*.index")) == ["ckpt-20.index", "ckpt-30.index"]
     for log in (lead, other):  # each worker iterates its own pipeline: no MultiDeviceIterator's warning
         assert "GeneratorDatasetOp" not in log and "will not be optimized" not in log, log
+
+
+# TensorFlow's coordination service (MultiWorkerMirrored's peer health check) reports a task
+# whose heartbeats stopped for this long (its default) as crashed, and a task whose heartbeat
+# finds the service's process gone reports that: lines a successful job must not show
+HEARTBEAT_TIMEOUT_S = 10
+_LOST_TASK = re.compile(r"StartAbort|UNAVAILABLE|crashed|stopped sending heartbeats|coordination service")
+
+
+def _chief_waiting_for_a_stopped_evaluator(cluster: TrainerCluster) -> subprocess.Popen:
+    """Once the side-car evaluator has evaluated step 20, stop it (SIGSTOP) until the test
+    continues it: the chief, its training done, then waits for it to evaluate the last
+    step. Returns the evaluator's process once the chief says it waits."""
+    cluster.wait_for_line("evaluator-0", "Eval step 20:", WAIT_S)
+    evaluator = cluster.replicas["evaluator-0"].process
+    evaluator.send_signal(signal.SIGSTOP)
+    try:
+        cluster.wait_for_line("chief-0", "for the side-car evaluator to evaluate step 60", WAIT_S)
+    except BaseException:
+        evaluator.send_signal(signal.SIGCONT)
+        raise
+    return evaluator
+
+
+def test_a_mirrored_worker_done_long_before_the_chief_is_not_reported_lost(mnist_dir, tmp_path):  # noqa: F811
+    """The chief finishes long after its worker: it waits for a side-car evaluator to evaluate
+    the last checkpoint (held stopped by the test for longer than TensorFlow's heartbeat
+    timeout). The worker used to leave at once, and the chief's log of this successful job
+    then said `StartAbort UNAVAILABLE ... The tasks have crashed`: now the MultiWorkerMirrored
+    tasks leave together (sync.leave), and no log holds such a line."""
+    job = tmp_path / "job"
+    with TrainerCluster({"Chief": 1, "Worker": 1, "Evaluator": 1}, [*args(job, mnist_dir, 60), "--poll-seconds", "1"],
+                        tmp_path) as cluster:
+        evaluator = _chief_waiting_for_a_stopped_evaluator(cluster)
+        lost = lambda: [line for line in cluster.lines_with("") if _LOST_TASK.search(line)]
+        try:  # the chief waits on, longer than the heartbeat timeout: no line may come meanwhile
+            found = wait_for(lost, "a line reporting a task lost", HEARTBEAT_TIMEOUT_S + 5, interval=0.5)
+        except WaitTimeout:
+            found = []
+        finally:
+            evaluator.send_signal(signal.SIGCONT)
+        assert found == [], cluster.tails()
+        assert cluster.wait(WAIT_S) == {"chief-0": 0, "worker-0": 0, "evaluator-0": 0}, cluster.tails()
+        assert lost() == [], cluster.tails()
+        assert final_metrics(cluster.log("chief-0"))[0] == 60
+        assert "Finished worker/0 at step 60" in cluster.log("worker-0")
+        assert re.findall(r"^Eval step (\d+): loss", cluster.log("evaluator-0"), re.M)[-1] == "60"
+
+
+def test_sigterm_to_a_mirrored_worker_waiting_for_the_chief_to_finish_ends_it_at_once(mnist_dir, tmp_path):  # noqa: F811
+    """A worker waiting at the end for the chief (sync.leave) acts on SIGTERM (its pod deleted)
+    at once: TensorFlow's own binding of the barrier held the GIL, and the signal's handler
+    ran only when the chief arrived (58 s later, after the chief's wait for the evaluator)."""
+    job = tmp_path / "job"
+    with TrainerCluster({"Chief": 1, "Worker": 1, "Evaluator": 1}, [*args(job, mnist_dir, 60), "--poll-seconds", "1"],
+                        tmp_path) as cluster:
+        evaluator = _chief_waiting_for_a_stopped_evaluator(cluster)
+        try:
+            cluster.replicas["worker-0"].process.send_signal(signal.SIGTERM)
+            assert cluster.wait(10, names=["worker-0"]) == {"worker-0": 143}, cluster.tails()
+        finally:
+            evaluator.send_signal(signal.SIGCONT)
+        assert "trainer: SIGTERM; exiting 143" in cluster.log("worker-0")
+        assert cluster.wait(WAIT_S) == {"chief-0": 0, "worker-0": 143, "evaluator-0": 0}, cluster.tails()
 
 
 def test_single_process_trains_and_a_restart_continues_from_the_saved_step(mnist_dir, tmp_path):  # noqa: F811
