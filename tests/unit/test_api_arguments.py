@@ -160,7 +160,7 @@ def test_create_job_on_the_local_backend_says_what_it_ignores_naming_the_fields(
         TrainingClient(backend=FakeBackend(name="local")).create_job(spec)  # the default: a warning each
     assert [str(w.message) for w in caught] == [line.removeprefix("note: ") for line in lines]
     assert {w.filename for w in caught} == {__file__}  # the caller's line
-    on_cluster = dataclasses.replace(spec, trainer_args=("--data-dir", "gs://b/data/mnist"))  # records pods can read
+    on_cluster = dataclasses.replace(spec, trainer_args=("--data-dir", "gs://bkt/data/mnist"))  # records pods can read
     TrainingClient(backend=FakeBackend(name="k8s"), note=lambda line: pytest.fail(line)).create_job(on_cluster)
     lines = []
     TrainingClient(backend=FakeBackend(name="k8s"), note=lines.append).create_job(spec)  # data/mnist in each pod
