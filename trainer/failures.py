@@ -39,7 +39,10 @@ _GS_PATH = re.compile(r"gs://[^\s'\",;\]]+")
 _HTTP_CODE = re.compile(r"HTTP response code (\d+)")
 _BODY_MESSAGE = re.compile(r'"message":\s*"([^"]*)"')
 _NOISE = re.compile(r"\{\{function_node [^}]*\}\}\s*|\s*\[Op:[^\]]*\].*$|^\(\d+\) [A-Z_]+:\s*")
-_HEADERS = re.compile(r"^(Graph execution error:|\d+ root error\(s\) found\.)?$")
+# lines before the cause: headers, and where a tf.function's op was defined (TensorFlow's
+# "Detected at node ... (most recent call last):" and its File lines: the trainer's own code)
+_HEADERS = re.compile(r"^(Graph execution error:|\d+ root error\(s\) found\.|Detected at node .*\(most recent call last\):"
+                      r"|File \"[^\"]*\", line \d+, in .*)?$")
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,24 @@ def test_a_lost_mirrored_peer_is_retryable():
     assert failure.code == 128 and failure.line.startswith("lost peer worker/1 (UnavailableError: Collective ops")
 
 
+def test_a_lost_mirrored_peer_is_explained_by_its_cause_not_where_the_op_was_defined():
+    """The text of a worker whose peer was SIGKILLed in a real 2-worker job (TensorFlow 2.21):
+    the line used to say `(UnavailableError: Detected at node while/adam/CollectiveReduceV2
+    defined at (most recent call last):)`, the header of the op's traceback."""
+    frames = "".join(f'  File "/work/main/trainer/{name}", line {line}, in {function}\n\n' for name, line, function in
+                     [("task.py", 184, "train"), ("train/sync.py", 87, "run"), ("train/step.py", 190, "steps")])
+    message = ("Graph execution error:\n\nDetected at node while/adam/CollectiveReduceV2 defined at (most recent call "
+               "last):\n" + frames + "Collective ops is aborted by: recvmsg:Connection reset by peer\nAdditional GRPC "
+               "error information from remote target /job:worker/replica:0/task:1 while calling "
+               "/tensorflow.WorkerService/RecvBuf:\n:UNKNOWN:Error received from peer  {grpc_message:\"recvmsg:Connection "
+               "reset by peer\", grpc_status:14}\nThe error could be from a previous operation. Restart your program to "
+               "reset.\n\t [[{{node while/adam/CollectiveReduceV2}}]] [Op:__inference_train_voting_1130]")
+    failure = failures.explain(tf.errors.UnavailableError(None, None, message), JOB_DIR)
+    assert failure.code == 128 and "\n" not in failure.line
+    assert failure.line.startswith("lost peer worker/1 (UnavailableError: Collective ops is aborted by: "
+                                   "recvmsg:Connection reset by peer); exiting 128 (retryable)"), failure.line
+
+
 def test_an_internal_error_on_a_workers_side_of_a_call_is_retryable():
     """The text of a CI run: TensorFlow garbled a request while copying a result to the chief."""
     message = ("2 root error(s) found.\n  (0) INTERNAL: {{function_node __wrapped__Identity_device_/job:chief/replica:0/"
