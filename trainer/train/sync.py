@@ -105,8 +105,12 @@ def wait_at_barrier(barrier_id: str, timeout_s: float) -> None:
     from tensorflow.python.eager import context
 
     context.ensure_initialized()
-    library = ctypes.CDLL(os.path.join(os.path.dirname(tf.__file__), "libtensorflow_cc.so.2"))
-    framework = ctypes.CDLL(os.path.join(os.path.dirname(tf.__file__), "libtensorflow_framework.so.2"))
+    try:
+        library = ctypes.CDLL(os.path.join(os.path.dirname(tf.__file__), "libtensorflow_cc.so.2"))
+        framework = ctypes.CDLL(os.path.join(os.path.dirname(tf.__file__), "libtensorflow_framework.so.2"))
+    except OSError:  # another platform's library names (macOS: .dylib): TensorFlow's own binding, GIL held
+        context.context().wait_at_barrier(barrier_id, int(timeout_s * 1000))
+        return
     capsule = ctypes.pythonapi.PyCapsule_GetPointer
     capsule.restype, capsule.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
     framework.TF_NewStatus.restype = ctypes.c_void_p
