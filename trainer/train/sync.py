@@ -108,19 +108,21 @@ def wait_at_barrier(barrier_id: str, timeout_s: float) -> None:
     try:
         library = ctypes.CDLL(os.path.join(os.path.dirname(tf.__file__), "libtensorflow_cc.so.2"))
         framework = ctypes.CDLL(os.path.join(os.path.dirname(tf.__file__), "libtensorflow_framework.so.2"))
-    except OSError:  # another platform's library names (macOS: .dylib): TensorFlow's own binding, GIL held
+        framework.TF_NewStatus.restype = ctypes.c_void_p
+        framework.TF_GetCode.restype, framework.TF_GetCode.argtypes = ctypes.c_int, [ctypes.c_void_p]
+        framework.TF_Message.restype, framework.TF_Message.argtypes = ctypes.c_char_p, [ctypes.c_void_p]
+        framework.TF_DeleteStatus.argtypes = [ctypes.c_void_p]
+        library.TFE_WaitAtBarrier.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64, ctypes.c_void_p]
+        handle = context.context()._context_handle
+    except (OSError, AttributeError):  # another platform's library names (macOS: .dylib), or another
+        # TensorFlow's symbols: its own binding, GIL held
         context.context().wait_at_barrier(barrier_id, int(timeout_s * 1000))
         return
     capsule = ctypes.pythonapi.PyCapsule_GetPointer
     capsule.restype, capsule.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
-    framework.TF_NewStatus.restype = ctypes.c_void_p
-    framework.TF_GetCode.restype, framework.TF_GetCode.argtypes = ctypes.c_int, [ctypes.c_void_p]
-    framework.TF_Message.restype, framework.TF_Message.argtypes = ctypes.c_char_p, [ctypes.c_void_p]
-    framework.TF_DeleteStatus.argtypes = [ctypes.c_void_p]
-    library.TFE_WaitAtBarrier.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64, ctypes.c_void_p]
     status = framework.TF_NewStatus()
     try:
-        library.TFE_WaitAtBarrier(capsule(context.context()._context_handle, None), barrier_id.encode(),
+        library.TFE_WaitAtBarrier(capsule(handle, None), barrier_id.encode(),
                                   int(timeout_s * 1000), status)
         code = framework.TF_GetCode(status)
         if code:
