@@ -98,6 +98,21 @@ def _bucket_exists(tf, bucket: str) -> bool:
         return True
 
 
+def absent_bucket(location: str) -> str | None:
+    """"bucket gs://B does not exist" when `location` is in a gs:// bucket that does not
+    exist (an export read from it was "no SavedModel in ...", naming no bucket), else None
+    (a local path, a bucket there, or one that cannot be asked: the read says why)."""
+    if not location.startswith(paths.GCS):
+        return None
+    import tensorflow as tf
+
+    try:
+        exists = _bucket_exists(tf, paths.bucket(location))
+    except tf.errors.OpError:
+        return None
+    return None if exists else f"bucket {paths.bucket(location)} does not exist"
+
+
 _TRANSIENT = ("AbortedError", "UnavailableError", "DeadlineExceededError")
 
 

@@ -41,7 +41,7 @@ from trainer.outputs import require_tensorflow
 require_tensorflow(__name__, "trainer.predict")  # before numpy: one line without the [trainer] extra
 import numpy as np
 
-from trainer import lazy
+from trainer import lazy, outputs
 from trainer.flags import Parser, location
 from trainer.outputs import command
 from trainer.serve import body_key, codec  # the model server's reading of an instance (no TensorFlow, no kserve)
@@ -75,6 +75,8 @@ def resolve(model_dir: str) -> str:
     root = model_dir.rstrip("/")
     stamps = saved_versions(root)
     if not stamps:
+        if gone := outputs.absent_bucket(root):
+            raise RequestError(f"--model-dir: {gone} ({model_dir}); give the bucket the job exported to")
         base = f"{model_dir.rstrip('/')}/export"
         if tf.io.gfile.isdir(base):  # the job dir itself
             raise RequestError(f"--model-dir: no SavedModel at {model_dir}, a job dir; pass {base} (its newest "

@@ -134,6 +134,18 @@ def test_a_trainers_job_dir_in_a_missing_bucket_is_one_line_before_training(gcs,
     assert "Train" not in done.stdout and "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize("module, args", [
+    ("trainer.predict", ["--model-dir", f"{MISSING}/runs/1/export", "--json-instances", "-"]),
+    ("trainer.serve", ["--model-dir", f"{MISSING}/runs/1/export", "--port", "0"]),
+])
+def test_an_export_in_a_missing_bucket_names_the_bucket(gcs, module, args):
+    """Both said "no SavedModel in gs://.../export", naming no bucket."""
+    done = run_module(module, args, gcs.env, timeout=TIMEOUT_S)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert done.stderr.splitlines()[-1].endswith(f"--model-dir: bucket {MISSING} does not exist ({MISSING}/runs/1/"
+                                                 "export); give the bucket the job exported to"), done.stderr[-3000:]
+
+
 def test_gcs_failing_after_tensorflows_retries_is_one_line_and_retryable(gcs, proxy):
     """Not bad input: the trainer's storage line and exit 128 (a traceback, exit 1, before)."""
     failing = proxy.inject(Fault(503, ("GET",), "/b/s52-failing", times=None))

@@ -35,6 +35,7 @@ from kserve.errors import InvalidInput, ModelNotFound, ModelNotReady
 from starlette.exceptions import HTTPException
 from tensorflow.core.framework import types_pb2
 
+from trainer import outputs
 from trainer.predict import RequestError as LoadError, instance_defaults, load, saved_versions
 from trainer.serve import v2
 from trainer.serve.codec import (DEFAULT_SIGNATURE, InputSpec, RequestError, dumps, input_spec, parse_body,
@@ -58,6 +59,8 @@ def resolve(model_dir: str) -> tuple[str, str]:
         raise ModelDirError(f"--model-dir: cannot read {model_dir} ({error.message.splitlines()[0]}); "
                             "give the server read access to the export") from None
     if not versions:
+        if gone := outputs.absent_bucket(model_dir):
+            raise ModelDirError(f"--model-dir: {gone} ({model_dir}); give the bucket the job exported to")
         raise ModelDirError(f"--model-dir: no SavedModel in {model_dir}; pass the export base "
                             "(JOB_DIR/export, with numeric version dirs) or one version dir")
     return f"{model_dir}/{versions[0]}", str(versions[0])
