@@ -134,6 +134,17 @@ def test_malformed_bodies_are_request_errors(body, fragment):
     ({"instances": [{"image": [1.0], "key": []}]}, KEYED, "input 'key': shape [1, 0] does not match"),
     ({"instances": [None]}, TEXT, 'input \'text\': expects strings (or {"b64": ...} values), got null'),
     ({"instances": ["a", 1]}, TEXT, 'input \'text\': expects strings (or {"b64": ...} values), got 1'),
+    # a boolean in a later row of a matrix, not only in the first (numpy reads [[1, 2], [true, 3]] as integers)
+    ({"instances": [[1, 2], [True, 3]]}, {"m": InputSpec("m", np.dtype(np.int64), (None, 2))},
+     "input 'm': expects JSON integers (int64), got booleans"),
+    # a narrower integer dtype than numpy's int64: out of its range is refused, not wrapped around
+    ({"instances": [2 ** 40]}, {"n": InputSpec("n", np.dtype(np.int32), (None,))},
+     "input 'n': a value is out of the range of int32"),
+    ({"instances": [-1]}, {"n": InputSpec("n", np.dtype(np.uint8), (None,))},
+     "input 'n': a value is out of the range of uint8"),
+    # a known dimension of the wrong size, not only a wrong rank
+    ({"instances": [[1.0, 2.0]]}, {"x": InputSpec("x", np.dtype(np.float32), (None, 3))},
+     "input 'x': shape [1, 2] does not match the signature's [-1, 3]"),
 ])
 def test_requests_that_do_not_fit_the_signature_are_request_errors(body, specs, fragment):
     with pytest.raises(RequestError) as error:

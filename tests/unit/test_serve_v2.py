@@ -94,6 +94,16 @@ def test_a_left_out_input_with_a_default_is_filled_for_the_batch():
     ({"inputs": []}, b"", None, '"inputs" must be a non-empty list'),
     ({"inputs": [{"name": "image", "datatype": "FP32", "shape": [-1], "data": []}]}, b"", None,
      '"shape" must be a list of non-negative integers'),
+    ({"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "parameters": {"binary_data_size": 9}}]},
+     struct.pack("<I", 3) + b"abcxy", None, "binary_data_size holds 2 bytes beyond the 1 elements"),
+    ({"inputs": [{"name": "text", "datatype": "BYTES", "shape": [2], "data": ["a", 1]}]}, b"", None,
+     "BYTES data in JSON must be a rectangular list of strings"),
+    ({"inputs": [{"name": "image", "datatype": "FP32", "shape": [1], "data": [1.0],
+                  "parameters": {"binary_data_size": 4}}]}, b"\0" * 4, None,
+     'give "data" or parameters.binary_data_size, not both'),
+    ({"inputs": [{"name": "key", "datatype": "INT64", "shape": [1], "data": [1]},
+                 {"name": "key", "datatype": "INT64", "shape": [1], "data": [2]}]}, b"", None,
+     "input 'key' is given twice"),
 ])
 def test_a_malformed_request_is_one_clear_error(header, tail, headers, message):
     body, given = binary(header, tail)
@@ -105,6 +115,9 @@ def test_a_malformed_request_is_one_clear_error(header, tail, headers, message):
 def test_a_header_length_beyond_the_body_or_not_json_is_refused():
     with pytest.raises(RequestError, match="Inference-Header-Content-Length: '99' is not a length within"):
         parse(b'{"inputs": []}', {"inference-header-content-length": "99"})
+    for length in ("-1", "abc"):  # not a ValueError out of int() (a 500), nor a slice from the end
+        with pytest.raises(RequestError, match=f"Inference-Header-Content-Length: '{length}' is not a length within"):
+            parse(b'{"inputs": []}', {"inference-header-content-length": length})
     with pytest.raises(RequestError, match="the request is not JSON"):
         parse(b"image=0.5", {})
 
