@@ -46,3 +46,19 @@ def test_outbound_is_blocked_by_what_only_the_hosts_loopback_has(monkeypatch, tm
     assert "install slirp4netns" in local_netns.outbound_blocker(job, {"TFJOB_LOCAL_SLIRP4NETNS": ""})
     resolv.write_text("nameserver 127.0.0.53\n")
     assert "DNS resolver" in local_netns.outbound_blocker(job, {})
+
+
+def test_only_what_the_job_itself_sees_decides_and_only_a_loopback_only_resolver_blocks(monkeypatch, tmp_path):
+    """The job's own env overrides yours (a proxy on 127.0.0.1 in your shell that the job
+    replaces by a remote one blocks nothing); `*.localhost` is loopback (RFC 6761); a resolver
+    on loopback beside a reachable one blocks nothing (the namespace asks the other)."""
+    from launcher.backends.local import netns as local_netns
+
+    resolv = tmp_path / "resolv.conf"
+    resolv.write_text("nameserver 127.0.0.53\nnameserver 10.0.0.53\n")
+    monkeypatch.setattr(local_netns, "RESOLV_CONF", str(resolv))
+    monkeypatch.setattr(local_netns.shutil, "which", lambda name: f"/usr/bin/{name}")
+    remote_proxy = plan("--job-dir", "gs://bucket/run", https_proxy="http://proxy.corp:3128")
+    assert local_netns.outbound_blocker(remote_proxy, {"https_proxy": "http://127.0.0.1:3128"}) is None
+    reason = local_netns.outbound_blocker(plan("--data-dir", "http://data.localhost:8080/d"), {})
+    assert reason and "http://data.localhost:8080/d" in reason

@@ -3,6 +3,7 @@ import json
 import os
 import re
 import resource
+import shlex
 import subprocess
 import sys
 
@@ -14,7 +15,8 @@ from launcher.backends.local.logs import (Dating, Tail, Times, follow_logs, prev
                                          rfc3339)
 from launcher.backends.local.runs import ended_instances
 from launcher.events import LogEnded, LogLine
-from launcher.backends.local.plan import REPO_ROOT, SERVER_NICE, build_plan, child_env, proxy_env, replica_argv
+from launcher.backends.local.plan import (REPO_ROOT, SERVER_NICE, build_plan, child_env, command_line, proxy_env,
+                                         replica_argv)
 from launcher.render import render
 from launcher.spec import JobSpec, ReplicaSpec
 from launcher.tfconfig import tf_config
@@ -38,6 +40,7 @@ def test_default_command_is_the_trainer_module():
 @pytest.mark.parametrize("command, first", [
     (["python", "s.py"], sys.executable), (["python3", "s.py"], sys.executable),
     (["python3.11", "s.py"], sys.executable), (["/bin/sh", "-c"], "/bin/sh"),
+    (["python2", "s.py"], "python2"), (["python3-config", "--libs"], "python3-config"),  # other programs
 ])
 def test_container_command_runs_with_python_mapped_to_this_interpreter(command, first):
     argv = replica_argv({"command": command, "args": ["a"]})
@@ -62,6 +65,16 @@ def test_single_replica_gets_no_tf_config_even_if_inherited():
     assert plan["deciding"] == "worker-0"
     env = child_env(plan["replicas"][0]["env"], {"TF_CONFIG": "stale", "HOME": "/h"})
     assert "TF_CONFIG" not in env and env["HOME"] == "/h"
+
+
+def test_the_containers_own_pythonpath_comes_before_the_launchers_checkout():
+    """--package-path puts the package's parent on the container's PYTHONPATH: it must come
+    first, or a package of the user's named like one of the checkout's would not be the one run."""
+    tfjob = job()
+    for spec in tfjob["spec"]["tfReplicaSpecs"].values():
+        spec["template"]["spec"]["containers"][0]["env"].append({"name": "PYTHONPATH", "value": "/code"})
+    env = build_plan(tfjob, environ={"PYTHONPATH": "/extra"})["replicas"][0]["env"]
+    assert env["PYTHONPATH"].split(os.pathsep) == ["/code", REPO_ROOT, "/extra"]
 
 
 def test_env_has_container_env_repo_on_pythonpath_and_unbuffered_output():
@@ -120,11 +133,39 @@ def test_default_job_dir_is_next_to_the_logs(tmp_path):
     assert backend.default_job_dir("mnist", "team") == str(tmp_path / "team" / "mnist" / "output")
 
 
-def test_bad_names_cannot_escape_the_runs_dir(tmp_path):
+@pytest.mark.parametrize("field, value", [
+    ("name", "../../etc"), ("name", ".."), ("name", "."), ("name", ""), ("name", "a\x00b"),
+    ("namespace", ".."), ("namespace", "a/b"),
+])
+def test_bad_names_cannot_escape_the_runs_dir(tmp_path, field, value):
+    """A job named `..` is the runs dir itself (its delete would remove every job's folder)."""
     tfjob = job()
-    tfjob["metadata"]["name"] = "../../etc"
-    with pytest.raises(BackendError, match="metadata.name"):
-        LocalBackend(runs_dir=str(tmp_path)).submit(tfjob)
+    tfjob["metadata"][field] = value
+    runs = tmp_path / "runs"
+    with pytest.raises(BackendError, match=f"^metadata.{field}: .* cannot name a local job; use a DNS-1035 name"):
+        LocalBackend(runs_dir=str(runs)).submit(tfjob)
+    assert not runs.exists()  # nothing written
+
+
+def test_a_dry_runs_command_line_reads_back_as_the_argv_it_runs():
+    """The dry run's annotation is a shell line: arguments with spaces or quotes are quoted."""
+    argv = [sys.executable, "-m", "trainer.task", "--message", "two words", "it's", "$(HOME)", ""]
+    line = command_line({"env": {"TF_CONFIG": '{"task": 1}'}, "nice": 3, "argv": argv})
+    assert shlex.split(line) == ['TF_CONFIG={"task": 1}', "nice", "-n", "3", *argv]
+
+
+def test_a_crlf_lines_carriage_return_is_not_part_of_it(tmp_path):
+    path = tmp_path / "w.log"
+    path.write_bytes(b"progress\r\ndone\r\n")
+    assert [l.line for l in Tail("worker-0", path).read()] == ["progress", "done"]
+
+
+def test_tail_0_shows_no_line_as_kubectls(tmp_path):
+    path = tmp_path / "w.log"
+    path.write_bytes(b"one\ntwo\nthree")
+    assert list(read_logs([Tail("worker-0", path)], 0)) == []
+    assert [l.line for l in read_logs([Tail("worker-0", path)], 2)] == ["two", "three"]
+    assert [l.line for l in read_logs([Tail("worker-0", path)], 5)] == ["one", "two", "three"]
 
 
 def test_tail_yields_whole_lines_and_the_rest_at_the_end(tmp_path):

@@ -30,3 +30,9 @@ def test_restart_delay_doubles_and_is_capped():
 def test_restart_delay_base_from_environment(monkeypatch):
     monkeypatch.setenv("TFJOB_LOCAL_BACKOFF_SECONDS", "0.25")
     assert restart_delay(1) == 0.5
+
+
+def test_the_first_restart_waits_1_second_by_default(monkeypatch):
+    """README: exponential backoff, 1 s doubling, capped at 30 s."""
+    monkeypatch.delenv("TFJOB_LOCAL_BACKOFF_SECONDS", raising=False)
+    assert [restart_delay(n) for n in range(7)] == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]

@@ -84,6 +84,16 @@ def test_runs_dir_lists_jobs_by_namespace(tmp_path, monkeypatch):
     assert runs.jobs("missing") == []
 
 
+def test_the_runs_dir_defaults_to_the_users_data_dir_and_expands_a_tilde(tmp_path, monkeypatch):
+    """README: state lives in $TFJOB_RUNS_DIR (default ~/.local/share/tfjob-launcher/runs)."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("TFJOB_RUNS_DIR", raising=False)
+    assert RunsDir().root == tmp_path / ".local" / "share" / "tfjob-launcher" / "runs"
+    monkeypatch.setenv("TFJOB_RUNS_DIR", "~/runs")
+    assert RunsDir().root == tmp_path / "runs"
+    assert RunsDir("~/other").root == tmp_path / "other"
+
+
 def test_remove_keeps_a_non_empty_output_unless_asked(tmp_path):
     run = RunsDir(tmp_path).job("j", "ns")
     run.create({"kind": "TFJob"}, {})
