@@ -1,0 +1,99 @@
+"""The local supervisor's decisions, on the real Supervisor of a job folder (no `main` loop):
+restart delays and what a replica says while it waits, what the replicas say once the job
+ended, and what a job whose supervisor died says. Processes, where one is needed, are real."""
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from launcher.backends.local import _lost
+from launcher.backends.local.plan import build_plan
+from launcher.backends.local.runs import RunsDir
+from launcher.backends.local.supervisor import Supervisor
+from launcher.render import render
+from launcher.spec import JobSpec, ReplicaSpec, RunPolicy
+
+
+@pytest.fixture
+def supervisor(tmp_path, monkeypatch):
+    """A supervisor of a chief + 2 workers job (not started), with the default backoff."""
+    monkeypatch.delenv("TFJOB_LOCAL_BACKOFF_SECONDS", raising=False)
+    monkeypatch.setenv("TFJOB_LOCAL_STOP_GRACE_SECONDS", "5")
+
+    def make(**run_policy) -> Supervisor:
+        tfjob = render(JobSpec(name="sup", replicas={"Chief": ReplicaSpec(1), "Worker": ReplicaSpec(2)},
+                               run_policy=RunPolicy(**run_policy)))
+        run = RunsDir(tmp_path / "runs").job("sup", "default")
+        run.create(tfjob, build_plan(tfjob, environ={}))
+        return Supervisor(run)
+
+    return make
+
+
+def test_restarts_wait_longer_each_time_and_start_over_after_a_long_run(supervisor):
+    """1 s, 2 s, 4 s ... per replica, as the replica's message says; a replica that ran
+    60 s before it failed waits 1 s again (README: 1 s doubling, capped at 30 s)."""
+    sup = supervisor()
+    worker = sup.replicas[1]
+    said = []
+    for ran in (0.5, 0.5, 0.5, 61.0, 0.5):
+        sup.schedule_restart(worker, 3, ran)
+        said.append(worker.message)
+    assert said == [f"exited with code 3; restart {n} in {s} s" for n, s in ((1, 1), (2, 2), (3, 4), (4, 1), (5, 2))]
+    assert (worker.phase, worker.restarts, sup.total_restarts) == ("Pending", 5, 5)
+    restarting = sup.conditions[-1]
+    assert (restarting["type"], restarting["message"]) == (
+        "Restarting", "TFJob default/sup is restarting because replica worker-0 exited with code 3.")
+
+
+@pytest.mark.parametrize("outcome, policy, note", [
+    ("Succeeded", "Running", "stopped because the job succeeded (cleanPodPolicy Running)"),
+    ("Failed", "None", "stopped because the job failed (cleanPodPolicy None; processes cannot outlive a local job)"),
+])
+def test_at_the_end_a_running_replica_is_stopped_and_one_waiting_to_restart_ends_too(supervisor, outcome, policy,
+                                                                                       note):
+    """The ps and workers still running when the chief succeeds are stopped and end with the
+    job's phase, saying why; one waiting for its restart is not left Pending in a finished job."""
+    sup = supervisor(clean_pod_policy=policy)
+    chief, running, waiting = sup.replicas
+    chief.phase, chief.exit_code = ("Succeeded", 0) if outcome == "Succeeded" else ("Failed", 1)
+    running.proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], process_group=0)
+    running.phase = "Running"
+    sup.schedule_restart(waiting, 1, 0.5)
+    sup.outcome = (outcome, "Reason", "message")
+    try:
+        sup.finish()
+    finally:
+        if running.proc:
+            running.proc.kill()
+            running.proc.wait()
+    rows = {row["id"]: row for row in json.loads(sup.run.status_path.read_text())["replicas"]}
+    assert {rid: (row["phase"], row["message"]) for rid, row in rows.items()} == {
+        "chief-0": (chief.phase, ""), "worker-0": (outcome, note), "worker-1": (outcome, note)}
+    assert rows["worker-0"]["exit_code"] == 128 + signal.SIGTERM and rows["worker-0"]["pid"] is None
+    assert waiting.restart_at is None and len(waiting.log_ends) == 1  # its (empty) last process ended
+    assert json.loads(sup.run.status_path.read_text())["exit_code"] == (0 if outcome == "Succeeded" else 1)
+
+
+def test_a_job_whose_supervisor_died_fails_every_replica_not_yet_ended(tmp_path):
+    """status after the supervisor was killed (SIGKILL, OOM): what was running or waiting to
+    restart died with it; what had ended stays as it ended."""
+    run = RunsDir(tmp_path).job("lost", "default")
+    rows = [{"id": rid, "type": "Worker", "index": i, "phase": phase, "pid": pid, "restarts": 0}
+            for i, (rid, phase, pid) in enumerate((("worker-0", "Succeeded", None), ("worker-1", "Running", 41),
+                                                   ("worker-2", "Pending", None)))]
+    raw = {"name": "lost", "namespace": "default", "supervisor": {"pid": 40, "start": 1}, "history": [],
+           "conditions": [{"type": "Running", "status": "True", "reason": "TFJobRunning", "message": "",
+                           "time": ""}], "replicas": rows, "exit_code": None}
+    lost = _lost(raw, run)
+    assert [(r["phase"], r["pid"], r.get("message")) for r in lost["replicas"]] == [
+        ("Succeeded", None, None), ("Failed", None, "supervisor lost"), ("Failed", None, "supervisor lost")]
+    failed = lost["conditions"][-1]
+    assert (failed["type"], failed["reason"]) == ("Failed", "SupervisorLost")
+    assert failed["message"] == (f"the local supervisor (pid 40) exited without finishing the job; its replicas "
+                                 f"were killed with it; see {run.supervisor_log}")
+    assert [e["replica"]["id"] for e in lost["history"] if "replica" in e] == ["worker-1", "worker-2"]  # the changes
