@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -64,6 +65,19 @@ def _change(run: RunDir, uid: str | None) -> str | None:
     if now is not None and now != uid:  # the next submission's plan, written before its manifest
         return REPLACED
     return "deleted" if now is None or not run.exists() else None
+
+
+_EXCEPTION = re.compile(r"[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b")
+
+
+def _why_python_failed(output: str) -> str:
+    """One line of why a Python process failed, from its output: the interpreter's fatal
+    error and the exception it ended with (its last three lines were the thread dump's
+    footer, `Current thread ... <no Python frame>`), else its last three lines."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    why = [line for line in lines if line.startswith("Fatal Python error:")] + \
+        [line for line in lines if _EXCEPTION.match(line)][-1:]
+    return " | ".join(why or lines[-3:]) or "no output"
 
 
 def _holds_files(path: Path) -> bool:
@@ -186,8 +200,8 @@ class LocalBackend(Backend):
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-            tail = run.supervisor_log.read_text(errors="replace").strip().splitlines()[-3:]
-            raise BackendError("the local supervisor did not start: " + (" | ".join(tail) or "no output"))
+            raise BackendError("the local supervisor did not start: "
+                               + _why_python_failed(run.supervisor_log.read_text(errors="replace")))
         network = run.status().get("network") or {}
         from .netns import HOST, host_line  # not at import: `python -m` runs netns and supervisor
         # as programs, and a module the package already imported would run twice (RuntimeWarning)
