@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from launcher.backends.base import BackendError
 from launcher.serving import k8s
 from launcher.validate import SchemaError
 
@@ -34,6 +35,10 @@ def test_runtime_image_reads_a_gs_export_itself_so_kserve_adds_no_storage_initia
     assert container["readinessProbe"]["httpGet"] == {"path": "/v1/models/mnist", "port": 8080}
     assert container["terminationMessagePolicy"] == "FallbackToLogsOnError"  # the server's error line, for KServe
     assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    # Pod Security "restricted", and nothing of its own written: a read-only root
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert isvc["spec"]["predictor"]["securityContext"]["runAsNonRoot"] is True
 
 
 def test_runtime_image_serves_a_pvc_export_where_kserve_mounts_the_claim():
@@ -76,6 +81,14 @@ def test_a_predictor_that_exits_or_cannot_pull_its_image_is_named():
     assert k8s.pod_failure([starting, crashed]) == "Error (exit code 2): error: --model-dir: no SavedModel in /mnt/models"
     pulling = pod(state={"waiting": {"reason": "ErrImageNeverPull", "message": 'image "trainer:1" is not present'}})
     assert k8s.pod_failure([pulling]) == 'ErrImageNeverPull: image "trainer:1" is not present'
+    # the server's error line, not whatever was logged after it
+    said_after = pod(state={"terminated": {"exitCode": 2, "reason": "Error", "message":
+                                           "error: --model-dir: cannot read gs://b/export\nStopped serving mnist.\n"}})
+    assert k8s.pod_failure([said_after]) == "Error (exit code 2): error: --model-dir: cannot read gs://b/export"
+    # another container of the pod (a sidecar a mesh injects) is not the model server
+    sidecar = {"status": {"containerStatuses": [{"name": "istio-proxy", "state": {"terminated": {"exitCode": 1}}},
+                                                {"name": "kserve-container", "state": {"running": {}}}]}}
+    assert k8s.pod_failure([sidecar]) is None
 
 
 def test_cluster_address_is_the_predictor_service():
@@ -84,8 +97,13 @@ def test_cluster_address_is_the_predictor_service():
     assert k8s.cluster_address(isvc) == ("training", "mnist-predictor", 80)
     isvc["status"]["address"]["url"] = "http://mnist-predictor.training.svc.cluster.local:8080"  # headless
     assert k8s.cluster_address(isvc) == ("training", "mnist-predictor", 8080)
+    isvc["status"]["address"]["url"] = "https://mnist-predictor.training.svc"  # TLS: its default port
+    assert k8s.cluster_address(isvc) == ("training", "mnist-predictor", 443)
     with pytest.raises(Exception, match="no cluster address"):
         k8s.cluster_address({"metadata": {"name": "mnist"}, "status": {"url": "http://mnist.training.example.com"}})
+    with pytest.raises(Exception, match="no cluster address"):  # an ingress host is no Service
+        k8s.cluster_address({"metadata": {"name": "mnist"},
+                             "status": {"address": {"url": "http://mnist.training.example.com"}}})
 
 
 @pytest.mark.parametrize("hostile", ['a"b', "x: y", "{evil: 1}", "- item", "#c", "'q'", "a\\b", "ü & *ref",
@@ -121,6 +139,44 @@ def test_ready_url_only_once_ready():
     assert k8s.ready_url(isvc) is None
     isvc["status"]["conditions"][0]["status"] = "True"
     assert k8s.ready_url(isvc) == "http://mnist.training.example.com"
+
+
+def test_models_list_says_ready_not_ready_or_unknown_as_the_ready_condition_does():
+    def listed(conditions):
+        return k8s.summary({"metadata": {"name": "m", "namespace": "n", "creationTimestamp": "t"},
+                            "status": {"conditions": conditions}})
+    assert listed([{"type": "Ready", "status": "True"}]) == ("m", "n", "", "Ready", "t")
+    assert listed([{"type": "Ready", "status": "False"}])[3] == "NotReady"
+    assert listed([])[3] == listed([{"type": "Ready", "status": "Unknown"}])[3] == "Unknown"  # no status yet
+
+
+class SlowKServe(k8s.KServeApi):
+    """STAND-IN for the API server (no KServe controller answers in unit tests; the e2e tier
+    waits on a real one): an InferenceService that never gets Ready, and never goes."""
+
+    def __init__(self):
+        self.gets = 0
+
+    def get(self, name, namespace):
+        self.gets += 1
+        assert self.gets < 1000, "still waiting long after the deadline: the wait is not bounded"
+        return {"metadata": {"name": name}, "status": {"conditions": [
+            {"type": "Ready", "status": "False", "reason": "Waiting", "message": "no pods"}]}}
+
+    def predictor_pods(self, name, namespace):
+        return []
+
+
+def test_waiting_until_ready_or_gone_is_bounded_and_says_what_it_saw(monkeypatch):
+    monkeypatch.setattr(k8s, "POLL_SECONDS", 0.01)
+    api = SlowKServe()
+    with pytest.raises(BackendError, match=r"^inferenceservice m not Ready after 0\.2 s: Ready=False Waiting no pods$"):
+        api.wait_ready("m", "n", 0.2)
+    assert api.gets > 1  # asked again until the deadline, not once
+    with pytest.raises(BackendError, match=r"^inferenceservice m in n still exists after 0\.2 s \(its pods may be "
+                                          r"stuck terminating\); check `kubectl get pods -n n -l "
+                                          r"serving\.kserve\.io/inferenceservice=m`$"):
+        api.wait_gone("m", "n", 0.2)
 
 
 def test_client_dry_run_prints_the_inferenceservice_without_a_cluster(cli, tmp_path):
