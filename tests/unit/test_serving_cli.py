@@ -50,6 +50,8 @@ def request_file(tmp_path) -> Path:
 
 @pytest.mark.parametrize("argv, field", [
     (["serve", "Mnist", "--model-dir", "{export}"], "NAME"),
+    (["serve", "m" * 64, "--model-dir", "{export}"], "NAME"),  # a DNS label: 63 at most
+    (["serve", "mnist", "--model-dir", "{export}", "--service-account", "sa"], "--service-account"),  # k8s only
     (["serve", "mnist", "--model-dir", "{export}", "--port", "-1"], "--port"),
     (["serve", "mnist", "--model-dir", "{export}", "--port", "70000"], "--port"),
     (["serve", "mnist", "--model-dir", "{export}", "--timeout", "0"], "--timeout"),
@@ -61,6 +63,7 @@ def request_file(tmp_path) -> Path:
     (["predict", "mnist", "--json-instances", "{export}/missing.json"], "--json-instances"),
     (["predict", "mnist", "--json-instances", "{request}", "--output-path", "{export}/out"], "--output-path"),
     (["predict", "mnist", "--input-paths", "{request}"], "--output-path"),
+    (["predict", "mnist", "--input-paths", "{request}", "--output-path", "{request}"], "--output-path"),  # a file
     (["predict", "mnist", "--input-paths", "{export}/*.none", "--output-path", "{export}/out"], "--input-paths"),
     (["predict", "mnist", "--json-instances", "{request}", "--batch-size", "0"], "--batch-size"),
     (["predict", "mnist", "--json-instances", "{request}", "--batch-size", "8"], "--batch-size"),  # online: unused
@@ -135,6 +138,42 @@ def test_a_bad_json_instances_line_is_named(cli, runs, tmp_path):
     body.refused("--json-instances")
     assert body.err.endswith(f'{path} line 1 is a whole request body ({{"instances": [...]}}), not an instance; '
                              "pass the file with --json-request, or write one JSON instance per line\n"), body.err
+
+
+def test_request_files_that_say_nothing_or_contradict_the_flags_are_refused(cli, runs, tmp_path):
+    empty = tmp_path / "empty.json"
+    empty.write_text("\n  \n")
+    line = cli("predict", "mnist", "--json-instances", str(empty), "--backend", "local").refused("--json-instances")
+    assert line.endswith(f"{empty} holds no instances; write one JSON instance per line")
+    body = tmp_path / "body.json"
+    body.write_text('{"instances": [[0.5]], "signature_name": "unkeyed"}')
+    line = cli("predict", "mnist", "--json-request", str(body), "--signature-name", "serving_default",
+               "--backend", "local").refused("--signature-name")
+    assert "'serving_default' differs from the request's signature_name 'unkeyed'" in line
+    body.write_text('{"instances": [[0.5]], "signature_name": 5}')
+    line = cli("predict", "mnist", "--json-request", str(body), "--backend", "local").refused("--json-request")
+    assert line.endswith('"signature_name" is 5, not a name; give it as a string')
+
+
+def test_batch_results_already_in_the_output_folder_are_not_overwritten(cli, runs, request_file, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "prediction.results-00000-of-00001").write_text("{}\n")
+    line = cli("predict", "mnist", "--input-paths", str(request_file), "--output-path", str(out),
+               "--backend", "local").refused("--output-path")
+    assert line.endswith(f"{out} already holds prediction results; pick a new folder")
+    assert (out / "prediction.results-00000-of-00001").read_text() == "{}\n"
+
+
+def test_a_relative_model_dir_is_given_to_the_server_as_an_absolute_path(export, monkeypatch):
+    """The server runs in the repository's folder, not the caller's: a relative --model-dir
+    would name another folder there (or none)."""
+    import argparse
+
+    from launcher.serving.cli import _local_model_dir
+
+    monkeypatch.chdir(export.parent)
+    assert _local_model_dir(argparse.Namespace(from_job=None, model_dir="export")) == str(export)
 
 
 def test_a_taken_port_is_refused_before_anything_starts(cli, runs, export):
@@ -241,6 +280,10 @@ def test_signature_is_the_one_whose_inputs_are_the_instance_fields():
     assert choose_signature([[0.0]], {"serving_default": ["text"]}, notes.append) is None
     assert choose_signature([{"other": 1}], signatures, notes.append) is None  # let the server say why
     assert choose_signature([{"image": [0], "key": 1}, {"image": [0]}], signatures, notes.append) is None
+    assert choose_signature([{"image": [0]}, {"image": [0], "key": 1}], signatures, notes.append) is None  # mixed
+    twins = dict(signatures, also=["image"])  # two signatures take the fields: none is guessed
+    assert choose_signature([{"image": [0]}], twins, notes.append) is None
+    assert choose_signature([[0.0]], twins, notes.append) is None
     assert len(notes) == 2
 
 
@@ -418,6 +461,7 @@ def test_predicts_request_timeout_bounds_the_model_servers_answers(cli, runs, tm
 def test_models_flags_that_would_do_nothing_are_refused_or_said(cli, runs):
     cli("models", "delete", "mnist", "--backend", "k8s", "--timeout", "60").refused("--timeout")  # without --wait
     cli("models", "delete", "mnist", "--backend", "local", "--wait", "--timeout", "-3").refused("--timeout")
+    cli("models", "delete", "mnist", "--backend", "k8s", "--wait", "--timeout", "0").refused("--timeout")
     listed = cli("models", "list", "--backend", "local", "-A")
     assert listed.code == 0 and listed.err.splitlines()[0] == (
         "note: -A/--all-namespaces is not used by the local model server (its models have no namespace; "
