@@ -97,7 +97,8 @@ def test_without_credentials_a_gs_path_says_how_to_get_them(cli, tmp_path, monke
 
 @pytest.mark.parametrize("argv, field, says", [
     (["--input-paths", "gs://", "--output-path", "{tmp}/out"], "--input-paths", "names no bucket"),
-    (["--input-paths", "gs://buck*/r.json", "--output-path", "{tmp}/out"], "--input-paths", "bucket name"),
+    (["--input-paths", "gs://buck*/r.json", "--output-path", "{tmp}/out"], "--input-paths",
+     "wildcards in the bucket name are not matched; name the bucket"),
     (["--input-paths", "{request}", "--output-path", "gs:///out"], "--output-path", "names no bucket"),
     (["--input-paths", "{request}", "--output-path", "gs://bucket/out-*"], "--output-path", "wildcard"),
     # a slash short, or in capitals: a local path before (./gs:/bucket/out written here)
@@ -143,12 +144,17 @@ def test_local_patterns_take_what_the_shells_glob_takes(tmp_path, monkeypatch):
     (tmp_path / "d" / "loop").symlink_to(tmp_path / "d")  # walked once, not forever
     (tmp_path / "d" / "b.json").write_text("{}\n")
     (tmp_path / "d" / ".hidden.json").write_text("{}\n")
+    (tmp_path / "d" / ".git").mkdir()  # a hidden folder: not walked unless named
+    (tmp_path / "d" / ".git" / "a.json").write_text("{}\n")
     (tmp_path / "d" / "broken.json").symlink_to(tmp_path / "nowhere.json")
     os.mkfifo(tmp_path / "d" / "fifo.json")
     assert input_files("d/*/a.json") == ["d/linked/a.json"]
     assert input_files("d/*.json") == ["d/b.json"]
     assert input_files("d/.*.json") == ["d/.hidden.json"]
     assert input_files("d/**.json") == ["d/b.json", "d/linked/a.json"]
+    assert input_files("d/.git/*.json") == ["d/.git/a.json"]
+    # a file two patterns match is predicted once
+    assert input_files("d/*.json,d/b.json, d/b.json") == ["d/b.json"]
 
 
 def test_a_full_disk_names_the_output_file_and_leaves_no_partial_file(tmp_path, monkeypatch):
@@ -168,3 +174,4 @@ def test_a_full_disk_names_the_output_file_and_leaves_no_partial_file(tmp_path, 
                                            r"No space left on device$"):
         predictions.write_outputs(str(out), {predictions.RESULTS: "{}\n", predictions.ERRORS: ""})
     assert list(out.iterdir()) == []
+

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from launcher.backends.base import BackendError
 from launcher.backends.local.procs import start_time
 from launcher.backends.local.runs import RunsDir, set_condition, write_json_atomic
 from launcher.serving.cli import job_export
@@ -393,6 +394,9 @@ def test_instances_are_read_as_gcloud_reads_them_byte_order_mark_and_stdin(tmp_p
     assert read_request(str(body)) == ([(f"{body} instance 1", [0.5])], "unkeyed")
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b'\xef\xbb\xbf[0.5]\n\n"bad"\n')))
     assert read_placed("-") == [("stdin line 1", [0.5]), ("stdin line 3", "bad")]
+    # a line separator inside a JSON string (U+2028) ends no line, as in a local file
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO('{"text": "a\u2028b"}\n'.encode())))
+    assert read_placed("-") == [("stdin line 1", {"text": "a\u2028b"})]
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"a cat\r\n {x\n")))
     assert read_placed("-", "--text-instances", text=True) == [("stdin line 1", "a cat"), ("stdin line 2", " {x")]
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b'[0.5]\n{"image"\n')))
@@ -489,3 +493,26 @@ def test_batch_prediction_says_how_far_it_is_every_progress_interval(tmp_path):
     # the 5th of 10 batches ends 10 s after the start (2 s a look); the last, at 20 of 20, is not said
     assert notes == ["Predicted 10 of 20 instances (2 failed)"], notes
     assert (tmp_path / "out" / "prediction.results-00000-of-00001").read_text().count("\n") == 18
+
+
+def test_batch_results_are_written_last_so_a_failed_run_leaves_no_results_file(tmp_path, monkeypatch):
+    """The errors file first: when it cannot be written, no results file says the run was
+    done (a rerun into the folder would be refused as holding results)."""
+    import errno
+
+    import trainer.outputs
+    from launcher.serving.predictions import ERRORS, RESULTS, batch_predict
+
+    real = trainer.outputs.write_text
+
+    def full_on_errors(path, text):
+        if str(path).endswith(ERRORS):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(path, text)
+
+    monkeypatch.setattr(trainer.outputs, "write_text", full_on_errors)
+    lines = tmp_path / "instances.json"
+    lines.write_text('"ok"\n"ok"\n')
+    with pytest.raises(BackendError, match=f"cannot write {tmp_path}/out/{ERRORS}"):
+        batch_predict(RefusingServer(), "m", [str(lines)], str(tmp_path / "out"), 1, None, print)
+    assert not (tmp_path / "out" / RESULTS).exists()
