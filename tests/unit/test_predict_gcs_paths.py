@@ -174,4 +174,3 @@ def test_a_full_disk_names_the_output_file_and_leaves_no_partial_file(tmp_path, 
                                            r"No space left on device$"):
         predictions.write_outputs(str(out), {predictions.RESULTS: "{}\n", predictions.ERRORS: ""})
     assert list(out.iterdir()) == []
-
