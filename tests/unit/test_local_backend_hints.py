@@ -72,3 +72,24 @@ def test_a_deleted_job_whose_outputs_were_kept_says_where_they_are(cli, tmp_path
                                        "(`delete kept -n a --purge` removes them)"), result.err
     assert cli("delete", "kept", "-n", "a", "--purge", "--backend", "local", backend=backend).code == 0
     assert "outputs" not in cli("status", "kept", "-n", "a", "--backend", "local", backend=backend).err
+
+
+def test_previous_of_every_replica_when_none_restarted_is_one_line(cli, tmp_path):
+    """`logs --replica all -p` of a job none of whose replicas restarted: one line naming the
+    job (the message of one replica's, `replica chief-0 has no process before ...`, would
+    send the user to that replica alone)."""
+    backend = backend_with(tmp_path, ("default", "once"))
+    run = backend.runs.job("once", "default")
+    rows = [{"id": rid, "type": rtype, "index": 0, "phase": "Succeeded", "restarts": 0, "log_ends": [3]}
+            for rid, rtype in (("chief-0", "Chief"), ("worker-0", "Worker"))]
+    run.write_status({"name": "once", "namespace": "default", "supervisor": {"pid": 1, "start": 0}, "log_times": True,
+                      "conditions": [{"type": "Succeeded", "status": "True", "reason": "TFJobSucceeded",
+                                      "message": "", "time": ""}], "replicas": rows, "history": []})
+    run.plan_path.write_text('{"replicas": [{"id": "chief-0"}, {"id": "worker-0"}], "uid": "u"}')
+    result = cli("logs", "once", "--replica", "all", "-p", "--backend", "local", backend=backend)
+    assert (result.code, result.out) == (1, "")
+    assert result.err.strip().endswith("--previous: no replica of once has a process before its current one"), \
+        result.err
+    one = cli("logs", "once", "--replica", "worker-0", "-p", "--backend", "local", backend=backend)
+    assert one.code == 1 and one.err.strip().endswith(
+        "--previous: replica worker-0 has no process before its current one (restarts 0)"), one.err
