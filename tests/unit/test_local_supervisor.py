@@ -97,3 +97,14 @@ def test_a_job_whose_supervisor_died_fails_every_replica_not_yet_ended(tmp_path)
     assert failed["message"] == (f"the local supervisor (pid 40) exited without finishing the job; its replicas "
                                  f"were killed with it; see {run.supervisor_log}")
     assert [e["replica"]["id"] for e in lost["history"] if "replica" in e] == ["worker-1", "worker-2"]  # the changes
+
+
+def test_the_job_succeeds_with_its_chief_not_with_a_worker_that_exits_0_first(supervisor):
+    """The operator's rule: with a chief, the chief's success is the job's; a worker done
+    first is just Succeeded while the chief trains on."""
+    sup = supervisor()
+    chief, worker, _ = sup.replicas
+    sup.on_exit(worker, 0)
+    assert sup.outcome is None and (worker.phase, worker.exit_code) == ("Succeeded", 0)
+    sup.on_exit(chief, 0)
+    assert sup.outcome == ("Succeeded", "TFJobSucceeded", "TFJob default/sup successfully completed.")
