@@ -108,3 +108,37 @@ def test_the_job_succeeds_with_its_chief_not_with_a_worker_that_exits_0_first(su
     assert sup.outcome is None and (worker.phase, worker.exit_code) == ("Succeeded", 0)
     sup.on_exit(chief, 0)
     assert sup.outcome == ("Succeeded", "TFJobSucceeded", "TFJob default/sup successfully completed.")
+
+
+def test_a_replica_that_cannot_start_fails_the_job_naming_the_program_and_why(supervisor):
+    """A container command this machine does not have: no traceback in the supervisor, the
+    job Failed naming the replica, the program and the system's reason."""
+    sup = supervisor()
+    worker = sup.replicas[1]
+    worker.spec["argv"] = ["/nonexistent/trainer", "--flag"]
+    sup.start(worker)
+    assert (worker.phase, worker.exit_code, worker.proc) == ("Failed", 127, None)
+    assert worker.message == "cannot start '/nonexistent/trainer': No such file or directory"
+    assert sup.outcome == ("Failed", "TFJobFailed",
+                           "replica worker-0 could not start '/nonexistent/trainer': No such file or directory")
+
+
+def test_a_secret_gone_when_a_replica_restarts_fails_the_job_saying_how_to_give_it(tmp_path, monkeypatch):
+    """The value is read as each replica starts: one removed after the submit (its file
+    deleted, the variable unset) fails the job in the launcher's one line, naming no value."""
+    from launcher.spec import SecretEnv
+
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setenv("TFJOB_LOCAL_SECRETS_DIR", str(tmp_path / "secrets"))
+    tfjob = render(JobSpec(name="sec", replicas={"Worker": ReplicaSpec(1)},
+                           secret_env=(SecretEnv("HF_TOKEN", "hf-token", "token"),)))
+    run = RunsDir(tmp_path / "runs").job("sec", "default")
+    run.create(tfjob, build_plan(tfjob, environ={}))
+    sup = Supervisor(run)
+    worker = sup.replicas[0]
+    sup.start(worker)
+    assert (worker.phase, worker.exit_code, worker.proc) == ("Failed", 127, None)
+    assert worker.message == "no value for secret env HF_TOKEN"
+    assert sup.outcome == ("Failed", "TFJobFailed", "replica worker-0: --secret-env HF_TOKEN=hf-token:token: the local "
+                           "backend found no value; export HF_TOKEN or write the value to "
+                           f"{tmp_path}/secrets/hf-token/token")
