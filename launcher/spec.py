@@ -788,8 +788,8 @@ class JobSpec:
                             f"({shown(self.package_path)}); give the package's own directory, e.g. .../"
                             f"{self.module_name.split('.')[0]}")
         if "PYTHONPATH" in self.env or any(s.name == "PYTHONPATH" for s in self.secret_env):
-            raise SpecError("--env", "PYTHONPATH is set by --package-path (to the package's parent directory); "
-                            "drop one of them")
+            raise SpecError("--env" if "PYTHONPATH" in self.env else "--secret-env", "PYTHONPATH is set by "
+                            "--package-path (to the package's parent directory); drop one of them")
 
     def container_command(self) -> tuple[str, ...]:
         """The tensorflow container's command: `python -m MODULE` with --module-name, else

@@ -184,3 +184,31 @@ def test_printed_strings_that_go_reads_otherwise_are_quoted(cli):
     lines = [line.strip() for line in result.out.splitlines()]
     assert all(f"- '{value}'" in lines for value in go_not_text)
     assert "value: 'y'" in lines and "- --train-steps" in lines  # the rest as before
+
+
+def test_every_value_in_the_launchers_templates_is_written_with_tojson():
+    """The templates are data: every {{ }} of them goes through tojson, so no value (an image
+    YAML would read as a number, a string with a line break) is left to YAML's reading."""
+    import re
+    from pathlib import Path
+
+    import launcher
+
+    templates = sorted((Path(launcher.__file__).parent / "templates").glob("*.j2"))
+    assert {t.name for t in templates} >= {"tfjob.yaml.j2", "networkpolicy.yaml.j2"}
+    raw = [(t.name, expr) for t in templates for expr in re.findall(r"{{.*?}}", t.read_text(), re.S)
+           if not re.fullmatch(r"{{ [^{}|]+ \| tojson }}", expr)]
+    assert raw == []
+
+
+def test_characters_go_refuses_raw_are_escaped_in_the_printed_tfjob(cli):
+    """DEL, C1 controls (U+0085 beyond), U+2029, U+FFFE and U+FFFF in a string make Go's YAML
+    (kubectl, helm) refuse the whole document ("control characters are not allowed"): the
+    printed TFJob holds them as \\u escapes, and reads back as given."""
+    values = ["del\x7f", "csi\x9b[2J", "c1\x86\x9f", "para\u2029graph", "non\ufffechar", "end\uffff"]
+    env = [f"--env=V{i}={value}" for i, value in enumerate(values)]
+    result = cli("render", "--name", "escaped", "--image", "gcr.io/p/trainer:1", *env, "--", *values)
+    assert result.code == 0, result.err
+    assert not any(c in result.out for c in "\x7f\x86\x9b\x9f\u2029\ufffe\uffff")
+    container = result.manifest()["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert [e["value"] for e in container["env"]] == values and container["args"] == values

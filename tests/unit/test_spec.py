@@ -103,6 +103,15 @@ def ps_job(**kw):
     ({"replicas": {"Worker": ReplicaSpec(1, memory="1e1.5")}}, "--memory worker="),
     ({"replicas": {"Worker": ReplicaSpec(1, memory="4KiB")}}, "--memory worker="),
     ({"replicas": {"Worker": ReplicaSpec(1, memory="4Ki\n")}}, "--memory worker="),
+    # a '..' segment at the end of a mount path: the API server refuses any (validatePathNoBacksteps)
+    ({"volumes": (Volume("data", "/mnt/.."),)}, "--volume"),
+    # the container command (a config file's containerCommand) and --module-name: one program to run
+    ({"module_name": "trainer.task", "command": ("python", "train.py")}, "--module-name"),
+    # PYTHONPATH is --package-path's, whether by --env or from a Secret
+    ({"module_name": "trainer.task", "package_path": "/mnt/code/trainer", "volumes": (Volume("c", "/mnt/code"),),
+      "env": {"PYTHONPATH": "/x"}}, "--env"),
+    ({"module_name": "trainer.task", "package_path": "/mnt/code/trainer", "volumes": (Volume("c", "/mnt/code"),),
+      "secret_env": (SecretEnv("PYTHONPATH", "paths", "python"),)}, "--secret-env"),
 ])
 def test_bad_values_name_the_field(kwargs, field):
     with pytest.raises(SpecError) as err:
@@ -318,6 +327,27 @@ def test_a_package_path_is_kept_without_repeated_or_trailing_slashes():
     spec = ps_job(module_name="trainer.task", package_path="/mnt//code/trainer//",
                   volumes=[Volume("code", "/mnt/code")])
     assert (spec.package_path, spec.package_parent()) == ("/mnt/code/trainer", "/mnt/code")
+
+
+def test_a_package_at_the_root_gets_the_root_as_its_parent():
+    """--package-path /trainer: PYTHONPATH and the working directory are /, not empty (an empty
+    PYTHONPATH and no workingDir would run the image's own trainer from its /app)."""
+    spec = ps_job(module_name="trainer.task", package_path="/trainer", volumes=[Volume("code", "/trainer")])
+    assert spec.package_parent() == "/"
+    assert {"name": "PYTHONPATH", "value": "/"} in spec.container_env()
+
+
+@pytest.mark.parametrize("workers", [2, 10])
+def test_a_name_is_as_long_as_its_longest_replica_name_allows(workers):
+    """The operator names each replica's pod and service NAME-ROLE-INDEX, a DNS-1035 label (at
+    most 63 characters): NAME-worker-9 of 63 is taken, of 64 refused (the index is count - 1)."""
+    replicas = {"Chief": ReplicaSpec(1), "PS": ReplicaSpec(1), "Worker": ReplicaSpec(workers)}
+    longest = 63 - len(f"-worker-{workers - 1}")
+    ps_job(name="a" * longest, replicas=replicas)
+    with pytest.raises(SpecError) as err:
+        ps_job(name="a" * (longest + 1), replicas=replicas)
+    assert str(err.value) == (f"--name: {'a' * (longest + 1)!r} is too long: replica service names would reach 64 "
+                              "characters (max 63); use a shorter name")
 
 
 DIGEST = "sha256:" + "ab" * 32

@@ -56,6 +56,7 @@ def test_rendered_tfjob_is_valid(tfjob):
     (("spec", "runPolicy", "cleanPodPolicies"), "All", "spec.runPolicy", "unknown field"),
     (("metadata", "name"), "Bad_Name", "metadata.name", "valid"),
     (("metadata", "labels"), {"team": "a b"}, 'metadata.labels.team', "valid"),
+    (("metadata", "namespace"), "a" * 64, "metadata.namespace", "longer than 63 characters"),
     (("spec", "tfReplicaSpecs"), KeyError, "spec", "'tfReplicaSpecs' is a required property; add it"),
 ])
 def test_schema_errors_name_the_path_and_fix(tfjob, path, value, field, fix):
@@ -74,6 +75,7 @@ def test_schema_errors_name_the_path_and_fix(tfjob, path, value, field, fix):
     (("spec", "tfReplicaSpecs", "Master"), None, "spec.tfReplicaSpecs", "more than 1 Chief or Master"),
     (("spec", "tfReplicaSpecs", "Launcher"), None, "spec.tfReplicaSpecs.Launcher", "unknown replica type"),
     (("metadata", "name"), "a.b", "metadata.name", "DNS-1035"),
+    (("metadata", "name"), "a" * 64, "metadata.name", "DNS-1035"),  # a label: 63 at most
     (("spec", "runPolicy", "backoffLimit"), -1, "spec.runPolicy.backoffLimit", "greater than or equal to 0"),
 ])
 def test_operator_webhook_rules(tfjob, path, value, field, fix):
