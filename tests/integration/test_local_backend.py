@@ -411,6 +411,45 @@ def test_a_killed_supervisor_takes_its_replicas_along(backend, state):
     assert (status.phase, status.conditions[-1].reason) == ("Failed", "SupervisorLost")
 
 
+# A replica that starts a process of its own (a shell's command, a data loader's worker):
+# the child's pid in STATE/child, then the replica exits 3 or serves.
+SPAWN = ("import os, subprocess, sys, time; state, action = sys.argv[1:]; "
+         "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)']); "
+         "open(os.path.join(state, 'child.tmp'), 'w').write(str(child.pid)); "
+         "os.replace(os.path.join(state, 'child.tmp'), os.path.join(state, 'child')); "
+         "sys.exit(3) if action == 'exit3' else time.sleep(300)")
+
+
+def spawning_job(name: str, state: Path, action: str) -> dict:
+    return render(JobSpec(name=name, replicas={"Worker": ReplicaSpec(1)}, restart_policy="Never",
+                          command=("python", "-c", SPAWN, str(state), action)))
+
+
+def spawned(state: Path) -> int:
+    return int(wait_for(lambda: (state / "child").exists() and (state / "child").read_text(), "the child's pid",
+                        DEADLINE))
+
+
+def test_a_replicas_own_processes_end_with_it(backend, state):
+    """A replica that exited left the processes it started running after the job had ended
+    (and one more set per restart); a container's processes end with its main one."""
+    backend.submit(spawning_job("spawner", state, "exit3"))
+    child = spawned(state)
+    assert wait_phase(backend, "spawner").phase == "Failed"
+    wait_for(lambda: gone(child), "the replica's child to end with it", DEADLINE)
+
+
+def test_delete_stops_the_processes_a_killed_supervisors_replicas_started(backend, state):
+    """A supervisor killed (SIGKILL, the OOM killer) takes its replicas along, but not what
+    they started: `delete` left those running too."""
+    backend.submit(spawning_job("orphans", state, "serve"))
+    child = spawned(state)
+    os.kill(supervisor_pid(backend, "orphans"), signal.SIGKILL)
+    assert wait_phase(backend, "orphans").conditions[-1].reason == "SupervisorLost"
+    backend.delete("orphans", NS)
+    assert gone(child)
+
+
 def test_names_conflict_and_delete_removes_everything(backend, state):
     tfjob = make_job("dup", state, {}, ps=0, workers=1)
     backend.submit(tfjob)

@@ -104,9 +104,11 @@ def test_the_job_succeeds_with_its_chief_not_with_a_worker_that_exits_0_first(su
     first is just Succeeded while the chief trains on."""
     sup = supervisor()
     chief, worker, _ = sup.replicas
-    sup.on_exit(worker, 0)
+    for replica in (chief, worker):
+        replica.proc = subprocess.Popen([sys.executable, "-c", "pass"], process_group=0)
+    sup.on_exit(worker, worker.proc.wait())
     assert sup.outcome is None and (worker.phase, worker.exit_code) == ("Succeeded", 0)
-    sup.on_exit(chief, 0)
+    sup.on_exit(chief, chief.proc.wait())
     assert sup.outcome == ("Succeeded", "TFJobSucceeded", "TFJob default/sup successfully completed.")
 
 

@@ -36,7 +36,7 @@ from ..base import AlreadyExists, Backend, BackendError, JobStatus, JobSummary, 
 from .logs import Dating, Tail, Times, follow_logs, previous_span, read_logs, read_span
 from .secrets import unresolved
 from .plan import REPO_ROOT, build_plan, command_line
-from .procs import alive, signal_group, start_time, terminate_groups, wait_until
+from .procs import alive, signal_group, start_time, terminate_groups, terminate_members, wait_until
 from .runs import (RunDir, RunsDir, ended_instances, history_after, is_terminal, job_status, open_private,
                          set_condition, summary, to_event)
 
@@ -345,6 +345,8 @@ class LocalBackend(Backend):
                 signal_group(pid, signal.SIGKILL)
         leftovers = run.status() or raw
         terminate_groups([(r["pid"], r.get("pid_start")) for r in leftovers["replicas"] if r.get("pid")], grace)
+        # a supervisor killed (SIGKILL, the OOM killer) takes its replicas along, not their own children
+        terminate_members(pid, {r["pid"] for r in leftovers["replicas"] if r.get("pid")}, grace)
         self._reap()
 
     def delete(self, name: str, namespace: str, wait: bool = False, purge: bool = False) -> Path | None:

@@ -101,6 +101,38 @@ def _pgrp(pid: int) -> int | None:
     return int(fields[2])
 
 
+def group_members(session: int, groups: set[int]) -> list[int]:
+    """The live processes of session `session` in one of the process groups `groups`.
+
+    A replica's own children (a shell's commands, a data loader's workers) are in its
+    process group and the supervisor's session. They get no PR_SET_PDEATHSIG: a replica
+    that exits, or is killed with its supervisor, leaves them running. While one of them
+    lives, the kernel hands out neither its group's id nor its session's as a new pid, so a
+    process in both is one of them, even after the leaders are gone."""
+    members = []
+    for pid in _pids():
+        fields = _stat_fields(pid)
+        if fields and fields[0] not in ("Z", "X") and int(fields[3]) == session and int(fields[2]) in groups:
+            members.append(pid)
+    return members
+
+
+def terminate_members(session: int, groups: set[int], grace: float) -> None:
+    """SIGTERM the processes of `groups` in `session` (group_members), SIGKILL what is left
+    of them after `grace`."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        members = group_members(session, groups)
+        if not members:
+            return
+        for pid in members:
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if wait_until(lambda: not group_members(session, groups), wait):
+            return
+
+
 def wait_until(predicate, timeout: float, interval: float = 0.05) -> bool:
     """Poll `predicate` until true or `timeout` seconds passed; returns its last value."""
     deadline = time.monotonic() + timeout

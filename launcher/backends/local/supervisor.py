@@ -24,7 +24,7 @@ from .plan import child_env
 from .expansion import container_variables, expand
 from .secrets import resolve, unresolved
 from .policy import BACKOFF_RESET_AFTER, backoff_exceeded, restart_delay, should_restart
-from .procs import alive, die_with_parent, exit_code, start_time, terminate_groups
+from .procs import alive, die_with_parent, exit_code, start_time, terminate_groups, terminate_members
 from .runs import (PRIVATE_UMASK, STATUS_VERSION, RunDir, Transitions, now, open_private, set_condition,
                          snapshot_entries)
 
@@ -240,6 +240,9 @@ class Supervisor:
     def on_exit(self, replica: Replica, returncode: int) -> None:
         code = exit_code(returncode)
         ran = time.monotonic() - replica.started_at
+        # what it started goes with it (as a container's processes with its main one), not
+        # left running after the job, nor once per restart
+        terminate_members(os.getsid(0), {replica.proc.pid}, 0)
         replica.proc, replica.exit_code = None, code
         replica.ended()
         log(f"{replica.id} exited with code {code}")
