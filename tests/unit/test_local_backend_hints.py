@@ -93,3 +93,13 @@ def test_previous_of_every_replica_when_none_restarted_is_one_line(cli, tmp_path
     one = cli("logs", "once", "--replica", "worker-0", "-p", "--backend", "local", backend=backend)
     assert one.code == 1 and one.err.strip().endswith(
         "--previous: replica worker-0 has no process before its current one (restarts 0)"), one.err
+
+
+def test_list_skips_a_job_being_deleted_meanwhile(cli, tmp_path):
+    """`list` while another shell's `delete` removes a job's files (here: its plan gone,
+    its manifest not yet): the other jobs, no traceback."""
+    backend = backend_with(tmp_path, ("default", "staying"), ("default", "leaving"))
+    backend.runs.job("leaving", "default").plan_path.unlink()
+    result = cli("list", "--backend", "local", backend=backend)
+    assert result.code == 0, result.err
+    assert [line.split()[0] for line in result.out.splitlines()[1:]] == ["staying"]
