@@ -68,12 +68,25 @@ def saved_versions(model_dir: str) -> list[int]:
                   reverse=True)
 
 
+def unreadable(flag: str, path: str, error, access: str = "give read access to it") -> str:
+    """One line for a `path` TensorFlow failed to read (tf.errors.OpError): no access (the
+    fix `access`), or a scheme this TensorFlow has no filesystem for (s3://, hdfs://). The
+    rule of predict and of trainer.serve."""
+    lines = (error.message or "").splitlines()
+    if isinstance(error, tf.errors.UnimplementedError):
+        access = "this TensorFlow reads local paths and gs:// only; copy it to one of those"
+    return f"{flag}: cannot read {path} ({lines[0] if lines else error.__class__.__name__}); {access}"
+
+
 def resolve(model_dir: str) -> str:
     """The SavedModel dir: `model_dir` itself, or its newest numbered subdir."""
-    if tf.io.gfile.exists(f"{model_dir.rstrip('/')}/saved_model.pb"):
-        return model_dir
     root = model_dir.rstrip("/")
-    stamps = saved_versions(root)
+    try:
+        if tf.io.gfile.exists(f"{root}/saved_model.pb"):
+            return model_dir
+        stamps = saved_versions(root)
+    except tf.errors.OpError as error:  # permission denied, s3:// (no filesystem for it here), ...
+        raise RequestError(unreadable("--model-dir", model_dir, error, "give read access to the export")) from None
     if not stamps:
         if gone := outputs.absent_bucket(root):
             raise RequestError(f"--model-dir: {gone} ({model_dir}); give the bucket the job exported to")
@@ -106,10 +119,13 @@ def check_instances_file(path: str) -> None:
     """One line naming --json-instances when `path` is no file to read."""
     if path == STDIN:
         return
-    if tf.io.gfile.isdir(path):
-        raise RequestError(f"--json-instances: {path}: a directory; pass a file with one JSON instance per line")
-    if not tf.io.gfile.exists(path):
-        raise RequestError(f"--json-instances: {path}: no such file")
+    try:
+        if tf.io.gfile.isdir(path):
+            raise RequestError(f"--json-instances: {path}: a directory; pass a file with one JSON instance per line")
+        if not tf.io.gfile.exists(path):
+            raise RequestError(f"--json-instances: {path}: no such file")
+    except tf.errors.OpError as error:
+        raise RequestError(unreadable("--json-instances", path, error)) from None
 
 
 def instance_lines(path: str) -> list[tuple[int, str]]:
@@ -118,8 +134,11 @@ def instance_lines(path: str) -> list[tuple[int, str]]:
     if path == STDIN:
         text = sys.stdin.read().removeprefix("\ufeff")
     else:
-        with tf.io.gfile.GFile(path) as handle:
-            text = handle.read().removeprefix("\ufeff")
+        try:
+            with tf.io.gfile.GFile(path) as handle:
+                text = handle.read().removeprefix("\ufeff")
+        except tf.errors.OpError as error:  # a gs:// object it may not read
+            raise RequestError(unreadable("--json-instances", path, error)) from None
     return [(number, line) for number, line in enumerate(text.split("\n"), 1) if line.strip()]
 
 

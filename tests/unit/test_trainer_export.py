@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -127,6 +128,23 @@ def test_file_by_file_a_move_cut_off_removes_the_incomplete_version(model, tmp_p
     assert os.listdir(tmp_path / "export") == []
 
 
+def test_exports_within_one_second_get_versions_one_apart(model, tmp_path, monkeypatch):
+    monkeypatch.setattr(export.time, "time", lambda: 1700000000.5)
+    paths = [export.export(model, str(tmp_path)) for _ in range(3)]
+    assert [path.rsplit("/", 1)[1] for path in paths] == ["1700000000", "1700000001", "1700000002"]
+
+
+def test_file_by_file_a_version_that_exists_is_not_written_into(tmp_path, object_store):
+    """Another export's version (two chiefs, say): refused whole, its files untouched."""
+    temp, path = tmp_path / "export" / "temp-5", tmp_path / "export" / "5"
+    for folder, text in ((temp, "new"), (path, "old")):
+        (folder / "variables").mkdir(parents=True)
+        (folder / "saved_model.pb").write_text(text)
+    with pytest.raises(tf.errors.AlreadyExistsError):
+        export.publish(str(temp), str(path))
+    assert (path / "saved_model.pb").read_text() == "old" and not temp.exists() and object_store == []
+
+
 def test_a_killed_exports_temp_dir_is_no_version_and_the_next_export_removes_it(model, tmp_path, capsys):
     """SIGKILL (or SIGTERM, which leaves through os._exit) between the save and the rename
     leaves temp-<version>/: not numeric, so no version to predict or TF Serving; the next
@@ -185,6 +203,7 @@ def test_predict_prints_classes_and_probabilities(exported, tmp_path, capsys):
         fields = line.split(maxsplit=2)
         assert int(fields[0]) == key and 0 <= int(fields[1]) <= 9
         assert len(json.loads(fields[2])) == 10
+        assert re.fullmatch(r"\[(\d\.\d{4}, ){9}\d\.\d{4}\]", fields[2]), fields[2]  # 4 decimals, as the doc says
 
 
 def test_the_command_prints_the_table_and_no_tensorflow_start_up_lines(exported, tmp_path):
@@ -289,6 +308,7 @@ def test_signature_name_picks_the_signature(exported, tmp_path, capsys):
 
 @pytest.mark.parametrize("lines, expected", [
     ([{"image": [0.0] * 784, "key": "a7"}], 'line 1: key must be an integer, got "a7"'),
+    ([{"image": [0.0] * 784, "key": True}], "line 1: key must be an integer, got true"),  # not key 1
     ([{"image": [0.0] * 784, "key": 1}, {"image": [0.0] * 784}], 'line(s) 2 have no "key" while others do'),
 ])
 def test_string_keys_and_keys_on_some_lines_are_refused(exported, tmp_path, capsys, lines, expected):
@@ -322,3 +342,41 @@ def test_a_missing_json_instances_file_is_refused_naming_the_flag(exported, tmp_
     assert capsys.readouterr() == ("", 'trainer.predict: --json-instances line 1: a whole request body ({"inputs": '
                                        "[...]}), not an instance; write one JSON instance per line (launcher predict "
                                        "--json-request takes a request body)\n")
+
+
+@pytest.mark.parametrize("flag", ["--model-dir", "--json-instances"])
+def test_a_location_tensorflow_cannot_read_is_one_line_exit_2(exported, tmp_path, capsys, flag):
+    """s3:// (no filesystem for it in this TensorFlow): was a traceback (UnimplementedError)."""
+    request = tmp_path / "request.json"
+    request.write_text(json.dumps([0.0] * 784) + "\n")
+    given = {"--model-dir": exported, "--json-instances": str(request), flag: "s3://bucket/runs/1/x"}
+    assert predict.main([arg for pair in given.items() for arg in pair]) == 2
+    assert capsys.readouterr() == ("", f"trainer.predict: {flag}: cannot read s3://bucket/runs/1/x (File system "
+                                       "scheme 's3' not implemented (file: 's3://bucket/runs/1/x"
+                                       f"{'/saved_model.pb' if flag == '--model-dir' else ''}')); this TensorFlow "
+                                       "reads local paths and gs:// only; copy it to one of those\n")
+
+
+def test_instances_without_keys_are_refused_when_two_signatures_could_take_them(tmp_path, capsys):
+    """No signature is guessed between two that both take serving_default's inputs without "key"."""
+    class Twins(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.float32, name="x"),
+                                      tf.TensorSpec([None], tf.int64, name="key")])
+        def keyed(self, x, key):
+            return {"y": x, "key": key}
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.float32, name="x")])
+        def plain(self, x):
+            return {"y": x}
+
+    module = Twins()
+    version = tmp_path / "export" / "1"
+    tf.saved_model.save(module, str(version), signatures={"serving_default": module.keyed, "a": module.plain,
+                                                          "b": module.plain})
+    request = tmp_path / "request.json"
+    request.write_text('{"x": 1.5}\n')
+    assert predict.main(["--model-dir", str(version), "--json-instances", str(request)]) == 2
+    assert capsys.readouterr() == ("", 'trainer.predict: --json-instances: the instances carry no "key", which '
+                                       "serving_default takes; give every instance an integer key, or pass "
+                                       "--signature-name\n")
+    assert predict.main(["--model-dir", str(version), "--json-instances", str(request), "--signature-name", "b"]) == 0

@@ -36,7 +36,7 @@ from starlette.exceptions import HTTPException
 from tensorflow.core.framework import types_pb2
 
 from trainer import outputs
-from trainer.predict import RequestError as LoadError, instance_defaults, load, saved_versions
+from trainer.predict import RequestError as LoadError, instance_defaults, load, saved_versions, unreadable
 from trainer.serve import v2
 from trainer.serve.codec import (DEFAULT_SIGNATURE, InputSpec, RequestError, dumps, input_spec, parse_body,
                                  to_arrays, to_response)
@@ -55,9 +55,9 @@ def resolve(model_dir: str) -> tuple[str, str]:
             name = model_dir.rsplit("/", 1)[-1]
             return model_dir, (name if name.isdigit() else "1")
         versions = saved_versions(model_dir)
-    except tf.errors.OpError as error:  # permission denied, a bucket that is not there, ...
-        raise ModelDirError(f"--model-dir: cannot read {model_dir} ({error.message.splitlines()[0]}); "
-                            "give the server read access to the export") from None
+    except tf.errors.OpError as error:  # permission denied, s3:// (no filesystem for it here), ...
+        raise ModelDirError(unreadable("--model-dir", model_dir, error, "give the server read access to the export")
+                            ) from None
     if not versions:
         if gone := outputs.absent_bucket(model_dir):
             raise ModelDirError(f"--model-dir: {gone} ({model_dir}); give the bucket the job exported to")
