@@ -203,3 +203,66 @@ def test_bad_k8s_serve_input_is_one_line_exit_2(cli, argv, field):
     result = cli("serve", "mnist", *argv)
     assert result.code == 2 and result.out == ""
     assert result.err.startswith(f"error: {field}: ") and len(result.err.strip().splitlines()) == 1
+
+
+class ReadyKServe:
+    """STAND-IN for the API server with KServe's controller (the node tier runs the real
+    one): creates the InferenceService and reports it Ready at once, with the URLs given."""
+
+    def __init__(self, url: str, address: str):
+        self.url, self.address, self.created = url, address, []
+
+    def __call__(self, *args):  # as the class: KServeApi(kubeconfig, context, request_timeout)
+        return self
+
+    def create(self, isvc, dry_run=False):
+        self.created.append(isvc)
+        return isvc
+
+    def wait_ready(self, name, namespace, timeout):
+        return self.url
+
+    def get(self, name, namespace):
+        return {"status": {"url": self.url, "address": {"url": self.address}}}
+
+    def close(self):
+        pass
+
+
+def test_serve_says_where_the_ready_model_answers_with_the_clusters_strings_shown_safely(cli, monkeypatch):
+    """The URLs are the cluster's strings: a control character in one is shown, not acted on."""
+    api = ReadyKServe("http://mnist.training.example.com\x1b]0;owned\x07", "http://mnist-predictor.training.svc")
+    monkeypatch.setattr(k8s, "KServeApi", api)
+    result = cli("serve", "mnist", "--model-dir", EXPORT, "--backend", "k8s", "-n", "training",
+                 "--runtime-image", "trainer:0.1.0")
+    assert result.code == 0, result
+    assert "\x1b" not in result.out and "\x07" not in result.out
+    assert result.out.splitlines() == [
+        f"inferenceservice mnist created in namespace training (storageUri {EXPORT})",
+        "Model mnist is ready: http://mnist.training.example.com^[]0;owned\\x07/v1/models/mnist:predict",
+        "  Open Inference Protocol (KServe v2, binary tensors for throughput): "
+        "http://mnist.training.example.com^[]0;owned\\x07/v2/models/mnist/infer",
+        "  in the cluster: http://mnist-predictor.training.svc/v1/models/mnist:predict; from here: `python -m "
+        "launcher predict mnist --backend k8s -n training --json-instances FILE` (through the API server)"]
+    assert [(isvc["metadata"]["name"], isvc["metadata"]["namespace"]) for isvc in api.created] == [("mnist", "training")]
+
+
+def test_predictions_through_the_api_servers_proxy_are_bounded_by_request_timeout(tmp_path):
+    """ServiceProxy: predict's --request-timeout bounds each answer, not the caller's 60 s."""
+    import time
+
+    from launcher.serving.client import ServingError
+    from tests.support.silent_server import SilentServer
+
+    with SilentServer() as silent:
+        config = tmp_path / "kubeconfig"
+        config.write_text(yaml.safe_dump(silent.kubeconfig()))
+        api = k8s.KServeApi(str(config), None, 1.0)
+        try:
+            proxy = k8s.ServiceProxy(api, "training", "mnist-predictor", 80, timeout=1.0)
+            start = time.monotonic()
+            with pytest.raises(ServingError):
+                proxy.send("POST", "/v1/models/mnist:predict", {"instances": [1]}, timeout=60.0)
+            assert time.monotonic() - start < 20, "the caller's 60 s, not --request-timeout's 1 s"
+        finally:
+            api.close()
