@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -175,6 +176,34 @@ def test_outbound_only_through_slirp4netns(tmp_path, monkeypatch):
     assert probe == "ConnectionRefusedError" and not on_host
     assert status["network"] == {"mode": "isolated", "outbound": "slirp4netns"}
     assert phase == "Succeeded" and notes == []
+
+
+# Connects to slirp4netns's address of the host's loopback (10.0.2.2) and says what came of it.
+TO_HOST_LOOPBACK = ("import socket, sys\n"
+                    "with socket.socket() as sock:\n"
+                    "    sock.settimeout(5)\n"
+                    "    try:\n"
+                    "        sock.connect(('10.0.2.2', int(sys.argv[1])))\n"
+                    "        print('reached')\n"
+                    "    except OSError as err:\n"
+                    "        print('not reached:', type(err).__name__)\n")
+
+
+@pytest.mark.skipif(shutil.which("slirp4netns") is None, reason="slirp4netns is not installed")
+def test_a_job_behind_slirp4netns_does_not_reach_this_machines_loopback(tmp_path, monkeypatch):
+    """Outbound only: slirp4netns runs with host loopback disabled, so a service listening
+    on this machine's 127.0.0.1 only is not the job's to reach (README: Security)."""
+    for proxy in ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(proxy, raising=False)
+    with socket.socket() as service:
+        service.bind(("127.0.0.1", 0))
+        service.listen()
+        port = service.getsockname()[1]
+        phase, notes, status = run_standin(tmp_path, ("python", "-c", TO_HOST_LOOPBACK, str(port),
+                                                      "gs://some-bucket/data"), name="no-loopback")
+    assert status["network"] == {"mode": "isolated", "outbound": "slirp4netns"} and notes == []
+    log = (tmp_path / "runs" / "default" / "no-loopback" / "logs" / "worker-0.log").read_text()
+    assert phase == "Succeeded" and log.startswith("not reached: "), log
 
 
 def test_without_user_namespaces_the_job_runs_and_says_why_once(tmp_path):
