@@ -131,14 +131,17 @@ def check_instances_file(path: str) -> None:
 def instance_lines(path: str) -> list[tuple[int, str]]:
     """(number, line) of each non-blank line of a --json-instances file, as gcloud reads it:
     a UTF-8 byte order mark (Windows editors write one) is no part of line 1. `-`: stdin."""
-    if path == STDIN:
-        text = sys.stdin.read().removeprefix("\ufeff")
-    else:
-        try:
+    try:
+        if path == STDIN:
+            text = sys.stdin.read().removeprefix("\ufeff")
+        else:
             with tf.io.gfile.GFile(path) as handle:
                 text = handle.read().removeprefix("\ufeff")
-        except tf.errors.OpError as error:  # a gs:// object it may not read
-            raise RequestError(unreadable("--json-instances", path, error)) from None
+    except tf.errors.OpError as error:  # a gs:// object it may not read
+        raise RequestError(unreadable("--json-instances", path, error)) from None
+    except UnicodeDecodeError:
+        raise RequestError(f"--json-instances: cannot read {'stdin' if path == STDIN else path} (not UTF-8 text); "
+                           "write one JSON instance per line") from None
     return [(number, line) for number, line in enumerate(text.split("\n"), 1) if line.strip()]
 
 

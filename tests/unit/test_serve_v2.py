@@ -104,6 +104,14 @@ def test_a_left_out_input_with_a_default_is_filled_for_the_batch():
     ({"inputs": [{"name": "key", "datatype": "INT64", "shape": [1], "data": [1]},
                  {"name": "key", "datatype": "INT64", "shape": [1], "data": [2]}]}, b"", None,
      "input 'key' is given twice"),
+    # numpy's int64 product of the shape wraps to 0 (a ValueError, HTTP 500, at the reshape); Python's does not
+    ({"inputs": [{"name": "image", "datatype": "FP32", "shape": [2 ** 32, 2 ** 32], "data": []}]}, b"", None,
+     '"data" holds 0 values, shape [4294967296, 4294967296] needs 18446744073709551616'),
+    ({"inputs": [{"name": "image", "datatype": "FP32", "shape": [2 ** 32, 2 ** 32],
+                  "parameters": {"binary_data_size": 4}}]}, b"\0" * 4, None,
+     "binary_data_size 4 != 18446744073709551616 values of FP32"),
+    ({"inputs": [{"name": "image", "datatype": "FP32", "shape": [0, 2 ** 63], "data": []}]}, b"", None,
+     '"shape" [0, 9223372036854775808] is larger than any array can be'),
 ])
 def test_a_malformed_request_is_one_clear_error(header, tail, headers, message):
     body, given = binary(header, tail)

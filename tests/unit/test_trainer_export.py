@@ -380,3 +380,19 @@ def test_instances_without_keys_are_refused_when_two_signatures_could_take_them(
                                        "serving_default takes; give every instance an integer key, or pass "
                                        "--signature-name\n")
     assert predict.main(["--model-dir", str(version), "--json-instances", str(request), "--signature-name", "b"]) == 0
+
+
+def test_instances_that_are_not_utf8_are_one_line_exit_2(exported, tmp_path, capsys, monkeypatch):
+    """Was a traceback (UnicodeDecodeError, exit 1); launcher predict said it in one line."""
+    import io
+    import sys
+
+    request = tmp_path / "request.json"
+    request.write_bytes(b"\xff\xfe[0.5]\n")
+    assert predict.main(["--model-dir", exported, "--json-instances", str(request)]) == 2
+    assert capsys.readouterr() == ("", f"trainer.predict: --json-instances: cannot read {request} (not UTF-8 text); "
+                                       "write one JSON instance per line\n")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"\xff\xfe[0.5]\n"), encoding="utf-8"))
+    assert predict.main(["--model-dir", exported, "--json-instances", "-"]) == 2
+    assert capsys.readouterr() == ("", "trainer.predict: --json-instances: cannot read stdin (not UTF-8 text); "
+                                       "write one JSON instance per line\n")

@@ -23,6 +23,7 @@ way, and the answer carries the same header.
 from __future__ import annotations
 
 import json
+import math
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -100,6 +101,13 @@ def _bytes_elements(raw: memoryview, count: int, where: str) -> np.ndarray:
     return np.array(values, dtype=object)
 
 
+def _reshaped(array: np.ndarray, shape: tuple[int, ...], where: str) -> np.ndarray:
+    try:
+        return array.reshape(shape)
+    except ValueError:  # dimensions no array can have, even without values ([0, 2**63])
+        raise RequestError(f'{where}: "shape" {list(shape)} is larger than any array can be') from None
+
+
 def _shape(value: Any, where: str) -> tuple[int, ...]:
     if not isinstance(value, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
                                               for d in value):
@@ -129,10 +137,10 @@ def _from_json(data: Any, dtype: np.dtype, shape: tuple[int, ...], where: str) -
             array = np.asarray(data, dtype=dtype) if kinds == "iu" else array.astype(dtype)
         except OverflowError:
             raise RequestError(f"{where}: a value is out of the range of {NAMES[dtype]}") from None
-    if array.size != int(np.prod(shape)):
-        raise RequestError(f"{where}: \"data\" holds {array.size} values, shape {list(shape)} needs "
-                           f"{int(np.prod(shape))}")
-    return array.reshape(shape)
+    needed = math.prod(shape)  # a Python int: numpy's int64 product wraps ([2**32, 2**32] needed 0)
+    if array.size != needed:
+        raise RequestError(f"{where}: \"data\" holds {array.size} values, shape {list(shape)} needs {needed}")
+    return _reshaped(array, shape, where)
 
 
 def _input(item: Any, number: int, tail: memoryview, offset: int) -> tuple[str, np.ndarray, int]:
@@ -161,14 +169,14 @@ def _input(item: Any, number: int, tail: memoryview, offset: int) -> tuple[str, 
             raise RequestError(f"{where}: binary_data_size {size} runs past the {len(tail) - offset} bytes left "
                                "in the body")
         raw = tail[offset:offset + size]
-        count = int(np.prod(shape))
+        count = math.prod(shape)  # a Python int: numpy's int64 product wraps
         if dtype == np.dtype(object):
-            array = _bytes_elements(raw, count, where).reshape(shape)
+            array = _reshaped(_bytes_elements(raw, count, where), shape, where)
         else:
             if size != count * dtype.itemsize:
                 raise RequestError(f"{where}: binary_data_size {size} != {count} values of {kind} "
                                    f"({count * dtype.itemsize} bytes) for shape {list(shape)}")
-            array = np.frombuffer(raw, dtype=dtype.newbyteorder("<")).reshape(shape)
+            array = _reshaped(np.frombuffer(raw, dtype=dtype.newbyteorder("<")), shape, where)
         return name, array, offset + size
     if "data" not in item:
         raise RequestError(f'{where}: no "data" and no parameters.binary_data_size')
