@@ -102,18 +102,48 @@ def _connect_from_host(host: str, port: int) -> str:
     return "open"
 
 
-def run_standin(tmp_path, argv: tuple[str, ...], name: str = "needs-net", timeout: float = 60) -> tuple[str, list,
-                dict]:
-    """Run a 1-worker job whose command is `argv` (python ...) on the real local backend:
-    (final phase, the notes submit printed, status.json)."""
+def run_standin(tmp_path, argv: tuple[str, ...], name: str = "needs-net", timeout: float = 60,
+                workers: int = 1) -> tuple[str, list, dict]:
+    """Run a job of `workers` workers whose command is `argv` (python ...) on the real local
+    backend: (final phase, the notes submit printed, status.json)."""
     notes: list[str] = []
     backend = LocalBackend(runs_dir=str(tmp_path / "runs"), note=notes.append)
     try:
-        backend.submit(render(JobSpec(name=name, replicas={"Worker": ReplicaSpec(1)}, command=argv)))
+        backend.submit(render(JobSpec(name=name, replicas={"Worker": ReplicaSpec(workers)}, command=argv)))
         wait_for(lambda: backend.status(name, "default").phase in ("Succeeded", "Failed"), "the job", timeout)
     finally:
         backend.stop(name, "default")
     return backend.status(name, "default").phase, notes, backend.runs.job(name, "default").status()
+
+
+# worker-1 serves on its TF_CONFIG address; worker-0 connects to it there and says what it got.
+PEERS = ("import json, os, socket, time\n"
+         "tf = json.loads(os.environ['TF_CONFIG'])\n"
+         "host, port = tf['cluster']['worker'][1].rsplit(':', 1)\n"
+         "if tf['task']['index'] == 1:\n"
+         "    server = socket.create_server((host, int(port)))\n"
+         "    while True:\n"
+         "        server.accept()[0].sendall(b'hello from worker-1')\n"
+         "deadline = time.monotonic() + 20\n"
+         "while True:\n"
+         "    try:\n"
+         "        with socket.create_connection((host, int(port)), timeout=2) as sock:\n"
+         "            print('got:', sock.recv(100).decode())\n"
+         "        break\n"
+         "    except OSError as err:\n"
+         "        if time.monotonic() > deadline:\n"
+         "            print('no peer:', type(err).__name__)\n"
+         "            break\n"
+         "        time.sleep(0.1)\n")
+
+
+def test_the_replicas_reach_each_other_on_127_0_0_1_in_their_namespace(tmp_path):
+    """The namespace's loopback is up: a replica reaches another at its TF_CONFIG address
+    (the real trainers' tests show the same, in minutes rather than a second)."""
+    phase, notes, status = run_standin(tmp_path, ("python", "-c", PEERS), name="peers", workers=2)
+    assert status["network"] == {"mode": "isolated"} and notes == []
+    log = (tmp_path / "runs" / "default" / "peers" / "logs" / "worker-0.log").read_text()
+    assert phase == "Succeeded" and log == "got: hello from worker-1\n", log
 
 
 @pytest.mark.parametrize("env, words", [
