@@ -97,6 +97,7 @@ def test_each_flag_that_replaces_a_config_files_value_says_so(tmp_path):
                                       "--job-dir", "/tmp/out", "--image", "gcr.io/p/flag:2", "--label", "team=b",
                                       "--label", "owner=al", "--active-deadline-seconds", "60"])
     spec, notes = build_spec(args, ("--train-steps", "7"))
+    assert dict(spec.labels) == {"team": "b", "owner": "al"}  # the flag's team, not the file's
     source = f"--config {config}"
     assert [note for note in notes if "instead of" in note] == [
         f"note: --workers 8 is used instead of 4 from {source} (the flag wins)",

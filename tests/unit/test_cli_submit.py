@@ -215,6 +215,8 @@ def test_dry_run_client_is_the_bare_dry_run_and_none_submits(cli):
     (["--stream-logs", "--async"], "--stream-logs"),
     (["--dry-run", "--stream-logs"], "--stream-logs"),  # a dry run follows nothing
     (["--server-dry-run", "--replace"], "--replace"),
+    (["--detach", "--max-resubmits", "2"], "--max-resubmits"),  # resubmits need submit to follow the job
+    (["--dry-run", "--max-resubmits", "2"], "--max-resubmits"),
     (["--backend", "local", "--kubeconfig", "/tmp/kubeconfig"], "--kubeconfig"),
     (["--backend", "local", "--context", "gke"], "--context"),
     (["--request-timeout", "0"], "--request-timeout"),

@@ -62,8 +62,10 @@ def test_legacy_gpu_machine_types():
 
 def test_use_chief_false_and_cloud_only_fields_are_reported():
     config = cloudml.from_training_input({"scaleTier": "BASIC", "useChiefInTfConfig": False,
-                                          "region": "us-central1", "runtimeVersion": "2.11"})
+                                          "region": "us-central1", "runtimeVersion": "2.11",
+                                          "scheduling": {"maxWaitTime": "3600s"}})
     assert any("useChiefInTfConfig" in note for note in config.notes)
+    assert "note: trainingInput.scheduling.maxWaitTime has no TFJob equivalent; ignored" in config.notes
     assert any("region" in note for note in config.notes)
     assert any("runtimeVersion" in note for note in config.notes)
 
@@ -91,6 +93,13 @@ def test_use_chief_false_and_cloud_only_fields_are_reported():
     ({"scaleTier": "CUSTOM", "masterType": "n1-standard-4", "masterConfig": {1: 2}}, "masterConfig.1"),
     ({"scaleTier": "BASIC", "hyperparameters": {"goal": "MAXIMIZE"}}, "hyperparameters"),
     ({"scaleTier": "BASIC", "scheduling": {"maxRunningTime": "2h"}}, "scheduling.maxRunningTime"),
+    ({"scaleTier": "BASIC", "scheduling": {"maxRunningTime": 7200}}, "scheduling.maxRunningTime"),  # no 's'
+    # a count of GPUs without their type; one image per job (a TFJob here runs one for every replica)
+    ({"scaleTier": "CUSTOM", "masterType": "n1-standard-4", "masterConfig": {"acceleratorConfig": {"count": 1}}},
+     "masterConfig.acceleratorConfig.type"),
+    ({"scaleTier": "CUSTOM", "masterType": "n1-standard-4", "workerCount": 1,
+      "masterConfig": {"imageUri": "gcr.io/p/a:1"}, "workerConfig": {"imageUri": "gcr.io/p/b:1"}},
+     "workerConfig.imageUri"),
     ({"scaleTier": "BASIC", "args": "--train-steps 10"}, "args"),
     ({"scaleTier": "CUSTOM", "masterType": "n1-standard-4", "workerCount": "²"}, "workerCount"),
     ({"scaleTier": "BASIC", "scheduling": {"maxRunningTime": "٣٠٠s"}}, "scheduling.maxRunningTime"),

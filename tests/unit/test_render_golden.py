@@ -202,9 +202,10 @@ def test_every_value_in_the_launchers_templates_is_written_with_tojson():
 
 
 def test_characters_go_refuses_raw_are_escaped_in_the_printed_tfjob(cli):
-    """DEL, C1 controls (U+0085 beyond), U+2029, U+FFFE and U+FFFF in a string make Go's YAML
-    (kubectl, helm) refuse the whole document ("control characters are not allowed"): the
-    printed TFJob holds them as \\u escapes, and reads back as given."""
+    """DEL, C1 controls (U+0085 beyond), U+FFFE and U+FFFF in a string make Go's YAML (kubectl,
+    helm) refuse the whole document ("control characters are not allowed"): the printed TFJob
+    holds them (and U+2029) as \\u escapes, and they read back as given. PyYAML refuses them
+    raw as well, so the template's JSON, which render reads back, must escape them too."""
     values = ["del\x7f", "csi\x9b[2J", "c1\x86\x9f", "para\u2029graph", "non\ufffechar", "end\uffff"]
     env = [f"--env=V{i}={value}" for i, value in enumerate(values)]
     result = cli("render", "--name", "escaped", "--image", "gcr.io/p/trainer:1", *env, "--", *values)
