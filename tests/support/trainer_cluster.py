@@ -189,7 +189,10 @@ class TrainerCluster:
         self.args = list(args)
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.env = trainer_env(env)
+        # the replicas' temporary folders in the test's: a replica a test kills outright
+        # leaves its trainer-* folder there, not in /tmp
+        (self.workdir / "tmp").mkdir(exist_ok=True)
+        self.env = trainer_env({"TMPDIR": str(self.workdir / "tmp"), **(env or {})})
         ports = {(rtype.lower(), index): free_port() for rtype, index in replicas(self.tfjob)}
         self.address = lambda rt, index: f"{LOCAL}:{ports[(rt, index)]}"
         self.replicas: dict[str, Replica] = {}

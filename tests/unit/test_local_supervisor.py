@@ -7,6 +7,7 @@ import json
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -144,3 +145,37 @@ def test_a_secret_gone_when_a_replica_restarts_fails_the_job_saying_how_to_give_
     assert sup.outcome == ("Failed", "TFJobFailed", "replica worker-0: --secret-env HF_TOKEN=hf-token:token: the local "
                            "backend found no value; export HF_TOKEN or write the value to "
                            f"{tmp_path}/secrets/hf-token/token")
+
+
+KILLED_WITH_TEMP = """
+import os, sys, tempfile
+made = tempfile.mkdtemp(prefix="trainer-")  # as trainer.task's private_tmp
+open(os.path.join(made, "f.py"), "w").close()
+print(made, os.environ.get("TMPDIR"), flush=True)
+os.kill(os.getpid(), 9)  # outright: its own cleanup never runs
+"""
+
+
+def test_a_replica_has_a_temporary_folder_of_its_own_emptied_as_it_exits(supervisor):
+    """A replica killed outright (SIGKILL, OOM) left its trainer-* folder (AutoGraph's files)
+    in this machine's /tmp: each replica gets $TMPDIR in the job's folder, as a container
+    its own /tmp, removed as its process exits and, for all, at the job's end."""
+    sup = supervisor()
+    chief, worker, _ = sup.replicas
+    chief.spec["argv"] = [sys.executable, "-c", KILLED_WITH_TEMP]
+    worker.spec["argv"] = [sys.executable, "-c", "import os; print(os.environ['TMPDIR'], flush=True)"]
+    worker.spec["env"]["TMPDIR"] = str(sup.run.path / "mine")  # the job's own TMPDIR wins
+    sup.start(chief)
+    sup.start(worker)
+    code = chief.proc.wait(timeout=60)
+    worker.proc.wait(timeout=60)
+    made, tmpdir = chief.log_path.read_text().split()
+    assert Path(tmpdir) == sup.run.tmp_path("chief-0") and Path(made).parent == Path(tmpdir)
+    assert Path(made, "f.py").exists() and code == -signal.SIGKILL  # left by the kill
+    sup.on_exit(chief, code)
+    assert not Path(tmpdir).exists() and sup.run.tmp.is_dir()
+    assert worker.log_path.read_text() == f"{sup.run.path / 'mine'}\n"
+    sup.start(chief)  # a restart gets it again
+    sup.outcome = ("Failed", "Reason", "message")
+    sup.finish()
+    assert not sup.run.tmp.exists()

@@ -117,6 +117,14 @@ class RunDir:
     def times_path(self, replica: str) -> Path:
         return self.path / "logs" / f"{replica}.times"
 
+    @property
+    def tmp(self) -> Path:
+        return self.path / "tmp"
+
+    def tmp_path(self, replica: str) -> Path:
+        """The replica's $TMPDIR (its container's /tmp), emptied as each of its processes exits."""
+        return self.tmp / replica
+
     def exists(self) -> bool:
         return self.manifest_path.is_file()
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -25,8 +26,8 @@ from .expansion import container_variables, expand
 from .secrets import resolve, unresolved
 from .policy import BACKOFF_RESET_AFTER, backoff_exceeded, restart_delay, should_restart
 from .procs import alive, die_with_parent, exit_code, start_time, terminate_groups, terminate_members
-from .runs import (PRIVATE_UMASK, STATUS_VERSION, RunDir, Transitions, now, open_private, set_condition,
-                         snapshot_entries)
+from .runs import (PRIVATE_UMASK, STATUS_VERSION, RunDir, Transitions, now, open_private, private_dir,
+                   set_condition, snapshot_entries)
 
 POLL_SECONDS = 0.1
 GRACE_ENV = "TFJOB_LOCAL_STOP_GRACE_SECONDS"  # SIGTERM -> SIGKILL grace (default 10 s)
@@ -206,6 +207,9 @@ class Supervisor:
         replica.restart_at = None
         argv = replica.spec["argv"]
         env = child_env(replica.spec["env"], dict(os.environ))
+        if "TMPDIR" not in replica.spec["env"]:  # a /tmp of its own, as a container's: what a process killed
+            # outright leaves there (the trainer's AutoGraph files) goes as it exits, not into this machine's /tmp
+            env["TMPDIR"] = str(private_dir(self.run.tmp_path(replica.id)))
         for ref in replica.spec.get("secretEnv", []):
             value = resolve(ref, env)
             if value is None:
@@ -243,6 +247,7 @@ class Supervisor:
         # what it started goes with it (as a container's processes with its main one), not
         # left running after the job, nor once per restart
         terminate_members(os.getsid(0), {replica.proc.pid}, 0)
+        shutil.rmtree(self.run.tmp_path(replica.id), ignore_errors=True)
         replica.proc, replica.exit_code = None, code
         replica.ended()
         log(f"{replica.id} exited with code {code}")
@@ -301,6 +306,7 @@ class Supervisor:
             replica.restart_at = None
             replica.phase = "Succeeded" if ctype == "Succeeded" else "Failed"
             replica.message = note
+        shutil.rmtree(self.run.tmp, ignore_errors=True)
         self.condition(ctype, reason, message)
         self.exit_status = 0 if ctype == "Succeeded" else 1
         self.write()
