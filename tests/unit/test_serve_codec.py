@@ -109,6 +109,7 @@ def test_malformed_bodies_are_request_errors(body, fragment):
     ({"instances": [[1.0, "x"]]}, IMAGE, "input 'image': expects JSON numbers (float32), got strings"),
     ({"instances": [{"b64": "***"}]}, TEXT, "not valid base64"),
     ({"inputs": {"image": [[1.0]]}}, KEYED, "input 'key' of signature 'serving_default' is missing"),
+    ({"inputs": [[1.0]]}, KEYED, "inputs: signature 'serving_default' has inputs image, key; send an object naming them"),
     ({"instances": [{"image": [1.0], "key": "7"}]}, KEYED, "input 'key': expects JSON integers (int64), got strings"),
     ({"instances": [{"image": [1.0], "key": 7.5}]}, KEYED, "input 'key': expects JSON integers (int64), got numbers"),
     ({"inputs": {"image": [[1.0]], "key": [True]}}, KEYED, "input 'key': expects JSON integers (int64), got booleans"),

@@ -52,6 +52,7 @@ def request_file(tmp_path) -> Path:
 @pytest.mark.parametrize("argv, field", [
     (["serve", "Mnist", "--model-dir", "{export}"], "NAME"),
     (["serve", "m" * 64, "--model-dir", "{export}"], "NAME"),  # a DNS label: 63 at most
+    (["serve", "1mnist", "--model-dir", "{export}"], "NAME"),  # DNS-1035: a letter first
     (["serve", "mnist", "--model-dir", "{export}", "--service-account", "sa"], "--service-account"),  # k8s only
     (["serve", "mnist", "--model-dir", "{export}", "--port", "-1"], "--port"),
     (["serve", "mnist", "--model-dir", "{export}", "--port", "70000"], "--port"),
@@ -175,6 +176,23 @@ def test_a_relative_model_dir_is_given_to_the_server_as_an_absolute_path(export,
 
     monkeypatch.chdir(export.parent)
     assert _local_model_dir(argparse.Namespace(from_job=None, model_dir="export")) == str(export)
+    # a bucket is no folder here: the server reads it through TensorFlow's GCS filesystem
+    assert _local_model_dir(argparse.Namespace(from_job=None, model_dir="gs://b/export")) == "gs://b/export"
+
+
+def test_from_job_of_a_job_that_succeeded_without_an_export_or_exported_to_a_bucket(cli, runs, tmp_path):
+    import argparse
+
+    from launcher.serving.cli import _local_model_dir
+
+    local_job(runs, "mnist-1", tmp_path / "job", "Succeeded", "TFJobSucceeded")
+    line = cli("serve", "mnist", "--from-job", "mnist-1", "--backend", "local").refused("--from-job")
+    assert line.endswith(f"job 'mnist-1' succeeded but wrote no export ({tmp_path / 'job' / 'export'}); see "
+                         "`python -m launcher status mnist-1` and `python -m launcher logs mnist-1` (its trainer "
+                         "exports to --job-dir/export), or pass --model-dir")
+    local_job(runs, "mnist-2", "gs://bucket/runs/2", "Succeeded", "TFJobSucceeded")  # not looked for on this disk
+    args = argparse.Namespace(from_job="mnist-2", model_dir=None, namespace=None, backend="local")
+    assert _local_model_dir(args) == "gs://bucket/runs/2/export"
 
 
 def test_a_taken_port_is_refused_before_anything_starts(cli, runs, export):

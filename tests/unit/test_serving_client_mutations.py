@@ -107,6 +107,19 @@ def test_format_json_prints_the_predictions_as_the_server_sent_them(cli, tmp_pat
     assert json.loads(result.out) == [{"y": "a"}, {"y": "b"}]
 
 
+def test_gclouds_version_and_region_are_taken_and_said_to_do_nothing(cli, tmp_path):
+    instances = tmp_path / "instances.json"
+    instances.write_text('"a"\n')
+    with StandInModelServer() as server:
+        result = cli("predict", "--model", "m", "--url", server.url, "--json-instances", str(instances),
+                     "--version", "v2", "--region", "us-central1")
+    assert result.code == 0, result
+    assert result.err.splitlines() == [
+        "note: --version v2 is ignored: a model here serves the one export `serve` loaded (serve m again with "
+        "another --model-dir to change it)",
+        "note: --region is a Cloud ML setting with no equivalent here; ignored"]
+
+
 def test_loopback_addresses_never_go_through_a_configured_proxy_and_others_do(monkeypatch):
     with StandInModelServer() as server:
         for variable in ("no_proxy", "NO_PROXY"):
