@@ -408,6 +408,9 @@ def _server(args) -> Iterator[client.Server]:
     if args.url:
         if not re.fullmatch(r"https?://[^\s/]+(/[^\s]*)?", args.url):
             raise SpecError("--url", f"{args.url!r} is not an http(s) URL; pass e.g. http://127.0.0.1:8080")
+        if model_path := re.search(r"/v[12]/models(/|$)", args.url):  # `serve`'s predict URL, pasted whole
+            raise SpecError("--url", f"{args.url!r} names a model's path; pass the REST base before it, "
+                            f"{args.url[:model_path.start()]}")
         yield client.HttpServer(args.url, args.request_timeout)
         return
     kind = resolve_backend(args)

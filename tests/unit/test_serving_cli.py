@@ -72,6 +72,9 @@ def request_file(tmp_path) -> Path:
     (["predict", "mnist", "--input-paths", "{request}", "--output-path", "/tmp/o", "--batch-size", "0"],
      "--batch-size"),
     (["predict", "mnist", "--json-instances", "{request}", "--url", "ftp://x"], "--url"),
+    # the URL `serve` prints, pasted whole: was an HTTP 404 on .../v1/models/mnist:predict/v1/models/mnist:predict
+    (["predict", "mnist", "--json-instances", "{request}", "--url", "http://127.0.0.1:8080/v1/models/mnist:predict"],
+     "--url"),
     (["predict", "mnist", "--input-paths", "{request}", "--output-path", "{export}/out", "--format", "json"],
      "--format"),  # batch writes JSON lines
     (["predict", "mnist", "--json-instances", "{request}", "--format", "yaml"], "--format"),
@@ -127,6 +130,13 @@ def test_from_job_of_a_failed_job_says_it_failed_instead_of_wait(cli, runs, tmp_
     assert f"job 'mnist-1' failed (Stopped) and wrote no export ({tmp_path / 'job' / 'export'})" in line
     assert "`python -m launcher status mnist-1` and `python -m launcher logs mnist-1`" in line
     assert "submit it again" in line and "wait" not in line
+
+
+def test_a_url_naming_the_models_path_says_the_rest_base_to_pass(cli, runs, request_file):
+    line = cli("predict", "mnist", "--json-instances", str(request_file), "--url",
+               "http://127.0.0.1:8080/v2/models/mnist/infer").refused("--url")
+    assert line == ("error: --url: 'http://127.0.0.1:8080/v2/models/mnist/infer' names a model's path; pass the REST "
+                    "base before it, http://127.0.0.1:8080")
 
 
 def test_a_bad_json_instances_line_is_named(cli, runs, tmp_path):
