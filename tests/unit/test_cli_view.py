@@ -91,8 +91,10 @@ def test_progress_restart_resets_the_rate_baseline():
 
 def test_durations_and_ages():
     assert [duration(s) for s in (0, 49, 192, 7380)] == ["0s", "49s", "3m12s", "2h03m"]
+    assert [duration(s) for s in (62, 3665)] == ["1m02s", "1h01m"]  # aligned in a column, as kubectl's AGE
     now = dt.datetime(2025, 1, 1, 12, 0, 0, tzinfo=dt.timezone.utc)
     assert age("2025-01-01T11:56:48Z", now) == "3m12s"
+    assert age("2025-01-01T11:56:48", now) == "3m12s"  # a time without its zone is UTC, not a TypeError
     assert age("", now) == "" and age("yesterday", now) == ""
 
 
@@ -118,6 +120,21 @@ def test_the_reason_column_says_in_a_word_why_a_replica_waits_or_ended():
                                         "exited with code 1"]
     wide = replica_rows([replica_phase("worker-0", "Pending", message="ErrImagePull: failed to pull")], wide=True)
     assert wide == [("worker-0", "Pending", "ErrImagePull", "0", "", "", "", "", "ErrImagePull: failed to pull")]
+
+
+def test_the_reason_of_a_message_without_one_is_the_whole_message():
+    """Only a word before ':' (or the whole message) is a reason: a sentence that starts
+    with a capital word is not cut to that word."""
+    rows = replica_rows([replica_phase("worker-0", "Failed", message="Killed by the launcher after 30 s"),
+                         replica_phase("worker-1", "Failed", message="OOMKilled")])
+    assert [row[2] for row in rows] == ["Killed by the launcher after 30 s", "OOMKilled"]
+
+
+def test_up_to_16_replicas_get_a_row_each_more_are_summarised():
+    replicas = [replica_phase(f"worker-{i}", "Running") for i in range(16)]
+    assert [row[0] for row in replica_rows(replicas)] == [f"worker-{i}" for i in range(16)]
+    assert replica_rows([*replicas, replica_phase("worker-16", "Pending")]) == [
+        ("worker x17", "16 Running, 1 Pending", "", "0", "", "", "")]
 
 
 def test_big_jobs_are_summarised_per_type():

@@ -9,8 +9,9 @@ COLUMNS = [{"name": n} for n in ("Name", "Ready", "Status", "Restarts", "Age", "
                                  "Readiness Gates")]
 
 
-def one(status: str, restarts: str = "0", node: str = "kwok-cpu-0", ended: str = "", name: str = "j-worker-3"):
-    row = {"cells": [name, "1/1", status, restarts, "75s", "10.0.0.1", node, "<none>", "<none>"], "object": None}
+def one(status: str, restarts: str = "0", node: str = "kwok-cpu-0", ended: str = "", name: str = "j-worker-3",
+        age: str = "75s"):
+    row = {"cells": [name, "1/1", status, restarts, age, "10.0.0.1", node, "<none>", "<none>"], "object": None}
     if ended:
         row["conditions"] = [{"type": "Completed", "status": "True", "reason": ended}]
     found, names = rows({"kind": "Table", "columnDefinitions": COLUMNS, "rows": [row]})
@@ -94,3 +95,24 @@ def test_gpus_per_replica_come_from_the_tfjob_templates():
         "Worker": {"template": {"spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": 4}}}]}}},
         "PS": {"template": {"spec": {"containers": [{}]}}}}}}
     assert replica_gpus(job) == {"Worker": 4, "PS": 0}
+
+
+def test_a_pod_deleted_before_it_was_scheduled_is_pending_not_running():
+    """Terminating is a pod's deletion, not a container that ran: without a node none ran."""
+    assert phase(one("Terminating", node="<none>")) == "Pending"
+    assert phase(one("Terminating")) == "Running"
+
+
+def test_an_init_containers_exit_code_is_read_from_the_row():
+    assert exit_code(one("Init:ExitCode:2", ended="Failed")) == 2
+    assert not needs_pod(one("Init:ExitCode:2", ended="Failed"))
+
+
+def test_the_age_column_gives_the_replicas_start_time():
+    """The printer's human durations ("5m3s", "2d4h"): the AGE of `status` counts from them."""
+    import datetime as dt
+
+    for age, seconds in (("75s", 75), ("5m3s", 303), ("2d4h", 2 * 86400 + 4 * 3600)):
+        started = replica_phase(one("Running", age=age), "j").started
+        then = dt.datetime.strptime(started, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc)
+        assert seconds <= (dt.datetime.now(dt.timezone.utc) - then).total_seconds() < seconds + 60, (age, started)
