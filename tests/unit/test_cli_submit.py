@@ -207,6 +207,39 @@ def test_dry_run_client_is_the_bare_dry_run_and_none_submits(cli):
     assert submit(cli, backend, "--dry-run=none", "--detach").code == 0 and len(backend.submitted) == 1
 
 
+@pytest.mark.parametrize("kind", ["k8s", "local"])
+def test_render_and_the_dry_run_print_what_submit_sends(cli, kind, tmp_path):
+    """What `render` and `submit --dry-run` print (the TFJob, then the k8s NetworkPolicy) is
+    what `submit` hands the backend, for the same flags."""
+    flags = ["--name", "mnist", "--backend", kind, "-n", "ml-team", "--workers", "3", "--ps", "2", "--evaluator", "1",
+             "--env", "MODE=y", "--label", "team=on", "--cpu", "worker=2", "--memory", "4Gi", "--backoff-limit", "0",
+             "--ttl-seconds", "60", "--", "--train-steps", "5", "--prepare-data"]
+    backend = FakeBackend(name=kind, default_dir=str(tmp_path) if kind == "local" else None)  # a cluster's: none
+    rendered = cli("render", *flags, backend=backend)
+    dry_run = cli("submit", "--dry-run", *flags, backend=backend)
+    sent = cli("submit", "--detach", *flags, backend=backend)
+    assert (rendered.code, dry_run.code, sent.code) == (0, 0, 0), (rendered.err, dry_run.err, sent.err)
+    printed = list(yaml.safe_load_all(dry_run.out))
+    assert printed[0] == yaml.safe_load(rendered.out) == backend.submitted[0][0]
+    assert printed[1:] == ([backend.network_policies[0]] if kind == "k8s" else []) and backend.dry_runs == []
+
+
+def test_a_local_job_with_its_own_command_needs_no_tensorflow_here(cli, monkeypatch, tmp_path):
+    """The local backend's replicas run a config file's containerCommand, not the trainer: a
+    machine without TensorFlow runs it (the trainer's own job is refused there)."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tensorflow" else real(name, *a))
+    config = tmp_path / "config.yaml"
+    config.write_text("trainingInput:\n  scaleTier: BASIC\n  masterConfig: {containerCommand: [python3, -c, 'pass']}\n")
+    backend = FakeBackend(name="local", default_dir=str(tmp_path))
+    result = submit(cli, backend, "--config", str(config), "--detach")
+    assert result.code == 0, result.err
+    assert backend.submitted[0][0]["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]["containers"][0][
+        "command"] == ["python3", "-c", "pass"]
+
+
 @pytest.mark.parametrize("flags, field", [
     (["--dry-run", "--server-dry-run"], "--server-dry-run"),
     (["--dry-run=client", "--server-dry-run"], "--server-dry-run"),
