@@ -21,7 +21,7 @@ import sys
 from typing import Iterator
 
 from ..checks import require_linux
-from ..cli import EXIT_FAILED, EXIT_OK, PROG, resolve_backend
+from ..cli import EXIT_FAILED, EXIT_OK, PROG, duration, resolve_backend
 from ..events import terminal_safe
 from ..backends.base import BackendError, NotFound
 from ..spec import SpecError, check_listen_port, namespace_flag
@@ -56,8 +56,8 @@ def add_parsers(commands, common) -> None:
                        "0.0.0.0 exposes it to the network)")
     serve.add_argument("--port", type=int,
                        help=f"local: HTTP port (default {DEFAULT_PORT}; 0: any free port, shown in the URL)")
-    serve.add_argument("--timeout", type=float, default=READY_TIMEOUT,
-                       help=f"seconds to wait until the model is ready (default {READY_TIMEOUT:g})")
+    serve.add_argument("--timeout", type=duration, default=READY_TIMEOUT, metavar="DURATION",
+                       help=f"how long to wait until the model is ready, e.g. 300, 5m (default {READY_TIMEOUT:g}s)")
     serve.add_argument("--foreground", action="store_true",
                        help="local: keep the server attached; Ctrl-C stops it")
     serve.add_argument("--runtime-version", default=None,
@@ -92,8 +92,8 @@ def add_parsers(commands, common) -> None:
     delete.add_argument("name", metavar="NAME", help="model name given to `serve` (models list shows them)")
     delete.add_argument("--wait", action="store_true", help="k8s: return once the InferenceService and its "
                         "pods are gone (bounded by --timeout)")
-    delete.add_argument("--timeout", type=float,
-                        help=f"k8s: seconds --wait waits (default {DELETE_TIMEOUT:g})")
+    delete.add_argument("--timeout", type=duration, metavar="DURATION",
+                        help=f"k8s: how long --wait waits, e.g. 300, 5m (default {DELETE_TIMEOUT:g}s)")
     common(delete)
     predict = commands.add_parser(
         "predict", help="online or batch prediction against a served model",
@@ -218,8 +218,6 @@ def serve(args, factory) -> int:
         check_name(args.from_job, "--from-job")
     if args.port is not None:
         check_listen_port(args.port)
-    if args.timeout <= 0:
-        raise SpecError("--timeout", "must be positive seconds")
     kind = "k8s" if args.dry_run in ("client", "server") and args.backend == "auto" else resolve_backend(args)
     if kind == "k8s":
         return serve_k8s(args)
@@ -350,8 +348,6 @@ def _models_k8s(args) -> int:
         if args.timeout is not None and not args.wait:
             raise SpecError("--timeout", "bounds --wait; add --wait or drop it")
         timeout = DELETE_TIMEOUT if args.timeout is None else args.timeout
-        if timeout <= 0:
-            raise SpecError("--timeout", "must be positive seconds")
     api = k8s.KServeApi(args.kubeconfig, args.context, args.request_timeout)
     try:
         if args.models_command == "delete":

@@ -57,6 +57,7 @@ def request_file(tmp_path) -> Path:
     (["serve", "mnist", "--model-dir", "{export}", "--port", "-1"], "--port"),
     (["serve", "mnist", "--model-dir", "{export}", "--port", "70000"], "--port"),
     (["serve", "mnist", "--model-dir", "{export}", "--timeout", "0"], "--timeout"),
+    (["serve", "mnist", "--model-dir", "{export}", "--timeout", "nan"], "--timeout"),  # was a wait without end
     (["serve", "mnist"], "--model-dir"),
     (["serve", "mnist", "--model-dir", "{export}/missing"], "--model-dir"),
     (["serve", "mnist", "--from-job", "nosuchjob"], "--from-job"),
@@ -494,6 +495,7 @@ def test_models_flags_that_would_do_nothing_are_refused_or_said(cli, runs):
     cli("models", "delete", "mnist", "--backend", "k8s", "--timeout", "60").refused("--timeout")  # without --wait
     cli("models", "delete", "mnist", "--backend", "local", "--wait", "--timeout", "-3").refused("--timeout")
     cli("models", "delete", "mnist", "--backend", "k8s", "--wait", "--timeout", "0").refused("--timeout")
+    cli("models", "delete", "mnist", "--backend", "k8s", "--wait", "--timeout", "inf").refused("--timeout")
     listed = cli("models", "list", "--backend", "local", "-A")
     assert listed.code == 0 and listed.err.splitlines()[0] == (
         "note: -A/--all-namespaces is not used by the local model server (its models have no namespace; "

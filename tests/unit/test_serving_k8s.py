@@ -185,7 +185,7 @@ def test_client_dry_run_prints_the_inferenceservice_without_a_cluster(cli, tmp_p
                            "c, user: u}}]\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
                            "users: [{name: u, user: {token: t}}]\n")
     result = cli("serve", "mnist", "--model-dir", EXPORT, "--dry-run", "-n", "training", "--runtime-version", "2.18.0",
-                 "--kubeconfig", str(unreachable))
+                 "--kubeconfig", str(unreachable), "--timeout", "5m")  # kubectl's durations, as --request-timeout
     assert result.code == 0, result.err
     isvc = yaml.safe_load(result.out)
     assert isvc["kind"] == "InferenceService" and isvc["metadata"]["namespace"] == "training"
