@@ -212,3 +212,62 @@ def test_a_name_already_served_is_refused_and_its_record_kept(standin_server, tm
         models.serve("m", str(tmp_path), "127.0.0.1", 0, timeout=60)
     assert json.loads((folder / "server.json").read_text()) == record
     assert not (folder / "server.log").exists()  # nothing started
+
+
+READY_STANDIN = '''import http.server, json, os, sys
+flag = lambda name: sys.argv[sys.argv.index(name) + 1]
+class Ready(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+    def do_GET(self):
+        body = json.dumps({"name": flag("--name"), "ready": True}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+print(f"pid {os.getpid()}", flush=True)
+http.server.HTTPServer((flag("--host"), int(flag("--port"))), Ready).serve_forever()
+'''
+
+SERVING_LAUNCHER = '''import sys, time
+from launcher.serving import local
+local.SERVER_MODULE = sys.argv[2]
+local.LocalModels().serve("m", sys.argv[1], "127.0.0.1", 0, 60, foreground=sys.argv[3] == "fg")
+time.sleep(120)
+'''
+
+
+@pytest.mark.parametrize("foreground", [True, False])
+def test_a_foreground_server_dies_with_a_killed_launcher_and_a_detached_one_runs_on(standin_server, tmp_path,
+                                                                                   foreground):
+    """serve --foreground: the server dies with the launcher even on SIGKILL (PR_SET_PDEATHSIG),
+    no orphan holding the port; without it, the server outlives the launcher, as `serve` says."""
+    import subprocess
+    import sys
+
+    from launcher.backends.local.plan import REPO_ROOT
+    from tests.support.polling import wait_for
+
+    standin_server.write_text(READY_STANDIN)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([REPO_ROOT, os.environ["PYTHONPATH"]]))
+    launcher = subprocess.Popen([sys.executable, "-c", SERVING_LAUNCHER, str(tmp_path), STANDIN_MODULE,
+                                 "fg" if foreground else "bg"], env=env, stdout=subprocess.DEVNULL)
+    server = None
+    try:
+        record = local.LocalModels().folder("m") / "server.json"
+        wait_for(lambda: launcher.poll() is not None or (record.exists() and "pid" in json.loads(record.read_text())),
+                 "the launcher to start the stand-in server", 60)
+        server = local.LocalModels().get("m")
+        assert server is not None and launcher.poll() is None
+        wait_for(lambda: client.ready(client.HttpServer(server.url), "m", timeout=2), "the server to be ready", 60)
+        launcher.kill()
+        launcher.wait(timeout=30)
+        if foreground:
+            wait_for(lambda: not alive(server.pid, server.start), "the server to die with its launcher", 30)
+        else:
+            assert alive(server.pid, server.start) and client.ready(client.HttpServer(server.url), "m", timeout=10)
+    finally:
+        launcher.kill()
+        launcher.wait(timeout=30)
+        if server is not None and alive(server.pid, server.start):
+            local.LocalModels().delete("m")
