@@ -168,6 +168,15 @@ def location(text: str, env: str | None = None, what: str = "a local directory o
     return text
 
 
+def _patterns(text: str) -> str:
+    """A --train_data_paths / --eval_data_paths value (patterns, commas also separate),
+    refused when it names none: an unset shell variable (`--train-files "$TRAIN"`) is not the
+    default, and it read --data-dir's shards instead, unseen."""
+    if not any(part.strip() for part in text.split(",")):
+        raise argparse.ArgumentTypeError("is empty; give TFRecord files or patterns (local or gs://)")
+    return text
+
+
 def _non_negative(text: str) -> int:
     value = _number(text, int, "an integer >= 0")
     if value < 0:
@@ -202,10 +211,10 @@ def parser() -> Parser:
           ".tfrecord.gz) files written by `python -m trainer.data [--dataset taxi] --out DIR` "
           "(default: env MNIST_DATA_DIR or data/mnist; taxi: env TAXI_DATA_DIR or data/taxi)")
     _flag(p, "--train_data_paths", "--train-data-paths", aliases=("--train-files",), dest="train_data_paths",
-          nargs="+", metavar="PATTERN", help="training TFRecord files or patterns (local or gs://; .gz/.gzip "
+          nargs="+", metavar="PATTERN", type=_patterns, help="training TFRecord files or patterns (local or gs://; .gz/.gzip "
           "files read as GZIP) instead of --data-dir's train-* shards; commas also separate")
     _flag(p, "--eval_data_paths", "--eval-data-paths", aliases=("--eval-files",), dest="eval_data_paths",
-          nargs="+", metavar="PATTERN", help="test TFRecord files or patterns for evaluation, as --train_data_paths")
+          nargs="+", metavar="PATTERN", type=_patterns, help="test TFRecord files or patterns for evaluation, as --train_data_paths")
     _flag(p, "--image-feature", aliases=("--image_feature",), dest="image_feature", default="image",
           help="name of the tf.train.Example bytes feature with the 784 uint8 pixels; `image_raw` "
           "reads the train.tfrecords of the TensorFlow MNIST tutorials (labels: `label`)")

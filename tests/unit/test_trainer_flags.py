@@ -16,6 +16,8 @@ def test_defaults(monkeypatch):
     assert (args.train_steps, args.batch_size, args.steps_per_execution, args.threads) == (2000, 100, 10, 0)
     assert (args.learning_rate, args.learning_rate_decay, args.warmup_steps) == (3e-3, "cosine", 100)
     assert args.ps_min_shard_bytes == 256 << 10  # variables under 256 KiB stay whole on one ps
+    assert (args.log_every_steps, args.eval_every_steps, args.histogram_every_steps, args.checkpoint_every_steps,
+            args.eval_batch_size) == (100, 500, 500, 500, 500)  # the README's and --help's numbers
 
 
 def test_train_steps_default_to_the_models_own():
@@ -121,6 +123,10 @@ def test_an_empty_job_dir_from_the_environment_is_refused(monkeypatch, capsys):
                                     "is missing after gs:); write gs://bkt/runs"),
     (["--data-dir", "GS://b/data"], "argument --data-dir: 'GS://b/data' is not a gs:// URL"),
     (["--job-dir", "gs://bkt//runs"], "has an empty folder name"),
+    # an unset variable (`--train-files "$TRAIN"`) read --data-dir's train-* shards instead, unseen
+    (["--train-files", ""], "argument --train_data_paths/--train-data-paths: is empty; give TFRecord files or "
+                            "patterns (local or gs://)"),
+    (["--eval_data_paths", "gs://bkt/eval*", ","], "argument --eval_data_paths/--eval-data-paths: is empty"),
 ])
 def test_bad_flags_exit_2_with_one_line(argv, expected, capsys):
     with pytest.raises(SystemExit) as exit_info:
@@ -150,6 +156,24 @@ def test_bad_flags_exit_2_with_one_line(argv, expected, capsys):
 ])
 def test_cloud_ml_sample_spellings(argv, field, value):
     assert getattr(flags.parse(argv), field) == value
+
+
+def test_a_taxi_job_reading_given_records_takes_the_metadata_of_the_data_dir_given_or_set(monkeypatch, tmp_path):
+    """Refused only when no --data-dir and no TAXI_DATA_DIR say where the records' metadata.json is."""
+    monkeypatch.delenv("TAXI_DATA_DIR", raising=False)
+    argv = ["--model", "taxi", "--train_data_paths", "gs://bkt/trips-*"]
+    flags.check([*argv, "--data-dir", "gs://bkt/taxi"])
+    assert flags.parse([*argv, "--data-dir", "gs://bkt/taxi"]).data_dir == "gs://bkt/taxi"
+    monkeypatch.setenv("TAXI_DATA_DIR", str(tmp_path))
+    flags.check(argv)
+    assert flags.parse(argv).data_dir == str(tmp_path)
+
+
+def test_a_flag_after_a_double_dash_is_not_the_parsers_own():
+    """`launcher submit --job-dir A -- --model_dir B`: what follows `--` is the trainer's, not given twice."""
+    parser = flags.parser()
+    assert flags.given_twice(parser, ["--job-dir", "a", "--", "--model_dir", "b"]) is None
+    assert flags.given_twice(parser, ["--job-dir", "a", "--model_dir", "b"]) == ("--model_dir", "--job-dir")
 
 
 def test_each_spelling_has_one_help_entry():
@@ -210,4 +234,6 @@ def test_flags_typed_for_another_mode_and_a_capped_warm_up_are_said(monkeypatch)
     assert flags.notes(args, "ps") == [args_note for args_note in flags.notes(args, "single")
                                        if args_note.startswith("note: --warmup-steps")]
     assert flags.notes(args, "sync")[0].startswith("note: --ps-min-shard-bytes is not used")
+    # a MultiWorkerMirrored worker does not train alone: its chief may wait for an evaluator (--poll-seconds)
+    assert not [line for line in flags.notes(args, "sync") if "trains alone" in line]
     assert flags.notes(flags.parse(["--train-steps", "400", "--warmup-steps", "100"]), "single") == []
