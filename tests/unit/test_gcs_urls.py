@@ -27,12 +27,19 @@ BAD_BUCKETS = [  # (given, the problem, the URL offered)
     ("gs://Bucket_With_Caps/x", "is not a Cloud Storage bucket name", "gs://bucket_with_caps/x"),
     ("gs://10.0.0.1/x", "is an IP address", "gs://my-bucket/x"),
     ("gs://goog-runs/x", "is reserved by Cloud Storage", "gs://my-bucket/x"),
+    ("gs://my-google-runs/x", "is reserved by Cloud Storage", "gs://my-bucket/x"),
+    ("gs://ab/x", "is not a Cloud Storage bucket name", "gs://my-bucket/x"),  # 3 characters at least
+    ("gs://" + "a" * 64 + "/x", "is not a Cloud Storage bucket name", "gs://my-bucket/x"),  # 63 without dots
+    ("gs://a." + "b" * 64 + "/x", "is not a Cloud Storage bucket name", "gs://my-bucket/x"),  # 63 between dots
+    ("gs://" + ".".join(["c" * 63] * 3) + "." + "d" * 31 + "/x", "is not a Cloud Storage bucket name",
+     "gs://my-bucket/x"),  # 222 with dots
 ]
 EMPTY_FOLDERS = [  # gs://b/$UNSET/x: TensorFlow wrote objects named /x/..., beside the folders looked in
     ("gs://my-bucket//runs/1", "gs://my-bucket/runs/1"),
     ("gs://my-bucket/runs//1/", "gs://my-bucket/runs/1"),
 ]
-FINE = ["gs://my-bucket/runs/1", "gs://my-bucket/runs/1/", "gs://my-bucket", "runs/1", "/data/gs:/x", "s3://b/x"]
+FINE = ["gs://my-bucket/runs/1", "gs://my-bucket/runs/1/", "gs://my-bucket", "runs/1", "/data/gs:/x", "s3://b/x",
+        "gs://abc/x", "gs://" + "a" * 63 + "/x", "gs://" + ".".join(["c" * 63] * 3) + "." + "d" * 30 + "/x"]  # the longest names
 
 
 @pytest.mark.parametrize("given, why, offered", NEAR_MISSES)
@@ -51,6 +58,17 @@ def test_a_bucket_cloud_storage_refuses_is_named_with_the_rule(given, why, offer
 @pytest.mark.parametrize("given, offered", EMPTY_FOLDERS)
 def test_an_empty_folder_name_is_named_with_the_url_to_write(given, offered):
     assert paths.url_problem(given) == f"{given!r} has an empty folder name ('//': a variable not set?); write {offered}"
+
+
+@pytest.mark.parametrize("given", ["gs://my-bucket/runs\n1", "gs://my-bucket/runs/1\r", "gs://my-bucket/a\x00b"])
+def test_a_line_break_or_nul_in_the_object_path_is_refused(given):
+    assert paths.url_problem(given) == f"{given!r} has a line break or a NUL byte in its object path; use a path " \
+        "without one"
+
+
+def test_a_job_dir_with_a_trailing_slash_gives_no_empty_folder_name():
+    assert paths.checkpoints("gs://my-bucket/runs/1/") == "gs://my-bucket/runs/1/checkpoints"
+    assert paths.done_marker("runs/1//") == "runs/1/done.json"
 
 
 @pytest.mark.parametrize("given", FINE)

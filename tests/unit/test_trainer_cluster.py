@@ -9,6 +9,7 @@ from launcher.render import render
 from launcher.spec import JobSpec, ReplicaSpec
 from launcher.tfconfig import replicas, tf_config
 from trainer.cluster import Cluster, ConfigError, bypass_grpc_proxy, parse
+from trainer.cluster import tf_config as tf_config_of
 
 
 def operator_configs(counts: dict[str, int]) -> dict[tuple[str, int], str | None]:
@@ -54,6 +55,23 @@ def test_hosts_lists_every_member_once():
                                       "mnist-worker-0.default.svc", "mnist-worker-1.default.svc"])
 
 
+def test_a_cluster_of_one_is_one_process_and_a_task_without_index_is_the_first():
+    cluster = parse('{"cluster": {"chief": ["c:1"]}, "task": {"type": "chief"}}')
+    assert (cluster.role, cluster.index, cluster.mode, cluster.is_chief) == ("chief", 0, "single", True)
+    assert parse('{"cluster": {"worker": ["w:1"]}, "task": {"type": "worker", "index": 0}}').mode == "single"
+
+
+def test_the_normalized_tf_config_names_master_chief_for_tensorflows_readers():
+    cluster = parse('{"cluster": {"master": ["m:1"], "worker": ["w:1"]}, "task": {"type": "master"}}')
+    assert json.loads(tf_config_of(cluster)) == {"cluster": {"chief": ["m:1"], "worker": ["w:1"]},
+                                                 "task": {"type": "chief", "index": 0}, "environment": "cloud"}
+
+
+def test_hosts_of_ipv6_addresses_keep_their_colons():
+    cluster = Cluster(spec={"worker": ["[fd00::1]:2222", "[fd00::2]:2222"]})
+    assert cluster.hosts() == ["[fd00::1]", "[fd00::2]"]
+
+
 BAD = {
     "malformed JSON": ('{"cluster": ', "malformed JSON"),
     "not an object": ("[1, 2]", "JSON object"),
@@ -73,6 +91,9 @@ BAD = {
     "chief and master": ('{"cluster": {"chief": ["c:1"], "master": ["m:1"]}, "task": {"type": "chief"}}', "keep one"),
     "address without port": ('{"cluster": {"worker": ["w"]}, "task": {"type": "worker"}}', "host:port"),
     "no task": ('{"cluster": {"worker": ["w:1"]}}', "task"),
+    "empty cluster": ('{"cluster": {}, "task": {"type": "chief", "index": 0}}', "must be a non-empty object"),
+    "boolean index": ('{"cluster": {"worker": ["w:1", "v:1"]}, "task": {"type": "worker", "index": true}}',
+                      "TF_CONFIG task.index: True is not an integer >= 0"),
 }
 
 
