@@ -224,6 +224,39 @@ def test_render_and_the_dry_run_print_what_submit_sends(cli, kind, tmp_path):
     assert printed[1:] == ([backend.network_policies[0]] if kind == "k8s" else []) and backend.dry_runs == []
 
 
+def test_the_commands_a_detached_submit_suggests_keep_its_cluster_flags_quoted_for_the_shell(cli, tmp_path):
+    """--kubeconfig and --context select the cluster: the suggested logs/status commands
+    repeat them, quoted, so that pasted into a shell they reach the same job."""
+    import shlex
+
+    kubeconfig = tmp_path / "my clusters" / "config"
+    kubeconfig.parent.mkdir()
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+                          "users: [{name: u, user: {}}]\ncontexts: [{name: gke prod, context: {cluster: c, user: u}}]\n")
+    result = submit(cli, FakeBackend(name="k8s"), "-n", "ml", "--kubeconfig", str(kubeconfig), "--context",
+                    "gke prod", "--detach")
+    assert result.code == 0, result.err
+    follow, status = result.err.splitlines()[-1].removeprefix("Follow it: ").split("   Status: ")
+    flags = ["-n", "ml", "--backend", "k8s", "--kubeconfig", str(kubeconfig), "--context", "gke prod"]
+    assert shlex.split(follow) == ["python", "-m", "launcher", "logs", "mnist", *flags, "-f"]
+    assert shlex.split(status) == ["python", "-m", "launcher", "status", "mnist", *flags, "-w"]
+
+
+@pytest.mark.parametrize("policy, resubmitted", [("Running", True), ("All", False)])
+def test_a_replica_gone_from_a_failed_job_is_a_deletion_unless_clean_pod_policy_all_removed_it(cli, policy,
+                                                                                              resubmitted):
+    """The watch ended before the chief pod's deletion arrived: a chief missing from the failed
+    job's replicas was deleted (resubmitted, launcher.resubmit); under --clean-pod-policy All
+    the operator itself deletes the failed chief's pod, so a missing one says nothing."""
+    chief_failed = JobCondition("Failed", reason="TFJobFailed",
+                                message="TFJob default/mnist has failed because 1 Chief replica(s) failed.")
+    run = [JobCondition("Created"), replica_phase("ps-0", "Running", node="node-1"),
+           replica_phase("worker-0", "Running", node="node-1"), JobCondition("Running"), chief_failed]
+    backend = FakeBackend(name="k8s", events=run, reruns=[lifecycle("Succeeded")])
+    result = submit(cli, backend, "--workers", "1", "--job-dir", "gs://bucket/mnist", "--clean-pod-policy", policy)
+    assert (result.code, len(backend.submitted)) == ((0, 2) if resubmitted else (1, 1)), result.err
+
+
 def test_a_local_job_with_its_own_command_needs_no_tensorflow_here(cli, monkeypatch, tmp_path):
     """The local backend's replicas run a config file's containerCommand, not the trainer: a
     machine without TensorFlow runs it (the trainer's own job is refused there)."""
@@ -248,8 +281,6 @@ def test_a_local_job_with_its_own_command_needs_no_tensorflow_here(cli, monkeypa
     (["--stream-logs", "--async"], "--stream-logs"),
     (["--dry-run", "--stream-logs"], "--stream-logs"),  # a dry run follows nothing
     (["--server-dry-run", "--replace"], "--replace"),
-    (["--detach", "--max-resubmits", "2"], "--max-resubmits"),  # resubmits need submit to follow the job
-    (["--dry-run", "--max-resubmits", "2"], "--max-resubmits"),
     (["--backend", "local", "--kubeconfig", "/tmp/kubeconfig"], "--kubeconfig"),
     (["--backend", "local", "--context", "gke"], "--context"),
     (["--request-timeout", "0"], "--request-timeout"),
