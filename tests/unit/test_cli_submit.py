@@ -257,6 +257,21 @@ def test_a_replica_gone_from_a_failed_job_is_a_deletion_unless_clean_pod_policy_
     assert (result.code, len(backend.submitted)) == ((0, 2) if resubmitted else (1, 1)), result.err
 
 
+def test_a_local_job_dir_with_checkpoints_says_the_job_resumes_and_how_to_start_over(cli, tmp_path):
+    """`delete --purge` removes the outputs of the job's default job dir only: it is suggested
+    for that one, not for a --job-dir of the user's."""
+    for job_dir, given in ((tmp_path / "mine", True), (tmp_path / "runs" / "default" / "mnist", False)):
+        backend = FakeBackend(name="local", default_dir=str(tmp_path / "runs"))
+        (job_dir / "checkpoints").mkdir(parents=True)
+        (job_dir / "checkpoints" / "ckpt-40.index").write_bytes(b"")
+        result = submit(cli, backend, "--detach", *(["--job-dir", str(job_dir)] if given else []), "--",
+                        "--prepare-data")
+        assert result.code == 0, result.err
+        purge = "" if given else ", or remove them first with `python -m launcher delete mnist --purge`"
+        assert (f"note: the job dir {job_dir} already holds checkpoints (the latest at step 40): the job resumes "
+                f"from it; to start over, use another --job-dir{purge}\n") in result.err
+
+
 def test_a_local_job_with_its_own_command_needs_no_tensorflow_here(cli, monkeypatch, tmp_path):
     """The local backend's replicas run a config file's containerCommand, not the trainer: a
     machine without TensorFlow runs it (the trainer's own job is refused there)."""
