@@ -103,6 +103,9 @@ def ps_job(**kw):
     ({"replicas": {"Worker": ReplicaSpec(1, memory="1e1.5")}}, "--memory worker="),
     ({"replicas": {"Worker": ReplicaSpec(1, memory="4KiB")}}, "--memory worker="),
     ({"replicas": {"Worker": ReplicaSpec(1, memory="4Ki\n")}}, "--memory worker="),
+    # a label key's prefix is a DNS subdomain of at most 253 characters (here 254)
+    ({"labels": {("a" * 63 + ".") * 3 + "a" * 62 + "/team": "ml"}}, "--label"),
+    ({"node_selector": {("a" * 63 + ".") * 3 + "a" * 62 + "/pool": "gpu"}}, "--node-selector"),
     # a '..' segment at the end of a mount path: the API server refuses any (validatePathNoBacksteps)
     ({"volumes": (Volume("data", "/mnt/.."),)}, "--volume"),
     # the container command (a config file's containerCommand) and --module-name: one program to run
@@ -373,6 +376,7 @@ DIGEST = "sha256:" + "ab" * 32
     {"job_dir": "gs://bucket-1/runs/a b/{{x}}"},
     {"trainer_args": ["--train-steps", "300"], "command": ("python", "-m", "trainer.task")},
     {"trainer_args": iter(["--x"])},
+    {"labels": {("a" * 63 + ".") * 3 + "a" * 61 + "/team": "ml"}},  # a prefix of 253 characters
     {"replicas": {"Chief": ReplicaSpec(1), "PS": ReplicaSpec(1), "Worker": ReplicaSpec(2**31 - 1)}},
     {"run_policy": RunPolicy(ttl_seconds_after_finished=2**31 - 1, active_deadline_seconds=2**53 - 1,
                              backoff_limit=2**31 - 1)},
