@@ -219,3 +219,36 @@ def test_log_lines_written_while_the_api_server_is_down_are_shown_once(launch, f
     code, lines, err = submit.finish()
     assert code == 0, err
     assert [line for line in lines if line.startswith("[chief-0] step")] == [f"[chief-0] step {n}" for n in range(1, 5)]
+
+
+def test_a_log_stream_followed_with_since_resumes_from_its_last_line_alone(launch, fake_apiserver, fake_operator,
+                                                                            relay):
+    """`logs -f --since 1h` cut by an API server restart asks again from the time of its last
+    line (sinceTime) without --since's sinceSeconds: the API server refuses a log request
+    with both ("at most one of sinceTime or sinceSeconds"), and the rest of the log would be
+    lost without a word."""
+    submit = launch("submit", "--name", "mnist", "--workers", "1", "--detach")
+    assert submit.finish()[0] == 0
+    fake_operator.create_pods("mnist")
+    for pod in ("mnist-chief-0", "mnist-worker-0"):
+        fake_operator.start(pod)
+    fake_operator.set_condition("mnist", "Running")
+    logs = launch("logs", "mnist", "--replica", "chief-0", "-f", "--since", "1h")
+    fake_operator.log("mnist-chief-0", "step 1")
+    logs.wait_for_line("[chief-0] step 1")
+    refused = relay.rejected
+    relay.down()
+    fake_operator.log("mnist-chief-0", "step 2")
+    wait_for(lambda: relay.rejected >= refused + 2, "reconnection attempts", WAIT)
+    relay.up()
+    fake_operator.log("mnist-chief-0", "step 3")
+    logs.wait_for_line("[chief-0] step 3")
+    fake_operator.exit("mnist-chief-0", 0)
+    fake_operator.set_condition("mnist", "Succeeded")
+    code, lines, err = logs.finish()
+    assert code == 0, err
+    assert lines == ["[chief-0] step 1", "[chief-0] step 2", "[chief-0] step 3"]
+    asked = [r.query for r in fake_apiserver.requests if r.verb == "log"]
+    assert any("sinceTime" in query for query in asked), asked  # resumed
+    assert [query for query in asked if "sinceTime" in query and "sinceSeconds" in query] == []
+    assert all(query.get("sinceSeconds") == "3600" for query in asked if "sinceTime" not in query)

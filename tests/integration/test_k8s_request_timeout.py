@@ -38,3 +38,14 @@ def test_a_silent_api_server_is_one_line_within_the_request_timeout(silent, argv
     assert lines[-1].startswith(f"error: the Kubernetes API server at {server.url} did not answer in time"), lines
     assert "--request-timeout" in lines[-1] and "--backend local" in lines[-1]
     assert server.accepted >= 1
+
+
+def test_a_request_the_server_did_not_answer_in_time_is_not_sent_again(silent, tmp_path):
+    """urllib3 retries a GET after a read timeout (3 times by default): the user would wait
+    four timeouts. The launcher sends it once (client.NoReadTimeoutRetry): one connection."""
+    server, kubeconfig = silent
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "KUBECONFIG": str(kubeconfig),
+           "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}
+    done = run_client(server, [*LAUNCHER, "status", "mnist", "--request-timeout", "1s"], BOUND, cwd=ROOT, env=env)
+    assert done.returncode == 1 and "did not answer in time" in done.stderr, done.stderr
+    assert server.accepted == 1

@@ -128,7 +128,8 @@ def test_list(cli):
 def test_delete(cli, wait):
     fake = backend()
     result = cli("delete", "mnist", "-n", "team-a", "--backend", "k8s", *(["--wait"] if wait else []), backend=fake)
-    assert result.code == 0 and result.out.startswith("tfjob mnist deleted")
+    assert result.code == 0
+    assert result.out == ("tfjob mnist deleted\n" if wait else "tfjob mnist deleted (replicas are being removed)\n")
     assert fake.deleted == [("mnist", "team-a", wait)]
 
 
@@ -246,6 +247,7 @@ def test_output_formats_of_status_and_list(cli):
     assert [item["name"] for item in items] == ["mnist"]
     wide = cli("list", "--backend", "k8s", "-o", "wide", backend=backend()).out.splitlines()
     assert wide[0].split() == ["NAME", "NAMESPACE", "PHASE", "REPLICAS", "AGE", "CREATED", "QUEUE"]
+    assert wide[1].split()[-1] == "<none>"  # kubectl's empty cell: the columns stay aligned for awk
 
 
 def test_since_takes_kubectls_durations_rounded_up_to_whole_seconds(cli):
@@ -341,3 +343,40 @@ def test_list_without_jobs_says_so_as_kubectl_does(cli, flags, line):
     result = cli("list", "--backend", "k8s", *flags, backend=FakeBackend(name="k8s"))
     assert (result.code, result.out, result.err) == (0, "", line)
     assert json.loads(cli("list", "--backend", "k8s", "-o", "json", backend=FakeBackend(name="k8s")).out) == {"items": []}
+
+
+def test_status_of_an_ended_job_names_the_replicas_whose_pods_are_gone(cli):
+    """cleanPodPolicy Running: the operator deleted the pods still running at the end; status
+    says which replicas are not listed and why (stderr), and -o json lists them."""
+    from launcher.backends.base import JobStatus
+    from launcher.events import JobCondition
+
+    class Cleaned(FakeBackend):
+        def status(self, name, namespace):
+            return JobStatus(name, namespace, (JobCondition("Succeeded"),),
+                             (replica_phase("chief-0", "Succeeded", exit_code=0),), backend=self.name,
+                             deleted=("ps-0", "worker-0"), clean_pod_policy="Running")
+
+    fake = Cleaned(name="k8s", existing=("mnist",))
+    result = cli("status", "mnist", "--backend", "k8s", backend=fake)
+    assert result.code == 0, result.err
+    assert result.err == ("note: ps-0, worker-0: not listed: the training-operator deleted their pods when the job "
+                          "ended (cleanPodPolicy Running deletes the pods still running then); submit with "
+                          "--clean-pod-policy None to keep every pod and its log\n")
+    shown = json.loads(cli("status", "mnist", "--backend", "k8s", "-o", "json", backend=fake).out)
+    assert shown["deleted"] == ["ps-0", "worker-0"]
+
+
+def test_status_w_of_a_job_waiting_for_kueue_stays_suspended_until_admitted(cli):
+    """The operator's Created comes after the job was created suspended: the followed job is
+    still Suspended (waiting for Kueue), not Created."""
+    from launcher.backends.base import JobStatus
+    from launcher.events import JobCondition
+
+    class Queued(FakeBackend):
+        def status(self, name, namespace):
+            return JobStatus(name, namespace, (), backend=self.name, suspended=True, queue="team-a")
+
+    fake = Queued(name="k8s", existing=("mnist",), events=[JobCondition("Created", reason="TFJobCreated")])
+    result = cli("status", "mnist", "-w", "--backend", "k8s", backend=fake)
+    assert result.out.splitlines() == ["mnist: Created (TFJobCreated)", "mnist: Suspended"]

@@ -86,6 +86,21 @@ def test_a_log_end_that_came_first_lets_the_chiefs_end_through_at_once():
     assert events.index(LogLine("chief-0", "bye")) < events.index(CHIEF_DONE)
 
 
+def test_a_log_end_that_came_first_is_not_waited_for_again_until_the_drain_time():
+    """The chief's end comes as soon as its phase does when its log had ended already: the
+    marker is kept, not waited for a second time until the drain time gives up on it (the
+    log stream here stays open until the consumer has seen the chief's end)."""
+    seen_end = threading.Event()
+    backend = ScriptedRace(early=[LogLine("chief-0", "bye"), LogEnded("chief-0", 0)], log_end_hold=seen_end)
+    backend.events_wait = threading.Event()
+    for event in merged(backend, "mnist", "default", "chief-0", drain_seconds=4 * STREAM_TIMEOUT):
+        if isinstance(event, LogLine):
+            backend.events_wait.set()  # the marker went into the queue before this line came out
+        if event == CHIEF_DONE:
+            seen_end.set()
+    assert not backend.log_timed_out
+
+
 def test_a_restarted_chief_waits_for_the_end_of_its_last_container_not_the_first():
     failed = replica_phase("chief-0", "Failed", restarts=1, exit_code=2)
     events = [JobCondition("Created"), replica_phase("chief-0", "Running", restarts=1), failed, JobCondition("Failed")]

@@ -9,7 +9,7 @@ from kubernetes.client.exceptions import ApiException
 
 from launcher.backends.base import BackendError
 from launcher.backends.k8s.client import request_kind, server_message
-from launcher.backends.k8s.events import ConditionTracker, ReplicaTracker
+from launcher.backends.k8s.events import ConditionTracker, ReplicaTracker, Unschedulable
 from launcher.backends.k8s.objects import parse_replica, pod_selector, replica_phase
 from launcher.backends.k8s.table import PodRow
 
@@ -225,3 +225,14 @@ def test_only_rbacs_403_says_to_ask_for_the_right():
                     "count/tfjobs.kubeflow.org=1, used: count/tfjobs.kubeflow.org=5, limited: "
                     "count/tfjobs.kubeflow.org=5"):
         assert forbidden(message) == f"creating tfjob j: Forbidden: {message}"
+
+
+def test_an_older_scheduling_event_does_not_replace_a_newer_message():
+    """The scheduler's events come by list and watch in any order: the latest one counts."""
+    pending = Unschedulable()
+    event = lambda when, message: {"involvedObject": {"name": "j-worker-0"}, "lastTimestamp": when,  # noqa: E731
+                                   "message": message}
+    assert pending.note(event("2026-01-01T00:00:10Z", "0/3 nodes are available: 3 Insufficient cpu.")) == "j-worker-0"
+    assert pending.note(event("2026-01-01T00:00:05Z", "0/3 nodes are available: 3 Insufficient memory.")) is None
+    assert pending.message(PodRow("j-worker-0", "Pending", 0, "")) == (
+        "Unschedulable: 0/3 nodes are available: 3 Insufficient cpu.")

@@ -48,6 +48,14 @@ def test_a_replica_that_failed_on_its_own_is_not_a_deletion_even_when_clean_up_d
     assert fault.deletion(CHIEF_FAILED) is None
 
 
+def test_a_failed_pod_seen_first_while_it_is_deleted_is_a_failure_not_a_deletion():
+    """The watch may bring a replica's failure and its deletion (cleanPodPolicy All) as one
+    change: a pod that had ended Failed when it was deleted failed on its own."""
+    fault = first_fault(*RUNNING, replica_phase("chief-0", "Failed", exit_code=1, message="Terminating"),
+                        terminating("ps-0"), CHIEF_FAILED)
+    assert fault.deletion(CHIEF_FAILED) is None
+
+
 def test_the_failed_condition_must_name_the_deleted_replicas_type():
     fault = first_fault(*RUNNING, terminating("chief-0"))
     assert fault.deletion(WORKER_FAILED) is None
@@ -68,6 +76,8 @@ def test_status_after_the_watch_ended_tells_a_deletion_from_a_failure():
     assert deleted_in(CHIEF_FAILED, (terminating("chief-0"), RUNNING[1])) == Deletion("chief-0", "Chief")
     assert deleted_in(CHIEF_FAILED, (replica_phase("chief-0", "Failed", exit_code=1), terminating("ps-0"))) is None
     assert deleted_in(WORKER_FAILED, (terminating("chief-0"),)) is None
+    # one worker failed on its own, another is being deleted (the operator's clean-up): a failure
+    assert deleted_in(WORKER_FAILED, (replica_phase("worker-0", "Failed", exit_code=1), terminating("worker-1"))) is None
     assert deleted_in(BACKOFF, (terminating("chief-0"),)) is None
     # the deleted pod already gone when status is asked (its trainer saved and exited at SIGTERM)
     counts = {"Chief": 1, "PS": 1, "Worker": 1}
