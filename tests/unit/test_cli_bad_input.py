@@ -67,6 +67,7 @@ REFUSED = [
     (["--service-account", "Admin SA"], "--service-account"),
     (["-n", "kube system"], "--namespace"),
     (["-n", "ns\n"], "--namespace"),
+    (["-n", "a" * 64], "--namespace"),  # a DNS-1123 label: 63 at most
     (["--config", "/nonexistent/config.yaml"], "--config"),
     (["--backend", "cloud"], "--backend"),
     (["-o", "xml"], "--output"),
@@ -313,6 +314,15 @@ def test_json_output_round_trips_hostile_values(cli):
     container = json.loads(result.out)["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     assert container["env"] == [{"name": "VALUE", "value": INJECT}]
     assert container["args"] == [INJECT]
+
+
+def test_the_trainers_own_module_gets_its_arguments_checked(cli):
+    """--module-name trainer.task runs the default image's trainer as its ENTRYPOINT does: an
+    argument it refuses is refused here, before every replica would exit 2 on it."""
+    result = cli("render", "--name", "ok", "--module-name", "trainer.task", "--", "--train-steps", "abc")
+    assert (result.code, result.out) == (2, "")
+    assert result.err.startswith("error: trainer arguments (after --): argument --train-steps: ") and \
+        result.err.count("\n") == 1, result.err
 
 
 def test_a_refused_trainer_argument_is_quoted_on_one_line(cli):

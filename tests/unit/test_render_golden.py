@@ -213,3 +213,15 @@ def test_characters_go_refuses_raw_are_escaped_in_the_printed_tfjob(cli):
     assert not any(c in result.out for c in "\x7f\x86\x9b\x9f\u2029\ufffe\uffff")
     container = result.manifest()["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     assert [e["value"] for e in container["env"]] == values and container["args"] == values
+
+
+@pytest.mark.parametrize("flag, field", [("--backoff-limit", "backoffLimit"),
+                                         ("--ttl-seconds", "ttlSecondsAfterFinished")])
+def test_a_run_policy_number_of_0_reaches_the_tfjob(cli, flag, field):
+    """--backoff-limit 0 (fail at the first failure) and --ttl-seconds 0 (delete at the end)
+    are settings, not their absence: left out, the operator's default applies (no limit,
+    kept)."""
+    result = cli("render", "--name", "zero", flag, "0")
+    assert result.code == 0, result.err
+    assert result.manifest()["spec"]["runPolicy"][field] == 0
+    assert field not in cli("render", "--name", "unset").manifest()["spec"]["runPolicy"]
