@@ -429,6 +429,9 @@ def test_an_empty_default_data_dir_is_refused_and_prepare_data_lets_it_through(c
         "no train-* records on this machine")
     assert submit(cli, FakeBackend(name="local", default_dir="/runs"), "--detach", "--", "--prepare-data").code == 0
     assert submit(cli, FakeBackend(name="local", default_dir="/runs"), "--dry-run").code == 0  # a dry run shows it
+    patterns = ("--train_data_paths", f"{tmp_path}/records/train-*", "--eval_data_paths", f"{tmp_path}/records/eval-*")
+    read = submit(cli, FakeBackend(name="local", default_dir="/runs"), "--detach", "--", *patterns)
+    assert read.code == 0, read.err  # the records of file patterns, not the data dir's, are read
 
 
 def test_explicit_job_dir_wins_over_the_local_default(cli):
