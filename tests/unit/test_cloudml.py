@@ -168,6 +168,17 @@ def test_bad_files(tmp_path, text, problem):
     assert caught.value.field == "--config"
 
 
+@pytest.mark.parametrize("job_id", ["123", "true", "''", "[a]"])
+def test_a_job_id_that_is_no_name_is_refused_on_one_line(tmp_path, job_id):
+    """A Job resource's jobId becomes the TFJob's name: one that YAML reads as no string (or
+    an empty one) is refused naming jobId, not a traceback."""
+    path = tmp_path / "config.yaml"
+    path.write_text(f"jobId: {job_id}\ntrainingInput: {{scaleTier: BASIC}}\n")
+    with pytest.raises(SpecError) as caught:
+        cloudml.load(path)
+    assert caught.value.field == "--config jobId" and "is not a job id; use letters, digits and '_'" in str(caught.value)
+
+
 def test_a_file_not_in_utf8(tmp_path):
     path = tmp_path / "config.yaml"
     path.write_bytes(b"trainingInput: {scaleTier: BASIC, args: [caf\xe9]}\n")
