@@ -99,6 +99,7 @@ def test_submit_refuses_a_malformed_gs_job_dir_before_anything_runs(cli, backend
     (None, "no such file"),
     (b"garbage", "is not a JSON credentials file"),
     (b"[1]", "is not a credentials file"),
+    (b'{"client_id": "x"}', 'is not a credentials file (no "type")'),  # a JSON file, not a key
 ])
 def test_a_credentials_file_that_is_none_is_named(tmp_path, monkeypatch, content, says):
     key = tmp_path / "key.json"

@@ -113,6 +113,31 @@ def test_training_input_repeats_in_full_batches(tmp_path):
     assert [b[0].shape[0] for b in batches] == [4] * 6  # 24 examples from 10: repeated, no remainder
 
 
+def test_training_reads_the_records_of_a_file_shuffled(tmp_path):
+    """One file (a Cloud ML sample's --train_data_paths): its records in another order each epoch,
+    not the order written (sorted by label, say)."""
+    import tensorflow as tf
+
+    images, _ = synthetic(50)
+    with tf.io.TFRecordWriter(str(tmp_path / "all.tfrecord")) as writer:
+        for label, image in enumerate(images):
+            writer.write(data.example(image, label))
+    source = data.Source("unused", train_paths=(str(tmp_path / "all.tfrecord"),))
+    first, second = (batch[1].numpy().tolist() for batch in
+                     data.dataset(source, "train", batch_size=50, training=True, seed=7).take(2))
+    assert sorted(first) == sorted(second) == list(range(50))  # each batch one epoch
+    assert first != list(range(50)) and second != first
+
+
+def test_the_files_of_given_patterns_are_in_one_order_in_every_process(tmp_path):
+    """Input pipelines share the files by their place in this list (dataset's shard): in the order
+    of a set of strings (each process's own hashing) a worker read files another read too."""
+    for index in range(12):
+        (tmp_path / f"part-{index:02d}.tfrecord").write_bytes(b"")
+    source = data.Source("unused", train_paths=(str(tmp_path / "part-0*"), str(tmp_path / "part-*")))
+    assert data.files(source, "train") == sorted(str(path) for path in tmp_path.glob("part-*"))
+
+
 def test_shards_split_the_records_between_input_pipelines(tmp_path):
     images, labels = synthetic(16)
     data.write_split(str(tmp_path), "test", images, labels)  # 2 files
@@ -277,6 +302,27 @@ def test_a_staged_write_moves_in_whole_when_it_ends_and_leaves_nothing_when_it_f
             data.write_split(stage, "train", *synthetic(8))
             raise RuntimeError("interrupted")
     assert names(out) == ["test-00000-of-00002.tfrecord", "test-00001-of-00002.tfrecord"]
+
+
+def test_a_staged_write_moves_its_records_in_last(tmp_path, monkeypatch):
+    """A reader (another replica's --prepare-data) that finds the records whole finds the files
+    beside them too (the taxi's metadata.json): each file moves in with a rename, records last."""
+    import tensorflow as tf
+
+    moved, rename = [], tf.io.gfile.rename
+
+    def recorded(source, target, overwrite=False):  # the real rename, its order noted
+        moved.append(target.rsplit("/", 1)[1])
+        return rename(source, target, overwrite=overwrite)
+
+    monkeypatch.setattr(tf.io.gfile, "rename", recorded)
+    out = tmp_path / "data"
+    with data.staged(str(out)) as stage:
+        data.write_split(stage, "test", *synthetic(4))
+        (tmp_path / "data" / stage.rsplit("/", 1)[1] / "metadata.json").write_text("{}")
+        (tmp_path / "data" / stage.rsplit("/", 1)[1] / "z-notes.json").write_text("{}")
+    assert moved == ["metadata.json", "z-notes.json", "test-00000-of-00002.tfrecord", "test-00001-of-00002.tfrecord"]
+    assert names(out) == sorted(moved)
 
 
 def test_a_stage_left_by_a_killed_writer_on_this_host_is_removed_by_the_next_write(tmp_path):
@@ -551,7 +597,8 @@ def test_a_full_disk_is_one_line_naming_out_and_leaves_the_earlier_records_as_th
     monkeypatch.setattr(taxi_source, "rows", lambda: taxi_rows(40))
     out = tmp_path / "out"
     assert data.main(["--dataset", dataset, "--out", str(out)]) == 0  # the earlier, whole write
-    capsys.readouterr()
+    counts = "40 train and 8 test examples" if dataset == "mnist" else "32 train and 8 eval trips"
+    assert capsys.readouterr().out == f"Wrote {counts} to {out}\n"
     before = {name: (out / name).read_bytes() for name in names(out)}
     monkeypatch.setattr(tf.io, "TFRecordWriter", FullDisk(tf, error))
     assert data.main(["--dataset", dataset, "--out", str(out)]) == 1

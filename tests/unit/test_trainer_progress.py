@@ -55,6 +55,32 @@ def test_train_report_averages_steps_and_writes_scalars(tmp_path, capsys):
     assert scalars(tmp_path / "eval")["accuracy"] == [(40, 0.875)]
 
 
+def test_each_train_line_averages_a_models_extra_metrics_since_the_line_before(tmp_path, capsys):
+    """The taxi model's batch AUC: each line the mean of its own steps, not a sum carried over."""
+    report = progress.Progress(str(tmp_path), "chief/0", total=100, start=0)
+    report.add(10, loss=0.5, accuracy=0.75, auc=0.8)
+    report.report_train(10)
+    report.add(5, loss=0.5, accuracy=0.75, auc=0.6)
+    report.add(5, loss=0.5, accuracy=0.75, auc=0.7)
+    report.report_train(20)
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(": ", 1)[1].split(" (")[0] for line in lines] == [
+        "loss 0.5000, accuracy 0.7500, auc 0.8000", "loss 0.5000, accuracy 0.7500, auc 0.6500"]
+    assert [value for _, value in scalars(tmp_path / "train")["auc"]] == [0.800000011920929, 0.6499999761581421]
+
+
+def test_a_worker_that_leaves_train_to_the_chief_writes_no_scalars_and_no_steps_print_nothing(tmp_path, capsys):
+    """A MultiWorkerMirrored worker prints its own Train lines, but train/ is the chief's: two
+    writers there doubled every point in TensorBoard. A line with no steps since the last is none."""
+    report = progress.Progress(str(tmp_path), "worker/1", total=100, start=0, scalars=False)
+    report.report_train(0)  # nothing since the start (a resumed run at its last step)
+    assert capsys.readouterr().out == ""
+    report.add(10, loss=0.5, accuracy=0.75)
+    report.report_train(10)
+    assert capsys.readouterr().out.startswith("Train [worker/1] step 10 of 100: loss 0.5000, accuracy 0.7500 (")
+    assert not (tmp_path / "train").exists()
+
+
 def test_the_step_rate_of_results_that_come_in_bursts_is_the_rate_of_training(tmp_path, capsys, monkeypatch):
     """A parameter-server chief gets its workers' results in bursts: here two calls of 10
     steps each second (20 global steps/s), a Train line every 10 steps. The rate since the

@@ -81,6 +81,17 @@ def test_the_label_is_a_tip_above_a_fifth_of_the_fare():
     assert prepare.label({"tips": "1.0", "fare": ""}) == 1
 
 
+def test_a_trip_record_is_the_same_bytes_in_every_process():
+    """Replicas preparing one shared data dir (--prepare-data) write the same files: a record's
+    features in name order (deterministic serialization), not the process's hash order."""
+    row = {column: "1" for column in source.COLUMNS} | {"payment_type": "Cash", "company": "Flash Cab"}
+    record = prepare.example(row)
+    names = sorted([*features.RAW, features.LABEL])
+    positions = [record.index(name.encode()) for name in names]
+    assert positions == sorted(positions)
+    assert record == tf.train.Example.FromString(record).SerializeToString(deterministic=True)
+
+
 def test_missing_values_get_the_defaults(rows):
     row = next(r for r in rows if r["company"] == "" and r["dropoff_latitude"] == "")
     assert prepare.value(row, "company") == "" and prepare.value(row, "dropoff_latitude") == 0.0
