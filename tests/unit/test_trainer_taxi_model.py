@@ -92,6 +92,21 @@ def test_bad_instances_are_refused_naming_the_field(exported, tmp_path, capsys, 
     assert expected in err and err.count("\n") == 1, err
 
 
+def test_preprocessing_gives_an_unknown_payment_type_its_own_id_and_a_constant_number_no_nan():
+    """A payment type the training split did not have is the out-of-vocabulary id, not the
+    first (most frequent) type's; a float feature of one value (std 0) stays finite."""
+    stats = {name: {"mean": 1.0, "std": 2.0} for name in features.FLOATS} | {"fare": {"mean": 7.0, "std": 0.0}}
+    preprocess = features.Preprocess({"vocabulary": {"payment_type": ["Cash", "Credit Card"]}, "statistics": stats})
+    raw = {name: tf.constant([value, value]) for name, value in features.DEFAULTS.items()}
+    raw["payment_type"] = tf.constant(["Credit Card", "Bitcoin"])
+    raw["fare"] = tf.constant([7.0, 9.0])
+    inputs = preprocess(raw)
+    assert inputs["payment_type"].numpy().tolist() == [1, features.PAYMENT_VOCABULARY]
+    numeric = inputs["numeric"].numpy()
+    assert np.isfinite(numeric).all()
+    assert numeric[:, features.FLOATS.index("fare")].tolist() == [0.0, features.CLIP]  # 2 / 1e-6, clipped
+
+
 def test_batch_auc_counts_pairs_ranked_right():
     batch_metrics = models.get("taxi").batch_metrics
     [auc] = batch_metrics(tf.constant([1, 0, 1, 0], tf.int64), tf.constant([0.9, 0.1, 0.2, 0.3]))
