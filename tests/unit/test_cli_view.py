@@ -265,3 +265,12 @@ def test_the_live_table_says_why_a_replica_waits_without_wide():
     header, row = [line.split() for line in frame.getvalue().splitlines()[1:3]]
     assert header[:3] == ["REPLICA", "PHASE", "REASON"] and row[:3] == ["worker-0", "Pending", "ImagePullBackOff"]
     assert "Back-off" not in frame.getvalue()  # the whole message: -o wide
+
+
+def test_a_plain_line_gives_a_replicas_exit_code_0_too():
+    """`[chief-0] Succeeded (exit code 0)`: a script reading the lines sees the code, as for a failure."""
+    from launcher.view import plain_line
+
+    assert plain_line(replica_phase("chief-0", "Succeeded", node="n1", exit_code=0), "mnist") == (
+        "[chief-0] Succeeded (node n1, exit code 0)")
+    assert plain_line(replica_phase("chief-0", "Running", node="n1"), "mnist") == "[chief-0] Running (node n1)"

@@ -73,3 +73,21 @@ def test_failures_between_which_the_server_answered_are_not_added_up(monkeypatch
     assert not [item for item in items if isinstance(item, WatchFailed)], items
     assert [type(item) for item in items] == [Synced]
 
+
+
+class _Garbled(ScriptedApi):
+    """FAKE call whose list answer is not JSON (a proxy's error page with status 200)."""
+
+    def __call__(self, **params):
+        return _Answer(b"<html><body>502 Bad Gateway</body></html>")
+
+
+def test_an_answer_that_is_no_list_ends_the_watch_with_an_error_not_a_silent_wait():
+    """The consumer waits on the queue without a bound: a watch thread that died without a
+    word would leave `status -w` or `logs -f` hanging for ever."""
+    stop, sink = threading.Event(), queue.Queue()
+    lister = ListWatch("tfjob", _Garbled(rounds=1, stop=stop), sink, stop, "https://test-double")
+    lister.start()
+    lister.join(timeout=30)
+    failed = sink.get(timeout=30)
+    assert isinstance(failed, WatchFailed) and str(failed.error).startswith("watching tfjob: "), failed
