@@ -105,6 +105,7 @@ REFUSED = [
     (["--volume", "data:mnt/data"], "--volume"),
     (["--volume", ":/mnt/data"], "--volume"),
     (["--volume", "data:/mnt/data:rx"], "--volume"),
+    (["--volume", "data:/mnt/data:ro:x"], "--volume"),  # not its first two parts, the rest dropped
     (["--volume", "data:/mnt/a/../b"], "--volume"),
     (["--volume", "data:/mnt/data\nkind: Pod"], "--volume"),
     (["--volume", "data:/"], "--volume"),
@@ -129,6 +130,7 @@ REFUSED = [
     (["--image", "UPPER/img:1"], "--image"),
     (["--image", "img@sha256:short"], "--image"),
     (["--workers", "99999999999999999999"], "--workers"),
+    (["--workers", "0x2"], "--workers"),  # decimal, as gcloud's: not Python's 0x, 0o, 0b
     (["--ps", "2147483648"], "--ps"),
     (["--backoff-limit", "2147483648"], "--backoff-limit"),
     (["--ttl-seconds", "2147483648"], "--ttl-seconds"),
