@@ -340,3 +340,12 @@ def test_following_every_replica_receives_pod_rows_whose_size_does_not_grow_with
     assert large < 400 and large < small + 64  # a row per change, not the pod (TF_CONFIG grows with the job)
     # more streams than the connection pool keeps: their connections are closed without a warning each
     assert not [r for r in caplog.records if "pool is full" in r.getMessage()]
+
+
+def test_the_logs_of_every_replica_come_in_replica_order_not_the_pod_names(k8s_backend, fake_operator):
+    """The API server lists pods by name (worker-10 before worker-2); `logs --replica all`
+    prints replica after replica as `status` lists them: chief, ps, then workers by index."""
+    k8s_backend.submit(manifest(workers=11))
+    fake_operator.run_to_success("mnist")
+    replicas = [item.replica for item in k8s_backend.logs("mnist", "default")]
+    assert replicas == ["chief-0", *(f"worker-{i}" for i in range(11))]

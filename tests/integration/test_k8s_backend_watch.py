@@ -6,6 +6,7 @@ plane in tests/e2e/test_k8s_backend.py."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -299,3 +300,23 @@ def test_a_server_that_goes_away_ends_the_events_with_a_clear_error(job, fake_ap
     fake_apiserver.stop()
     with pytest.raises(BackendError, match="^lost the Kubernetes API server .*; the job goes on in the cluster: "):
         job.wait_done()
+
+
+def test_a_job_the_operator_has_taken_up_gets_no_note_that_it_has_no_status(k8s_backend, fake_apiserver,
+                                                                            fake_operator):
+    """The note that no training-operator took the job up (`unclaimed_seconds` after the
+    events began) is for a TFJob without any condition; one with Created gets none."""
+    notes: list[str] = []
+    k8s_backend.note, k8s_backend.unclaimed_seconds = notes.append, 3.0
+    k8s_backend.submit(manifest(workers=1))
+    fake_operator.create_pods("mnist")  # Created, before the events begin
+    begun = time.monotonic()
+    events = Collector(k8s_backend.events("mnist", "default"))
+    events.wait_for(lambda it: ("Created", "True") in conditions(it), "Created")
+    assert time.monotonic() - begun < k8s_backend.unclaimed_seconds, "the first list came after the note's time"
+    wait_for(lambda: time.monotonic() > begun + k8s_backend.unclaimed_seconds + 1.0, "the note's time to pass", WAIT)
+    pods = ("mnist-chief-0", "mnist-ps-0", "mnist-worker-0")
+    for pod in pods:
+        fake_operator.start(pod)
+    finish(fake_operator, events, pods)
+    assert notes == []
