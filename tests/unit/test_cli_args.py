@@ -314,6 +314,7 @@ def test_scale_tier_overrides_a_custom_files_counts_and_machines_with_a_note(tmp
     (["--worker-accelerator", "nvidia-tesla-t4"], "--worker-accelerator"),
     (["--worker-accelerator", "type=nvidia-tesla-t4,count=0"], "--worker-accelerator"),
     (["--worker-accelerator", "type=nvidia-tesla-t9,count=1"], "--worker-accelerator"),
+    (["--worker-accelerator", "type=nvidia-tesla-t4,cnt=2"], "--worker-accelerator"),  # not 1 GPU, silently
     (["--master-accelerator", "type=nvidia-l4", "--worker-accelerator", "type=nvidia-tesla-t4"], "--worker-accelerator"),
     (["--accelerator", "nvidia-l4", "--worker-accelerator", "type=nvidia-tesla-t4"], "--worker-accelerator"),
 ])
