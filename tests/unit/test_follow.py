@@ -207,3 +207,15 @@ def test_the_jobs_end_waits_for_a_side_replicas_last_line():
     assert out.index(LogLine("evaluator-0", "Eval step 60: loss 0.0500, accuracy 0.9900")) \
         < out.index(JobCondition("Succeeded"))
     assert out[-1] == JobCondition("Succeeded")
+
+
+def test_the_chiefs_final_metrics_and_export_line_become_the_training_result():
+    """submit's summary ("test accuracy ..., model exported to ...") comes from these."""
+    from launcher.events import TrainingResult
+
+    final = LogLine("chief-0", "Final metrics after 60 steps: loss 0.2500, accuracy 0.9300")
+    exported = LogLine("chief-0", "Exported model to /tmp/job/export/1")
+    events = list(merged(ScriptedRace(early=[final, exported, LogEnded("chief-0", 0)]), "mnist", "default",
+                         "chief-0", 60.0))
+    assert [event for event in events if isinstance(event, TrainingResult)] == [
+        TrainingResult(step=60, loss=0.25, accuracy=0.93), TrainingResult(export_path="/tmp/job/export/1")]

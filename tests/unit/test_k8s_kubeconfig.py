@@ -52,3 +52,30 @@ def test_a_kubeconfigs_secrets_of_every_kind_are_redacted(tmp_path):
     remember_secrets(str(path))
     line = f"error: refused: {' / '.join(secrets.values())} / launcher / idt"
     assert redact(line) == f"error: refused: {REDACTED} / {REDACTED} / {REDACTED} / launcher / idt"
+
+
+def test_a_kubeconfig_that_is_yaml_but_no_mapping_is_one_line_not_a_traceback(tmp_path):
+    import pytest
+
+    from launcher.backends.base import BackendError
+    from launcher.backends.kubeconfig import check_kubeconfig
+
+    path = tmp_path / "config"
+    path.write_text("- not\n- a kubeconfig\n")
+    with pytest.raises(BackendError, match=f"^kubeconfig {path} is not a kubeconfig \\(no mapping\\); fix it"):
+        check_kubeconfig(str(path), str(path), None)
+    assert context_namespace(str(path), None) is None
+
+
+def test_a_line_of_a_client_keys_body_is_redacted(tmp_path):
+    """client-key-data is base64 of a PEM key: an error quoting one line of its body (not
+    the whole block, which the PEM pattern catches) is redacted too."""
+    import base64
+
+    body = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQDk3x7Q"
+    pem = f"-----BEGIN PRIVATE KEY-----\n{body}\n-----END PRIVATE KEY-----\n"
+    path = tmp_path / "config"
+    path.write_text(yaml.safe_dump({"users": [{"name": "a", "user": {
+        "client-key-data": base64.b64encode(pem.encode()).decode()}}]}))
+    remember_secrets(str(path))
+    assert redact(f"error: bad key line {body}") == f"error: bad key line {REDACTED}"
