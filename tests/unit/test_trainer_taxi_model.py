@@ -105,6 +105,11 @@ def test_preprocessing_gives_an_unknown_payment_type_its_own_id_and_a_constant_n
     numeric = inputs["numeric"].numpy()
     assert np.isfinite(numeric).all()
     assert numeric[:, features.FLOATS.index("fare")].tolist() == [0.0, features.CLIP]  # 2 / 1e-6, clipped
+    # ids out of their range (an hour 30, a day 0 or -1, an area 99) stay in the embeddings' range
+    raw |= {"trip_start_hour": tf.constant([30, -1], tf.int64), "trip_start_day": tf.constant([0, 9], tf.int64),
+            "pickup_community_area": tf.constant([99, 77], tf.int64)}
+    inputs = preprocess(raw)
+    assert [inputs[name].numpy().tolist() for name in ("hour", "day", "pickup_area")] == [[23, 0], [0, 7], [77, 77]]
 
 
 def test_batch_auc_counts_pairs_ranked_right():
