@@ -449,6 +449,9 @@ class FakeApiServer:
         stream.end()
 
     def _log(self, h, resource, ns, name, query, accept=None) -> None:
+        if "sinceSeconds" in query and "sinceTime" in query:  # the real one's ValidatePodLogOptions
+            raise ApiError(422, "Invalid", f'PodLogOptions "{name}" is invalid: []: Forbidden: at most one of '
+                                           "`sinceTime` or `sinceSeconds` may be specified")
         pod = self.get("pods", ns, name)
         if pod is None:
             raise not_found("pods", name)
