@@ -179,6 +179,14 @@ def test_a_job_id_that_is_no_name_is_refused_on_one_line(tmp_path, job_id):
     assert caught.value.field == "--config jobId" and "is not a job id; use letters, digits and '_'" in str(caught.value)
 
 
+def test_labels_that_are_no_mapping_are_refused_on_one_line(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text("trainingInput: {scaleTier: BASIC}\nlabels: [team, ml]\n")
+    with pytest.raises(SpecError) as caught:
+        cloudml.load(path)
+    assert str(caught.value) == "--config labels: must be a mapping; use key: value pairs"
+
+
 def test_a_file_not_in_utf8(tmp_path):
     path = tmp_path / "config.yaml"
     path.write_bytes(b"trainingInput: {scaleTier: BASIC, args: [caf\xe9]}\n")
