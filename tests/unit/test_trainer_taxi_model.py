@@ -47,6 +47,23 @@ def test_serving_applies_the_training_preprocessing(model, exported, taxi_dir): 
     assert len(set(np.round(expected, 5))) > 1  # outputs depend on the trip
 
 
+def test_serving_says_big_tipper_when_its_probability_is_above_one_half():
+    """classes agrees with probabilities: a trip at P = 0.55 is class 1 (the model's output pinned by its bias)."""
+    from trainer.models import taxi
+
+    model = models.build("taxi")
+    layer = model.get_layer("deep_logit")
+    for logit, expected in ((0.2, 1), (-0.2, 0)):  # sigmoid: 0.55, 0.45
+        layer.kernel.assign(tf.zeros_like(layer.kernel))
+        layer.bias.assign([logit])
+        stats = {name: {"mean": 0.0, "std": 1.0} for name in features.FLOATS}
+        module = taxi.Serving(model, {"vocabulary": {"payment_type": ["Cash"]}, "statistics": stats})
+        raw = {name: tf.constant([value], features.RAW[name]) for name, value in features.DEFAULTS.items()}
+        outputs = module.serve(raw)
+        assert float(outputs["logistic"][0, 0]) == pytest.approx(1 / (1 + np.exp(-logit)), rel=1e-5)
+        assert outputs["classes"].numpy().tolist() == [expected]
+
+
 def run_predict(exported, tmp_path, capsys, *instances) -> tuple[int, str, str]:
     request = tmp_path / "request.json"
     request.write_text("".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in instances))
