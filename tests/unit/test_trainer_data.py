@@ -185,6 +185,7 @@ def test_missing_records_tell_how_to_make_them(tmp_path):
     (["--out", ""], "--out: is empty; give a local directory or a gs:// URL"),  # was the default dir
     (["--dataset", "taxi", "--train-limit", "5"], "--train-limit: MNIST only; --dataset taxi writes the whole taxi "
                                                   "sample"),  # was ignored: the whole download
+    (["--dataset", "taxi"], "--offline: MNIST only; --dataset taxi writes the whole taxi sample"),  # (--offline below)
 ])
 def test_the_command_refuses_bad_limits_and_an_empty_out_in_one_line_writing_nothing(tmp_path, monkeypatch, capsys,
                                                                                     argv, expected):

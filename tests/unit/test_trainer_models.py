@@ -23,6 +23,19 @@ def test_model_builds_with_its_shape(name, parameters, dense):
     assert tuple(logits.shape) == (2, 10)
 
 
+def test_mnist_request_instances_carry_a_key_only_when_asked(tmp_path):
+    """make_request --no-keys: the `unkeyed` signature's instances, without `key`."""
+    from trainer import data
+
+    images = (np.arange(3 * 784) % 256).astype(np.uint8).reshape(3, 28, 28)
+    data.write_split(str(tmp_path), "test", images, np.array([7, 1, 4], np.uint8))
+    mnist = models.get("mnist")
+    keyed, labels = mnist.request_instances(str(tmp_path), 3, keys=True)
+    unkeyed, _ = mnist.request_instances(str(tmp_path), 3, keys=False)
+    assert sorted(labels) == [1, 4, 7] and [row["key"] for row in keyed] == [0, 1, 2]
+    assert [sorted(row) for row in unkeyed] == [["image"]] * 3 and len(unkeyed[0]["image"]) == 784
+
+
 def test_default_model_standardises_its_input():
     layer = models.build("mnist").get_layer("standardize")
     mean_image = np.full((1, 28, 28, 1), 0.1307, np.float32)
