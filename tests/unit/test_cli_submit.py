@@ -372,6 +372,9 @@ def test_local_backend_default_job_dir_and_gpu_note(cli):
     assert "GPU settings are ignored by the local backend" in result.err
     container = backend.submitted[0][0]["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     assert container["args"][:2] == ["--job-dir", "/runs/default/mnist"]
+    gpus = submit(cli, FakeBackend(name="local", default_dir="/runs"), "--detach", "--gpus-per-worker", "1")
+    assert gpus.code == 0, gpus.err  # GPUs without --accelerator: the note all the same
+    assert "note: GPU settings are ignored by the local backend (replicas run on this machine's CPU)\n" in gpus.err
 
 
 def test_the_local_backend_says_what_it_does_not_use(cli):
