@@ -119,7 +119,8 @@ _TRANSIENT = ("AbortedError", "UnavailableError", "DeadlineExceededError")
 def unwritable_url(out: str, example: str | None = None) -> str | None:
     """Why the gs:// folder `out` (a file when `example`, the name offered when `out` is a
     folder, is given) cannot be written, or None; other URLs are left to the write. Asked of
-    the bucket before any work: a malformed URL (paths.url_problem); a bucket that does not
+    the bucket before any work: a malformed URL (paths.url_problem); a scheme this TensorFlow
+    has no filesystem for (s3:// without tensorflow-io); a bucket that does not
     exist (TensorFlow's gs:// filesystem made folders in it without end: its makedirs looks
     for an existing parent up to the bucket and past it); a folder, or a folder on the way to
     it, that is a file (an object); a file that is a folder; a bucket that cannot be read (no
@@ -128,9 +129,17 @@ def unwritable_url(out: str, example: str | None = None) -> str | None:
     fails as it fails on any storage error (exit 128, retryable: trainer.failures, `command`)."""
     if problem := paths.url_problem(out):
         return problem
-    if not out.startswith(paths.GCS):
-        return None
     import tensorflow as tf
+
+    if not out.startswith(paths.GCS):  # s3://, hdfs://: a filesystem of tensorflow-io's, if installed
+        try:
+            tf.io.gfile.exists(out)
+        except tf.errors.UnimplementedError as error:  # none: the write failed after all the work
+            return (f"cannot write {out} ({failures.summary(error, 160)}); this TensorFlow writes local paths and "
+                    "gs:// only: give one of those")
+        except tf.errors.OpError:  # left to the write, which names it
+            pass
+        return None
 
     if problem := credentials_problem():
         return problem

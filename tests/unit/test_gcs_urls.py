@@ -84,6 +84,16 @@ def test_the_trainers_output_checks_refuse_them_before_tensorflow(given, why, of
     assert outputs.unwritable_file(given, "request.json") == paths.url_problem(given)
 
 
+@pytest.mark.parametrize("given", ["s3://bkt/out", "hdfs://namenode/out"])
+def test_a_scheme_this_tensorflow_cannot_write_is_refused_before_any_work(given):
+    """trainer.data --out, make_request --out and the trainer's --job-dir on s3:// or hdfs://
+    (no filesystem for them without tensorflow-io) failed at the write, after the work."""
+    problem = f"cannot write {given} (File system scheme '{given.split(':')[0]}' not implemented (file: '{given}')); " \
+              "this TensorFlow writes local paths and gs:// only: give one of those"
+    assert outputs.unwritable_dir(given) == problem
+    assert outputs.unwritable_file(given, "request.json") == problem
+
+
 @pytest.mark.parametrize("backend", ["k8s", "local"])
 @pytest.mark.parametrize("given, why, offered", NEAR_MISSES + BAD_BUCKETS[:3] + [(g, "", o) for g, o in EMPTY_FOLDERS])
 def test_submit_refuses_a_malformed_gs_job_dir_before_anything_runs(cli, backend, given, why, offered):

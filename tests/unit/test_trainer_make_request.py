@@ -65,7 +65,10 @@ def test_an_out_it_cannot_write_and_records_it_cannot_read_are_one_line_before_a
             (["--out", str(tmp_path)], f"--out: {tmp_path} is a directory; give a file in it, e.g. "
                                        f"{tmp_path / 'request.json'}"),
             (["--data-dir", str(tmp_path / "bad"), "--out", "-"],
-             f"--data-dir: cannot read the test records in {tmp_path / 'bad'} as mnist records")):
+             f"--data-dir: cannot read the test records in {tmp_path / 'bad'} as mnist records"),
+            (["--out", "s3://bkt/r.json"],  # was exit 1 after reading every record: no filesystem for s3:// here
+             "--out: cannot write s3://bkt/r.json (File system scheme 's3' not implemented (file: 's3://bkt/r.json')); "
+             "this TensorFlow writes local paths and gs:// only: give one of those")):
         assert make_request.main(["--data-dir", data_dir, *argv]) == 2
         out, err = capsys.readouterr()
         assert out == "" and err.startswith(f"trainer.make_request: {line}") and err.count("\n") == 1, err
