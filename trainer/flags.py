@@ -211,10 +211,11 @@ def parser() -> Parser:
           ".tfrecord.gz) files written by `python -m trainer.data [--dataset taxi] --out DIR` "
           "(default: env MNIST_DATA_DIR or data/mnist; taxi: env TAXI_DATA_DIR or data/taxi)")
     _flag(p, "--train_data_paths", "--train-data-paths", aliases=("--train-files",), dest="train_data_paths",
-          nargs="+", metavar="PATTERN", type=_patterns, help="training TFRecord files or patterns (local or gs://; .gz/.gzip "
-          "files read as GZIP) instead of --data-dir's train-* shards; commas also separate")
+          nargs="+", metavar="PATTERN", type=_patterns, help="training TFRecord files or patterns (local or gs://; "
+          ".gz/.gzip files read as GZIP) instead of --data-dir's train-* shards; commas also separate")
     _flag(p, "--eval_data_paths", "--eval-data-paths", aliases=("--eval-files",), dest="eval_data_paths",
-          nargs="+", metavar="PATTERN", type=_patterns, help="test TFRecord files or patterns for evaluation, as --train_data_paths")
+          nargs="+", metavar="PATTERN", type=_patterns,
+          help="test TFRecord files or patterns for evaluation, as --train_data_paths")
     _flag(p, "--image-feature", aliases=("--image_feature",), dest="image_feature", default="image",
           help="name of the tf.train.Example bytes feature with the 784 uint8 pixels; `image_raw` "
           "reads the train.tfrecords of the TensorFlow MNIST tutorials (labels: `label`)")

@@ -307,7 +307,7 @@ def test_a_job_the_operator_has_taken_up_gets_no_note_that_it_has_no_status(k8s_
     """The note that no training-operator took the job up (`unclaimed_seconds` after the
     events began) is for a TFJob without any condition; one with Created gets none."""
     notes: list[str] = []
-    k8s_backend.note, k8s_backend.unclaimed_seconds = notes.append, 3.0
+    k8s_backend.note, k8s_backend.unclaimed_seconds = notes.append, 6.0  # after the first list, even under load
     k8s_backend.submit(manifest(workers=1))
     fake_operator.create_pods("mnist")  # Created, before the events begin
     begun = time.monotonic()

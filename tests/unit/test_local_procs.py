@@ -59,8 +59,8 @@ def test_a_group_that_exits_on_sigterm_is_not_waited_for_the_whole_grace():
     try:
         leader.stdout.readline()
         began = time.monotonic()
-        terminate_groups([(leader.pid, start_time(leader.pid))], grace=30)
-        assert time.monotonic() - began < 15
+        terminate_groups([(leader.pid, start_time(leader.pid))], grace=600)
+        assert time.monotonic() - began < 120, "waited out the grace"
         assert leader.wait(timeout=10) == -15
     finally:
         leader.kill()
