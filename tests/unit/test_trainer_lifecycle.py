@@ -92,3 +92,18 @@ def test_done_says_whether_this_run_was_marked_done(tmp_path, chief):
     assert watch.done() is False
     lifecycle.write_done(str(tmp_path), step=200, export_path=None)
     assert watch.done() is True
+
+
+def test_the_exit_lines_say_why_the_task_leaves(tmp_path):
+    watch = lifecycle.Watch(str(tmp_path), "chief-0:2222", poll_seconds=0.01, orphan_seconds=900)
+    assert lifecycle.message(lifecycle.DONE, watch) == (
+        f"Chief marked the job done in {tmp_path / 'done.json'}; exiting")
+    assert lifecycle.message(lifecycle.ORPHANED, watch) == (
+        "Chief chief-0:2222 unreachable for 900 s (job not marked done); exiting")
+    assert lifecycle.message(lifecycle.ORPHANED_AFTER_DONE, watch) == (
+        "Chief chief-0:2222 unreachable for 900 s (job was marked done); exiting")
+
+
+def test_a_stopped_server_lingers_within_the_grace_kubernetes_grants():
+    """Kubernetes SIGKILLs 30 s after SIGTERM by default: a longer linger dies unheard."""
+    assert 0 < lifecycle.LINGER_S < 30
