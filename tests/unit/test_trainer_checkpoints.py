@@ -147,3 +147,12 @@ def test_only_the_savers_own_retracing_warning_is_dropped():
     finally:
         logger.removeHandler(handler)
     assert seen == ["5 out of the last 5 calls to <function train_step at 0x7f> triggered tf.function retracing."]
+
+
+def test_checkpoints_are_numbered_by_step_and_the_newest_five_kept(tmp_path):
+    saver = checkpoints.Checkpointer(str(tmp_path), {"model": variables.named(models.build("mnist").weights)}, "mnist")
+    for step in range(10, 80, 10):
+        saver.save(step)
+    kept = sorted(int(path.name[len("ckpt-"):-len(".index")]) for path in (tmp_path / "checkpoints").glob("*.index"))
+    assert kept == [30, 40, 50, 60, 70]
+    assert checkpoints.step_of(saver.restore()) == 70  # a restart resumes from the newest

@@ -177,3 +177,54 @@ def test_a_record_cut_short_reads_as_nothing_evaluated_yet(job):
         with open(path, "w") as handle:
             handle.write(text)
         assert evaluator.evaluated(job_dir) == -1
+
+
+def test_the_evaluator_evaluates_the_last_checkpoint_saved_as_the_chief_marks_the_job_done(job, capsys, monkeypatch,
+                                                                                          tmp_path):
+    """The chief saves its last checkpoint and writes the done marker between two polls of
+    the evaluator: the evaluator still evaluates that checkpoint before it leaves (exit 0).
+    Started again on the same job dir, it says where it goes on from."""
+    from trainer import lifecycle
+    from trainer.cluster import Cluster
+
+    job_dir, args, save = job
+    images = (np.arange(20 * 784) % 256).astype(np.uint8).reshape(20, 28, 28)
+    data.write_split(str(tmp_path / "data"), "train", images, np.arange(20) % 10)  # data.check reads both splits
+    args.poll_seconds = 0.01
+    save(10)
+    check = lifecycle.Watch.check
+
+    def chief_finishes_meanwhile(watch):  # the timing of a real chief, which nothing else can force
+        if lifecycle.read_done(job_dir) is None:
+            save(20)
+            lifecycle.write_done(job_dir, 20, None)
+        return check(watch)
+
+    monkeypatch.setattr(lifecycle.Watch, "check", chief_finishes_meanwhile)
+    assert evaluator.run(args, Cluster(role="evaluator", index=0, spec={})) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"Evaluator watching {job_dir}/checkpoints\n"), out
+    assert [line.split(":")[0] for line in out.splitlines() if line.startswith("Eval step ")] == [
+        "Eval step 10", "Eval step 20"]
+    assert out.endswith(f"Chief marked the job done in {job_dir}/done.json; exiting\n")
+
+    save(30)  # a later run of the job, which ends at once
+    monkeypatch.setattr(lifecycle.Watch, "check", lambda watch: lifecycle.DONE)
+    assert evaluator.run(args, Cluster(role="evaluator", index=0, spec={})) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"Evaluator watching {job_dir}/checkpoints; evaluated up to step 20 before\nEval step 30:"), out
+
+
+def test_each_evaluation_measures_the_weights_it_was_given_alone(taxi_dir):  # noqa: F811
+    """The chief evaluates one plain model again and again (session.Session.evaluation):
+    the taxi model's AUC of a later evaluation must not count the earlier ones' scores."""
+    from trainer.evaluate import Evaluation
+
+    model = models.build("taxi")
+    evaluation = Evaluation(model, data.Source(taxi_dir), 500, name="taxi")
+    evaluation.evaluate()  # the weights as built
+    layer = model.get_layer("deep_logit")
+    layer.kernel.assign(0.3 * np.random.RandomState(0).normal(size=layer.kernel.shape).astype("float32"))
+    later = evaluation.evaluate()
+    alone = Evaluation(model, data.Source(taxi_dir), 500, name="taxi").evaluate()
+    assert later == pytest.approx(alone, abs=1e-6)

@@ -77,3 +77,79 @@ def test_an_internal_error_on_a_workers_side_of_a_call_is_retryable():
     assert "\n" not in failure.line
     local = tf.errors.InternalError(None, None, "Blas GEMM launch failed")  # no worker's RPC: not explained
     assert failures.explain(local, JOB_DIR) is None
+
+
+# The texts of TensorFlow's GCS filesystem (curl_http_request.cc, retrying_utils.cc): after its
+# own retries it raises AbortedError naming the last failure; a refusal is raised as it comes.
+DENIED_BODY = ('{\n  "error": {\n    "code": 403,\n    "message": "trainer@p.iam.gserviceaccount.com does not have '
+               'storage.objects.create access to the Google Cloud Storage object.",\n    "errors": []\n  }\n}\n')
+DENIED = ("Error executing an HTTP request: HTTP response code 403 with body '" + DENIED_BODY + "'\n\t when initiating "
+          "an upload to gs://bucket/job/checkpoints/ckpt-10_temp/part-00000-of-00001.index.")
+
+
+def test_a_storage_refusal_is_permanent_in_one_line_naming_the_path_and_the_reason():
+    failure = failures.explain(tf.errors.PermissionDeniedError(None, None, DENIED), "gs://bucket/job")
+    assert failure.code == failures.EXIT_PERMANENT == 1  # ExitCode: the job fails instead of restarting
+    assert failure.line == (
+        "storage request for gs://bucket/job/checkpoints/ckpt-10_temp/part-00000-of-00001.index failed "
+        "(PermissionDeniedError, HTTP 403): trainer@p.iam.gserviceaccount.com does not have storage.objects.create "
+        "access to the Google Cloud Storage object.; restarting will not help: check that the path exists and that "
+        "the job may read and write it")
+
+
+def test_a_local_job_dir_refused_is_explained_by_its_path():
+    error = tf.errors.PermissionDeniedError(None, None, "/runs/mnist/checkpoints/checkpoint.tmp123; Permission denied")
+    failure = failures.explain(error, "/runs/mnist/")
+    assert failure.code == 1 and failure.line.startswith(
+        "storage request for /runs/mnist/checkpoints/checkpoint.tmp123 failed (PermissionDeniedError): "
+        "/runs/mnist/checkpoints/checkpoint.tmp123; Permission denied; restarting will not help")
+    assert failures.explain(error, "/other/job") is None  # no path of the job's: a traceback
+
+
+@pytest.mark.parametrize("kind", [tf.errors.AbortedError, tf.errors.UnavailableError, tf.errors.DeadlineExceededError])
+def test_storage_still_failing_after_tensorflows_retries_is_retryable(kind):
+    message = ("All 10 retry attempts failed. The last failure: Error executing an HTTP request: HTTP response code 503 "
+               "with body 'Service Unavailable'\n\t when reading metadata of gs://bucket/job/done.json")
+    failure = failures.explain(kind(None, None, message), "gs://bucket/job")
+    assert failure.code == failures.EXIT_RETRYABLE == 128
+    assert failure.line == (f"storage request for gs://bucket/job/done.json failed ({kind.__name__}, HTTP 503) after "
+                            "TensorFlow's retries; exiting 128 (retryable)")
+
+
+def test_a_ps_call_cancelled_and_a_peer_past_its_deadline_are_lost_tasks():
+    cancelled = tf.errors.CancelledError(None, None, "RPC cancelled" + FROM_PS)
+    assert failures.explain(cancelled, JOB_DIR).line.startswith("lost parameter server ps/1 (CancelledError: ")
+    late = tf.errors.DeadlineExceededError(None, None, "Deadline Exceeded /job:worker/replica:0/task:2 check alive")
+    failure = failures.explain(late, JOB_DIR)
+    assert failure.code == 128 and failure.line.startswith("lost peer worker/2 (DeadlineExceededError: ")
+
+
+def test_the_lost_tasks_are_named_in_numeric_order_and_a_long_cause_is_cut_short():
+    cause = "x" * 300
+    message = (cause + "\n/job:ps/replica:0/task:10 and /job:ps/replica:0/task:2 unreachable" + FROM_PS)
+    failure = failures.explain(tf.errors.UnavailableError(None, None, message), JOB_DIR)
+    assert failure.line.startswith("lost parameter server ps/1, ps/2, ps/10 (UnavailableError: " + "x" * 200 + "...); ")
+
+
+def test_the_trainer_exits_with_the_failures_code_and_its_one_line_on_stderr(monkeypatch, capsys):
+    from trainer import flags, task
+    from trainer.cluster import Cluster
+
+    args = flags.parse(["--job-dir", "gs://bucket/job"])
+    single = Cluster(role="chief", index=0, spec={})
+
+    def denied(*_):
+        raise tf.errors.PermissionDeniedError(None, None, DENIED)
+
+    monkeypatch.setattr(task, "compute", denied)
+    assert task.run_role(args, single) == 1
+    out, err = capsys.readouterr()
+    assert err == f"trainer: {failures.explain(tf.errors.PermissionDeniedError(None, None, DENIED), args.job_dir).line}\n"
+    assert "storage request" not in out
+
+    def unexplained(*_):
+        raise tf.errors.InternalError(None, None, "Blas GEMM launch failed")
+
+    monkeypatch.setattr(task, "compute", unexplained)
+    with pytest.raises(tf.errors.InternalError):  # the caller's traceback, exit 1
+        task.run_role(args, single)

@@ -129,6 +129,7 @@ def test_a_stop_vote_saves_the_step_reached_and_stops_every_worker(state, local)
     assert str(stopped.value).startswith(("SIGTERM" if local else "a peer got SIGTERM") + ": saved checkpoint at "
                                          f"step 30 in {state.saver.directory}; exiting 143 (retryable)")
     assert state.saved_at == 30 and tf.train.latest_checkpoint(state.saver.directory).endswith("ckpt-30")
+    assert stopped.value.code == 143  # the trainer's exit code (task.train): retryable for ExitCode
 
 
 def test_periodic_evaluation_is_left_to_a_live_side_car_evaluator(state, capsys):

@@ -142,3 +142,55 @@ def test_the_filter_passes_what_it_keeps_in_order_and_restores_stderr():
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stderr.splitlines() == [WARNING.decode().strip(), "plain", "python's own stderr", "x" * 200000,
                                         "after"]
+
+
+BAD_CONFIG = """
+import sys
+from trainer import task
+code = task.main(["--job-dir", sys.argv[1]])
+print("exit", code, "tensorflow" in sys.modules, "keras" in sys.modules)
+"""
+
+
+def test_a_bad_tf_config_exits_2_in_one_line_before_tensorflow_is_imported(tmp_path):
+    """A crash-looping pod with a bad TF_CONFIG fails at once, not after TensorFlow's import."""
+    job_dir = tmp_path / "job"
+    config = '{"cluster": {"chief": ["127.0.0.1:2222"]}, "task": {"type": "boss", "index": 0}}'
+    done = subprocess.run([sys.executable, "-c", BAD_CONFIG, str(job_dir)], cwd=ROOT, capture_output=True, text=True,
+                          env=trainer_env({"TF_CONFIG": config}), timeout=120)
+    assert done.stdout.splitlines() == ["exit 2 False False"], done.stdout + done.stderr[-3000:]
+    [line] = done.stderr.splitlines()
+    assert line.startswith("trainer: TF_CONFIG") and "unknown role 'boss'" in line
+    assert not job_dir.exists()
+
+
+def test_a_job_dir_that_cannot_be_written_is_refused_before_the_data_is_read(tmp_path, capsys):
+    from trainer import flags, task
+    from trainer.cluster import Cluster
+
+    (tmp_path / "file").write_text("")
+    args = flags.parse(["--job-dir", str(tmp_path / "file" / "job"), "--data-dir", str(tmp_path / "no-data")])
+    assert task.compute(args, Cluster()) == 2
+    out, err = capsys.readouterr()
+    [line] = err.splitlines()
+    assert line.startswith(f"trainer: --job-dir: {tmp_path / 'file'}") and out == "", err
+
+
+def test_the_trainer_names_master_chief_in_tf_config_for_tensorflows_readers(tmp_path, monkeypatch, capsys):
+    """Cloud ML Engine's and older operators' `master`: TensorFlow's own readers of TF_CONFIG
+    know `chief` only."""
+    import json
+    import os
+
+    from trainer import task
+
+    config = {"cluster": {"master": ["m:1"], "worker": ["w:1"]}, "task": {"type": "master", "index": 0}}
+    monkeypatch.setenv("TF_CONFIG", json.dumps(config))
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "1")  # main() sets it where unset
+    roles = []
+    monkeypatch.setattr(task, "run_role", lambda args, cluster: roles.append(cluster) or 0)
+    assert task.main(["--job-dir", str(tmp_path / "job")]) == 0
+    assert json.loads(os.environ["TF_CONFIG"]) == {"cluster": {"chief": ["m:1"], "worker": ["w:1"]},
+                                                   "task": {"type": "chief", "index": 0}, "environment": "cloud"}
+    assert roles[0].role == "chief"
+    assert capsys.readouterr().out == f"Starting chief/0 (sync mode), job dir {tmp_path / 'job'}\n"

@@ -31,3 +31,22 @@ def test_synchronous_training_splits_the_cores_between_chief_and_workers():
 def test_on_a_cluster_only_a_cpu_limit_sizes_the_pool():
     assert threads("chief", REMOTE_PS) == 0  # TensorFlow's own default: the pod's cores
     assert threads("worker", REMOTE_PS, limit=3) == 3
+
+
+def test_a_cpu_limit_is_read_from_the_cgroup_and_rounded_up(tmp_path):
+    from trainer.runtime import cpu_limit
+
+    cpu_max = tmp_path / "cpu.max"
+    for content, cpus in [("150000 100000\n", 2), ("50000 100000\n", 1), ("400000 100000\n", 4), ("max 100000\n", None)]:
+        cpu_max.write_text(content)
+        assert cpu_limit(str(cpu_max)) == cpus, content
+    assert cpu_limit(str(tmp_path / "none")) is None  # cgroup v1, or no cgroup file: no limit known
+
+
+def test_a_pool_of_one_thread_still_gets_two_inter_op_threads():
+    """Collectives and dataset iterators block inter-op threads: one alone can deadlock."""
+    from trainer.runtime import session_config
+
+    config = session_config(1)
+    assert (config.intra_op_parallelism_threads, config.inter_op_parallelism_threads) == (1, 2)
+    assert session_config(0).inter_op_parallelism_threads == 0  # TensorFlow's defaults
