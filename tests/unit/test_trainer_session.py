@@ -236,3 +236,11 @@ def test_a_call_waits_on_the_status_event_and_copies_only_when_fetched():
     without = Remote(None)  # a TensorFlow whose RemoteValue has no such event: the copy is made in wait()
     Call(without).wait()
     assert without.copies == 1
+
+
+def test_the_last_step_has_a_train_line_whatever_the_log_interval(state, capsys):
+    """--log-every-steps 1000 with --train-steps 100: the job's only Train line, at its end."""
+    step, _ = session.run(state, lambda n, stopping: Handle(finished()), in_flight=1, count=True)
+    assert step == 100
+    train = [line.split(":")[0] for line in capsys.readouterr().out.splitlines() if line.startswith("Train ")]
+    assert train == ["Train [chief/0] step 100 of 100"], train

@@ -11,6 +11,7 @@ Keras imported already):
   load: absl's lines below TF_CPP_MIN_LOG_LEVEL dropped, every other line passed on."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -180,7 +181,6 @@ def test_the_trainer_names_master_chief_in_tf_config_for_tensorflows_readers(tmp
     """Cloud ML Engine's and older operators' `master`: TensorFlow's own readers of TF_CONFIG
     know `chief` only."""
     import json
-    import os
 
     from trainer import task
 
@@ -194,3 +194,12 @@ def test_the_trainer_names_master_chief_in_tf_config_for_tensorflows_readers(tmp
                                                    "task": {"type": "chief", "index": 0}, "environment": "cloud"}
     assert roles[0].role == "chief"
     assert capsys.readouterr().out == f"Starting chief/0 (sync mode), job dir {tmp_path / 'job'}\n"
+
+
+def test_quieting_tensorflow_keeps_a_log_level_the_user_set(monkeypatch):
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "0")  # the user's: every line back
+    lazy.quiet_tensorflow()
+    assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == "0"
+    monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL")
+    lazy.quiet_tensorflow()
+    assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == "1"  # unset: INFO hidden
