@@ -25,6 +25,15 @@ def job(tmp_path):
     return job_dir, args, saver.save
 
 
+def drain(sidecar, bound: int = 10) -> None:
+    """evaluate_next until it finds nothing new, at most `bound` times (a sidecar that never
+    ran out fails here instead of looping until pytest's timeout)."""
+    for _ in range(bound):
+        if not sidecar.evaluate_next():
+            return
+    raise AssertionError(f"evaluate_next still found checkpoints after {bound} calls")
+
+
 def evaluated(capsys) -> list[int]:
     return [int(line.split()[2].rstrip(":")) for line in capsys.readouterr().out.splitlines()
             if line.startswith("Eval step ")]
@@ -35,15 +44,13 @@ def test_every_checkpoint_once_in_order_and_not_again_after_a_restart(job, capsy
     for step in (10, 20, 30):
         save(step)
     sidecar = evaluator.SideCar(args)
-    while sidecar.evaluate_next():
-        pass
+    drain(sidecar)
     assert evaluated(capsys) == [10, 20, 30]  # not only the newest
 
     save(40)
     again = evaluator.SideCar(args)  # the evaluator restarted
     assert again.last_step == 30
-    while again.evaluate_next():
-        pass
+    drain(again)
     assert evaluated(capsys) == [40]
     with open(evaluator.state_path(job_dir)) as handle:
         assert json.load(handle) == {"step": 40}
@@ -161,8 +168,7 @@ def test_a_write_cut_short_leaves_the_last_record_whole(job, monkeypatch, capsys
     again = evaluator.SideCar(args)
     assert again.last_step == 10
     capsys.readouterr()
-    while again.evaluate_next():
-        pass
+    drain(again)
     assert evaluated(capsys) == [20]
 
 
