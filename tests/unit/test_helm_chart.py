@@ -161,3 +161,48 @@ def test_notes_after_an_upgrade_say_the_running_job_is_not_restarted(tmp_path):
     assert text.startswith('TFJob "mnist" updated in namespace "ml".'), text
     assert "does not restart a job whose spec changed" in text and "a finished job does not" in text
     assert "give a new jobName and jobDir" in text
+
+
+@pytest.mark.parametrize("release, values, job, service_account", [
+    ("r", {}, "r-tfjob", "r-tfjob"),
+    ("tfjob-mnist", {}, "tfjob-mnist", "tfjob-mnist"),  # a release named after the chart is not repeated
+    ("r", {"nameOverride": "trainer"}, "r-trainer", "r-trainer"),
+    ("r", {"fullnameOverride": "mnist"}, "mnist", "mnist"),
+    ("r", {"fullnameOverride": "mnist", "jobName": "run-1", "serviceAccount": {"create": True, "name": "sa-1"}},
+     "run-1", "sa-1"),
+])
+def test_names_follow_helm_create(release, values, job, service_account, tmp_path):
+    """The fullname (jobName's default and the created ServiceAccount's) as `helm create` makes it."""
+    values = {**values, "serviceAccount": {"create": True, **values.get("serviceAccount", {})}}
+    docs = {d["kind"]: d for d in helm_template(CHART, [write_values(tmp_path, values)], tmp_path / "h", release=release)}
+    assert docs["TFJob"]["metadata"]["name"] == job and docs["NetworkPolicy"]["metadata"]["name"] == f"{job}-tf-port"
+    assert docs["ServiceAccount"]["metadata"]["name"] == service_account
+    assert {pod["serviceAccountName"] for pod in pod_specs(docs["TFJob"])} == {service_account}
+    name = values.get("nameOverride", "tfjob")
+    assert docs["TFJob"]["metadata"]["labels"]["app.kubernetes.io/name"] == name
+
+
+def test_a_release_name_the_job_cannot_take_is_refused(tmp_path):
+    """Helm takes release names starting with a digit; a TFJob's replicas' services cannot
+    (DNS-1035): the render fails naming jobName, not the operator later."""
+    done = run_helm(["template", "1st-run", str(CHART)], tmp_path)
+    assert done.returncode != 0 and "kind: TFJob" not in done.stdout
+    assert ('jobName: "1st-run-tfjob" is not a DNS-1035 label; set jobName to lowercase letters, digits and '
+            "'-', starting with a letter") in done.stderr, done.stderr
+    assert run_helm(["template", "1st-run", str(CHART), "--set", "jobName=first-run"], tmp_path).returncode == 0
+
+
+def test_image_pull_policy_reaches_every_container(tmp_path):
+    """image.pullPolicy, a chart value the launcher has no flag for: given, on every replica; empty, left out."""
+    given = write_values(tmp_path, {"image": {"repository": "gcr.io/p/trainer", "pullPolicy": "Always"}})
+    tfjob = [d for d in helm_template(CHART, [given], tmp_path / "h") if d["kind"] == "TFJob"][0]
+    assert [pod["containers"][0]["imagePullPolicy"] for pod in pod_specs(tfjob)] == ["Always"] * 3
+    default = [d for d in helm_template(CHART, [], tmp_path / "h2") if d["kind"] == "TFJob"][0]
+    assert all("imagePullPolicy" not in pod["containers"][0] for pod in pod_specs(default))
+
+
+def test_an_older_cluster_is_refused_by_kube_version(tmp_path):
+    """Chart.yaml's kubeVersion: an older cluster gets Helm's line naming the requirement."""
+    done = run_helm(["template", "rel", str(CHART), "--kube-version", "1.24.0"], tmp_path)
+    assert done.returncode != 0 and "chart requires kubeVersion: >=1.25.0-0" in done.stderr, done.stderr
+    assert run_helm(["template", "rel", str(CHART), "--kube-version", "1.25.0"], tmp_path).returncode == 0

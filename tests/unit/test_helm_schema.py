@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from launcher.spec import ACCELERATOR_LABEL, GKE_ACCELERATORS
+from launcher.spec import ACCELERATOR_LABEL, GKE_ACCELERATORS, HIDDEN_MOUNT_PATHS, KERNEL_MOUNT_PATHS
 from tests.support.chart import CHART, write_values
 from tests.support.tools import run_helm
 
@@ -135,6 +135,8 @@ BAD_VALUES = [
     ("secret-env-repeats-env", {"env": [{"name": "TOKEN", "value": "x"}],
                                 "secretEnv": [{"name": "TOKEN", "secretName": "s", "key": "k"}]},
      'secretEnv[0].name: "TOKEN" is set twice'),
+    ("env-twice", {"env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}, {"name": "A", "value": "3"}]},
+     'env[2].name: "A" is set twice; give each variable once'),
     ("pythonpath-with-package-path", {"moduleName": "trainer.task", "packagePath": "/mnt/code/trainer",
                                       "env": [{"name": "PYTHONPATH", "value": "/x"}]},
      "env[0].name: PYTHONPATH is set by packagePath"),
@@ -205,6 +207,38 @@ BAD_VALUES = [
     # label keys: a prefix of at most 253 characters
     ("label-prefix-of-254", {"labels": {("a" * 63 + ".") * 3 + "a" * 62 + "/x": "v"}},
      "- labels: Does not match pattern '^([^/]{1,253}/)?[^/]+$'"),
+    # every bound the launcher holds (spec.RunPolicy, JobSpec._check_gang)
+    ("negative-ttl", {"runPolicy": {"ttlSecondsAfterFinished": -1}}, "- runPolicy.ttlSecondsAfterFinished:"),
+    ("gang-timeout-zero", {"gang": {"enabled": True, "timeoutSeconds": 0}}, "- gang.timeoutSeconds:"),
+    # a default dropped with null (Helm deletes the key): the restricted security stays required
+    ("pods-run-as-non-root-dropped", {"podSecurityContext": {"runAsNonRoot": None}},
+     "- podSecurityContext: runAsNonRoot is required"),
+    ("privilege-escalation-dropped", {"securityContext": {"allowPrivilegeEscalation": None}},
+     "- securityContext: allowPrivilegeEscalation is required"),
+    ("capabilities-dropped", {"securityContext": {"capabilities": None}}, "- securityContext: capabilities is required"),
+    ("bad-pull-policy", {"image": {"pullPolicy": "Sometimes"}}, "- image.pullPolicy:"),
+    ("env-name-with-space", {"env": [{"name": "MY VAR", "value": "x"}]}, "- env.0.name:"),
+    ("secret-env-bad-name", {"secretEnv": [{"name": "1=2", "secretName": "s", "key": "k"}]}, "- secretEnv.0.name:"),
+    ("secret-env-bad-key", {"secretEnv": [{"name": "T", "secretName": "s", "key": "a/key"}]}, "- secretEnv.0.key:"),
+    ("secret-env-pythonpath-with-package-path", {"moduleName": "trainer.task", "packagePath": "/mnt/code/trainer",
+                                                 "volumes": [{"claimName": "code", "mountPath": "/mnt/code"}],
+                                                 "secretEnv": [{"name": "PYTHONPATH", "secretName": "s", "key": "k"}]},
+     "secretEnv[0].name: PYTHONPATH is set by packagePath"),
+    ("job-dir-env-of-the-trainer-module", {"moduleName": "trainer.task", "env": [{"name": "JOB_DIR", "value": "/x"}]},
+     "env[0].name: JOB_DIR is the trainer's job dir"),
+    ("memory-of-an-absent-role", {"replicas": {"ps": {"count": 0, "memory": "1Gi"}}},
+     "replicas.ps.memory: the job has no ps (replicas.ps.count is 0); set replicas.ps.count or drop replicas.ps.memory"),
+    ("worker-gpus-without-workers", {"replicas": {"ps": {"count": 0}, "worker": {"count": 0, "gpus": 1}}},
+     "replicas.worker.gpus: the job has no worker (replicas.worker.count is 0); set replicas.worker.count >= 1 "
+     "or replicas.worker.gpus: 0"),
+    ("bad-priority-class", {"priorityClassName": "High Priority"}, "- priorityClassName:"),
+    ("bad-service-account-name", {"serviceAccount": {"create": False, "name": "My SA"}}, "- serviceAccount.name:"),
+    ("gcp-service-account-not-an-email", {"serviceAccount": {"create": True, "gcpServiceAccount": "trainer"}},
+     "- serviceAccount.gcpServiceAccount:"),
+    ("read-only-as-text", {"volumes": [{"claimName": "data", "mountPath": "/mnt/data", "readOnly": "yes"}]},
+     "- volumes.0.readOnly:"),
+    ("automount-as-text", {"serviceAccount": {"create": False, "automount": "yes"}}, "- serviceAccount.automount:"),
+    ("istio-sidecar-as-text", {"istioSidecar": "false"}, "- istioSidecar:"),
     ("accelerator-vs-empty-selector", {"accelerator": "nvidia-l4", "replicas": {"worker": {
         "gpus": 1, "nodeSelector": {ACCELERATOR_LABEL: ""}}}},
      f'replicas.worker.nodeSelector: {ACCELERATOR_LABEL}="" conflicts with accelerator nvidia-l4'),
@@ -228,6 +262,7 @@ GOOD_NEIGHBOURS = [
                                                    {"claimName": "e", "mountPath": "/devices"}]}),
     ("gang-options-with-gang", {"gang": {"enabled": True, "minAvailable": 3, "queue": "research",
                                          "timeoutSeconds": 600}}),
+    ("gang-min-available-of-every-replica", {"gang": {"enabled": True, "minAvailable": 4}}),
     ("evaluator-with-gpus", {"replicas": {"evaluator": {"count": 1, "gpus": 1}}}),
     ("existing-service-account", {"serviceAccount": {"create": False, "name": "trainer", "gcpServiceAccount": "",
                                                      "annotations": {}}}),
@@ -361,3 +396,15 @@ def test_the_package_parent_is_the_launchers(package_path, tmp_path):
     done = run_helm(["template", "rel", str(CHART), "--values", str(values)], tmp_path)
     assert done.returncode == 0, done.stderr
     assert 'workingDir: "/mnt/code"' in done.stdout and '{"name":"PYTHONPATH","value":"/mnt/code"}' in done.stdout
+
+
+@pytest.mark.parametrize("hidden", HIDDEN_MOUNT_PATHS)
+def test_the_chart_refuses_the_mount_paths_the_launcher_refuses(hidden, tmp_path):
+    """volumes[].mountPath: each directory the launcher keeps a claim off (spec.HIDDEN_MOUNT_PATHS),
+    and what lies under the runtime's /dev, /proc and /sys, is refused naming it."""
+    paths = [hidden] + ([hidden + "/x"] if hidden in KERNEL_MOUNT_PATHS else [])
+    for path in paths:
+        values = write_values(tmp_path, {"volumes": [{"claimName": "data", "mountPath": path}]})
+        done = run_helm(["template", "rel", str(CHART), "--values", str(values)], tmp_path)
+        assert done.returncode != 0, f"helm mounted a claim at {path}"
+        assert f'volumes[0].mountPath: "{path}" ' in done.stderr and hidden in done.stderr.split(path, 1)[1], done.stderr

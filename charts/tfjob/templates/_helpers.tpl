@@ -338,6 +338,9 @@ Each failure names the value and the fix.
 {{- end }}
 {{- $envNames := dict }}
 {{- range $i, $entry := .Values.env }}
+{{- if hasKey $envNames $entry.name }}
+{{- fail (printf "env[%d].name: %q is set twice; give each variable once" $i $entry.name) }}
+{{- end }}
 {{- if and $.Values.packagePath (eq $entry.name "PYTHONPATH") }}
 {{- fail (printf "env[%d].name: PYTHONPATH is set by packagePath (to the package's parent directory); drop one of them" $i) }}
 {{- end }}
