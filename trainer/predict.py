@@ -78,6 +78,14 @@ def unreadable(flag: str, path: str, error, access: str = "give read access to i
     return f"{flag}: cannot read {path} ({lines[0] if lines else error.__class__.__name__}); {access}"
 
 
+def absent_export_bucket(model_dir: str) -> str | None:
+    """The line for a --model-dir in a gs:// bucket that does not exist, else None: the rule
+    of predict and of trainer.serve when they find no SavedModel."""
+    if gone := outputs.absent_bucket(model_dir):
+        return f"--model-dir: {gone} ({model_dir}); give the bucket the job exported to"
+    return None
+
+
 def resolve(model_dir: str) -> str:
     """The SavedModel dir: `model_dir` itself, or its newest numbered subdir."""
     root = model_dir.rstrip("/")
@@ -88,8 +96,8 @@ def resolve(model_dir: str) -> str:
     except tf.errors.OpError as error:  # permission denied, s3:// (no filesystem for it here), ...
         raise RequestError(unreadable("--model-dir", model_dir, error, "give read access to the export")) from None
     if not stamps:
-        if gone := outputs.absent_bucket(root):
-            raise RequestError(f"--model-dir: {gone} ({model_dir}); give the bucket the job exported to")
+        if line := absent_export_bucket(model_dir):
+            raise RequestError(line)
         base = f"{model_dir.rstrip('/')}/export"
         if tf.io.gfile.isdir(base):  # the job dir itself
             raise RequestError(f"--model-dir: no SavedModel at {model_dir}, a job dir; pass {base} (its newest "

@@ -35,8 +35,8 @@ from kserve.errors import InvalidInput, ModelNotFound, ModelNotReady
 from starlette.exceptions import HTTPException
 from tensorflow.core.framework import types_pb2
 
-from trainer import outputs
-from trainer.predict import RequestError as LoadError, instance_defaults, load, saved_versions, unreadable
+from trainer.predict import (RequestError as LoadError, absent_export_bucket, instance_defaults, load, saved_versions,
+                             unreadable)
 from trainer.serve import v2
 from trainer.serve.codec import (DEFAULT_SIGNATURE, InputSpec, RequestError, dumps, input_spec, parse_body,
                                  to_arrays, to_response)
@@ -59,8 +59,8 @@ def resolve(model_dir: str) -> tuple[str, str]:
         raise ModelDirError(unreadable("--model-dir", model_dir, error, "give the server read access to the export")
                             ) from None
     if not versions:
-        if gone := outputs.absent_bucket(model_dir):
-            raise ModelDirError(f"--model-dir: {gone} ({model_dir}); give the bucket the job exported to")
+        if line := absent_export_bucket(model_dir):
+            raise ModelDirError(line)
         raise ModelDirError(f"--model-dir: no SavedModel in {model_dir}; pass the export base "
                             "(JOB_DIR/export, with numeric version dirs) or one version dir")
     return f"{model_dir}/{versions[0]}", str(versions[0])
