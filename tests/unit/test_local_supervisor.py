@@ -105,12 +105,17 @@ def test_the_job_succeeds_with_its_chief_not_with_a_worker_that_exits_0_first(su
     first is just Succeeded while the chief trains on."""
     sup = supervisor()
     chief, worker, _ = sup.replicas
-    for replica in (chief, worker):
-        replica.proc = subprocess.Popen([sys.executable, "-c", "pass"], process_group=0)
-    sup.on_exit(worker, worker.proc.wait())
-    assert sup.outcome is None and (worker.phase, worker.exit_code) == ("Succeeded", 0)
-    sup.on_exit(chief, chief.proc.wait())
-    assert sup.outcome == ("Succeeded", "TFJobSucceeded", "TFJob default/sup successfully completed.")
+    procs = [subprocess.Popen([sys.executable, "-c", "pass"], process_group=0) for _ in range(2)]
+    chief.proc, worker.proc = procs
+    try:
+        sup.on_exit(worker, worker.proc.wait(timeout=60))
+        assert sup.outcome is None and (worker.phase, worker.exit_code) == ("Succeeded", 0)
+        sup.on_exit(chief, chief.proc.wait(timeout=60))
+        assert sup.outcome == ("Succeeded", "TFJobSucceeded", "TFJob default/sup successfully completed.")
+    finally:
+        for proc in procs:  # reaped on a failed assertion too
+            proc.kill()
+            proc.wait()
 
 
 def test_a_replica_that_cannot_start_fails_the_job_naming_the_program_and_why(supervisor):
@@ -167,15 +172,22 @@ def test_a_replica_has_a_temporary_folder_of_its_own_emptied_as_it_exits(supervi
     worker.spec["env"]["TMPDIR"] = str(sup.run.path / "mine")  # the job's own TMPDIR wins
     sup.start(chief)
     sup.start(worker)
-    code = chief.proc.wait(timeout=60)
-    worker.proc.wait(timeout=60)
-    made, tmpdir = chief.log_path.read_text().split()
-    assert Path(tmpdir) == sup.run.tmp_path("chief-0") and Path(made).parent == Path(tmpdir)
-    assert Path(made, "f.py").exists() and code == -signal.SIGKILL  # left by the kill
-    sup.on_exit(chief, code)
-    assert not Path(tmpdir).exists() and sup.run.tmp.is_dir()
-    assert worker.log_path.read_text() == f"{sup.run.path / 'mine'}\n"
-    sup.start(chief)  # a restart gets it again
-    sup.outcome = ("Failed", "Reason", "message")
-    sup.finish()
-    assert not sup.run.tmp.exists()
+    started = [chief.proc, worker.proc]
+    try:
+        code = chief.proc.wait(timeout=60)
+        worker.proc.wait(timeout=60)
+        made, tmpdir = chief.log_path.read_text().split()
+        assert Path(tmpdir) == sup.run.tmp_path("chief-0") and Path(made).parent == Path(tmpdir)
+        assert Path(made, "f.py").exists() and code == -signal.SIGKILL  # left by the kill
+        sup.on_exit(chief, code)
+        assert not Path(tmpdir).exists() and sup.run.tmp.is_dir()
+        assert worker.log_path.read_text() == f"{sup.run.path / 'mine'}\n"
+        sup.start(chief)  # a restart gets it again
+        started.append(chief.proc)
+        sup.outcome = ("Failed", "Reason", "message")
+        sup.finish()
+        assert not sup.run.tmp.exists()
+    finally:
+        for proc in started:  # reaped on a failed assertion too
+            proc.kill()
+            proc.wait()
